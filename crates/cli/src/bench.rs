@@ -1,0 +1,101 @@
+//! `situate bench`: measurements for BENCHMARKS.md (not tests: they time things).
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use situate_core::{LexicalQuery, MatchOn};
+use situate_engine::{Access, Engine};
+use situate_eval::{Judgments, dedup_ranked, mean, ndcg_at, recall_at};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// BM25 queries per second and quality on a BEIR data set already ingested into --index
+    Bm25 {
+        /// The BEIR folder (queries.jsonl, qrels/)
+        #[arg(long)]
+        dataset: PathBuf,
+        /// The qrels split
+        #[arg(long, default_value = "test")]
+        split: String,
+        /// How many times the whole query set is run (the best run is reported)
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+        /// Hits per query
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// plain or contextual BM25
+        #[arg(long, default_value = "contextual")]
+        bm25: String,
+    },
+}
+
+pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
+    match cmd {
+        BenchCommand::Bm25 { dataset, split, repeat, k, bm25 } => bm25_bench(index, &dataset, &split, repeat, k, &bm25),
+    }
+}
+
+fn bm25_bench(index: &Path, dataset: &Path, split: &str, repeat: usize, k: usize, bm25: &str) -> Result<ExitCode> {
+    let engine = Engine::open(index, Access::Read)?;
+    let match_on: MatchOn = situate_engine::parse_match_on(bm25)?;
+    let qrels = situate_eval::beir::read_qrels(&dataset.join("qrels").join(format!("{split}.tsv")))?;
+    let queries = situate_eval::beir::read_queries(&dataset.join("queries.jsonl"))?;
+    let mut ids: Vec<&String> = qrels.keys().collect();
+    ids.sort();
+    let texts: Vec<(&str, &str)> = ids
+        .iter()
+        .map(|id| queries.get(*id).map(|t| (id.as_str(), t.as_str())).with_context(|| format!("query {id} has no text")))
+        .collect::<Result<_>>()?;
+    if texts.is_empty() || repeat == 0 || k == 0 {
+        bail!("nothing to run");
+    }
+    let langs = engine.languages().to_vec();
+    let lexical = engine.lexical();
+    let run_once = || -> Result<Vec<Vec<u64>>> {
+        texts
+            .iter()
+            .map(|(_, t)| {
+                let q = LexicalQuery { text: t, limit: k, match_on, context_weight: 1.0, languages: &langs };
+                Ok(lexical.search(&q).map_err(|e| anyhow::anyhow!(e))?.into_iter().map(|h| h.card).collect())
+            })
+            .collect()
+    };
+    run_once()?; // warm the page cache
+    let mut best = f64::INFINITY;
+    let mut results = Vec::new();
+    for _ in 0..repeat {
+        let t = Instant::now();
+        results = run_once()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    // Quality: card → document id (judgments are per document; a document's best chunk counts).
+    let mut doc_of: HashMap<u64, String> = HashMap::new();
+    let mut ndcg = Vec::new();
+    let mut recall = Vec::new();
+    for ((qid, _), cards) in texts.iter().zip(&results) {
+        let missing: Vec<u64> = cards.iter().copied().filter(|c| !doc_of.contains_key(c)).collect();
+        for rec in engine.store().cards(&missing)? {
+            doc_of.insert(rec.card.card, rec.card.document_id);
+        }
+        let docs = dedup_ranked(cards.iter().filter_map(|c| doc_of.get(c).cloned()));
+        let rel: &Judgments = &qrels[*qid];
+        ndcg.push(ndcg_at(&docs, rel, 10));
+        recall.push(recall_at(&docs, rel, k));
+    }
+    let qps = texts.len() as f64 / best;
+    let out = serde_json::json!({
+        "queries": texts.len(),
+        "k": k,
+        "bm25": bm25,
+        "best_seconds": best,
+        "queries_per_second": qps,
+        "ndcg_at_10": mean(&ndcg),
+        format!("recall_at_{k}"): mean(&recall),
+        "threads": 1,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,107 @@
+//! `situate.toml`: optional settings, overridden by command-line flags.
+//!
+//! ```toml
+//! index = ".situate"          # index directory
+//!
+//! [chunk]
+//! max_tokens = 256
+//! overlap_tokens = 32
+//! tokenizer = "path/to/tokenizer.json"   # count real tokens
+//!
+//! [ingest]
+//! context = "structural"      # none | structural
+//! language = "en"             # force a language (no detection)
+//! default_language = "en"     # when detection is unsure
+//!
+//! [search]
+//! k = 10
+//! bm25 = "contextual"         # plain | contextual
+//! context_weight = 1.0
+//!
+//! [bm25]
+//! chinese = "bigram"          # bigram | jieba, used when an index is created
+//! ```
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Every setting; unknown keys are an error (a typo should not be silently ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub index: Option<PathBuf>,
+    #[serde(default)]
+    pub chunk: ChunkSettings,
+    #[serde(default)]
+    pub ingest: IngestSettings,
+    #[serde(default)]
+    pub search: SearchSettings,
+    #[serde(default)]
+    pub bm25: Bm25Settings,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkSettings {
+    pub max_tokens: Option<usize>,
+    pub overlap_tokens: Option<usize>,
+    pub tokenizer: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestSettings {
+    pub context: Option<String>,
+    pub language: Option<String>,
+    pub default_language: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    pub k: Option<usize>,
+    pub bm25: Option<String>,
+    pub context_weight: Option<f32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bm25Settings {
+    pub chinese: Option<String>,
+}
+
+impl Settings {
+    /// Reads `path`, or `./situate.toml` when no path is given and it exists.
+    pub fn load(path: Option<&Path>) -> Result<Settings> {
+        let path = match path {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = PathBuf::from("situate.toml");
+                if !p.is_file() {
+                    return Ok(Settings::default());
+                }
+                p
+            }
+        };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn index_dir(&self) -> PathBuf {
+        self.index.clone().unwrap_or_else(|| PathBuf::from(".situate"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert!(toml::from_str::<Settings>("[chunk]\nmax_token = 3\n").is_err());
+        let s: Settings = toml::from_str("index = \"x\"\n[search]\nk = 3\n").expect("valid");
+        assert_eq!(s.search.k, Some(3));
+        assert_eq!(s.index_dir(), PathBuf::from("x"));
+    }
+}

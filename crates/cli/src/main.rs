@@ -1,0 +1,279 @@
+//! `situate`: the command line. Glue only: parsing, settings, progress and output; the work
+//! happens in `situate-engine`.
+
+mod bench;
+mod config;
+mod output;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use config::Settings;
+use situate_core::{Language, MatchOn};
+use situate_engine::{Access, CreateSettings, Engine, IngestEvent, IngestOptions};
+use situate_ingest::SourceFormat;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Contextual Retrieval: index documents with situating contexts, search them with BM25.
+#[derive(Parser)]
+#[command(name = "situate", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct Global {
+    /// Index directory [default: ./.situate, or `index` in situate.toml]
+    #[arg(long, global = true, env = "SITUATE_INDEX")]
+    index: Option<PathBuf>,
+    /// Settings file [default: ./situate.toml when it exists]
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Print one JSON document instead of text
+    #[arg(long, global = true)]
+    json: bool,
+    /// No progress display
+    #[arg(long, short, global = true)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create an empty index
+    Init {
+        /// How Chinese is tokenized for BM25 (fixed for the index's life): bigram or jieba
+        #[arg(long)]
+        chinese: Option<String>,
+    },
+    /// Ingest files, directory trees or corpus files (BEIR corpus.jsonl, Anthropic codebase_chunks.json)
+    Ingest(IngestArgs),
+    /// Search the index
+    Search(SearchArgs),
+    /// Show one chunk card: context, original and provenance
+    Show {
+        /// The chunk id (as printed by search)
+        chunk_id: String,
+    },
+    /// Counts, languages, context statuses, and whether the BM25 index agrees with the store
+    Stats,
+    /// Remove a document and its chunks from the store and every index
+    Rm {
+        /// The document id
+        document_id: String,
+    },
+    /// Rebuild every index from the chunk cards (no LLM calls)
+    Rebuild,
+    /// Benchmarks (see BENCHMARKS.md)
+    #[command(subcommand, hide = true)]
+    Bench(bench::BenchCommand),
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// Files and directories to ingest
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Context method: none or structural [default: structural]
+    #[arg(long)]
+    context: Option<String>,
+    /// Input format: auto, files, beir or anthropic
+    #[arg(long, default_value = "auto")]
+    format: String,
+    /// Force the language of every document (en, ru, zh, other) instead of detecting it
+    #[arg(long)]
+    language: Option<String>,
+    /// Largest chunk in tokens [default: 256]
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Tokens shared by neighbouring chunks [default: 32]
+    #[arg(long)]
+    overlap: Option<usize>,
+    /// Count tokens with this tokenizer.json instead of the built-in estimate
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Documents per committed batch
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Exit non-zero when any input was skipped
+    #[arg(long)]
+    strict: bool,
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    /// The query
+    query: String,
+    /// Number of hits [default: 10]
+    #[arg(short, long)]
+    k: Option<usize>,
+    /// BM25 over the original only (plain) or context and original (contextual) [default: contextual]
+    #[arg(long)]
+    bm25: Option<String>,
+    /// Weight of the context relative to the original [default: 1.0]
+    #[arg(long)]
+    context_weight: Option<f32>,
+    /// Only documents of this language (repeatable)
+    #[arg(long)]
+    language: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SITUATE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`situate search ... | head`) is not an error.
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let settings = Settings::load(cli.global.config.as_deref())?;
+    let index = cli.global.index.clone().unwrap_or_else(|| settings.index_dir());
+    let g = &cli.global;
+    match cli.command {
+        Command::Init { chinese } => {
+            let chinese = chinese.or(settings.bm25.chinese.clone()).unwrap_or_else(|| "bigram".into());
+            let create = CreateSettings { chinese: chinese.parse().map_err(anyhow::Error::msg)? };
+            let e = Engine::create(&index, create)?;
+            output::message(g.json, &format!("created an index at {}", e.dir().display()), &serde_json::json!({
+                "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str()
+            }))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ingest(a) => ingest(g, &settings, &index, a),
+        Command::Search(a) => {
+            let e = Engine::open(&index, Access::Read)?;
+            let match_on = match a.bm25.or(settings.search.bm25.clone()) {
+                Some(m) => situate_engine::parse_match_on(&m)?,
+                None => MatchOn::Contextual,
+            };
+            let languages = a
+                .language
+                .iter()
+                .map(|l| l.parse::<Language>().map_err(anyhow::Error::msg))
+                .collect::<Result<Vec<_>>>()?;
+            let k = a.k.or(settings.search.k).unwrap_or(10);
+            if k == 0 {
+                bail!("-k must be at least 1");
+            }
+            let context_weight = a.context_weight.or(settings.search.context_weight).unwrap_or(1.0);
+            if !(context_weight.is_finite() && context_weight >= 0.0) {
+                bail!("--context-weight must be a number >= 0");
+            }
+            let started = Instant::now();
+            let hits = e.search(&situate_search::SearchRequest {
+                text: &a.query,
+                k,
+                match_on,
+                context_weight,
+                languages: &languages,
+            })?;
+            output::hits(g.json, &a.query, match_on, &hits, started.elapsed())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { chunk_id } => {
+            let e = Engine::open(&index, Access::Read)?;
+            let card = e.chunk(&chunk_id)?;
+            let doc = e.document(&card.card.document_id)?;
+            output::card(g.json, &card, &doc)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats => {
+            let e = Engine::open(&index, Access::Read)?;
+            let stats = e.stats()?;
+            let check = e.check()?;
+            output::stats(g.json, e.dir(), &stats, &check)?;
+            Ok(if check.is_consistent() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Rm { document_id } => {
+            let mut e = Engine::open(&index, Access::Write)?;
+            e.remove(&document_id)?;
+            output::message(g.json, &format!("removed {document_id}"), &serde_json::json!({"removed": document_id}))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rebuild => {
+            let mut e = Engine::open(&index, Access::Write)?;
+            let total = e.store().stats()?.chunks;
+            let bar = output::progress_bar(g.quiet || g.json, Some(total), "indexing cards");
+            let started = Instant::now();
+            let n = e.rebuild(&mut |done, _| bar.set_position(done))?;
+            bar.finish_and_clear();
+            let secs = started.elapsed().as_secs_f64();
+            output::message(
+                g.json,
+                &format!("rebuilt the BM25 index from {n} chunk cards in {secs:.1} s (no LLM calls)"),
+                &serde_json::json!({"chunks": n, "seconds": secs}),
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(b) => bench::run(b, &index),
+    }
+}
+
+fn ingest(g: &Global, settings: &Settings, index: &std::path::Path, a: IngestArgs) -> Result<ExitCode> {
+    let method = a.context.or(settings.ingest.context.clone()).unwrap_or_else(|| "structural".into());
+    let contextualizer = situate_contextualize::by_name(&method).map_err(anyhow::Error::msg)?;
+    let mut opts = IngestOptions::new(contextualizer);
+    opts.sources.format = a.format.parse::<SourceFormat>().map_err(anyhow::Error::msg)?;
+    opts.sources.language = match a.language.or(settings.ingest.language.clone()) {
+        Some(l) => Some(l.parse().map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    if let Some(l) = &settings.ingest.default_language {
+        opts.sources.default_language = l.parse().map_err(anyhow::Error::msg)?;
+    }
+    opts.chunker.max_tokens = a.max_tokens.or(settings.chunk.max_tokens).unwrap_or(opts.chunker.max_tokens);
+    opts.chunker.overlap_tokens = a.overlap.or(settings.chunk.overlap_tokens).unwrap_or(opts.chunker.overlap_tokens);
+    opts.chunker.tokenizer = a.tokenizer.or(settings.chunk.tokenizer.clone());
+    if a.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    opts.batch_documents = a.batch;
+
+    let created = !Engine::exists(index);
+    let chinese = settings.bm25.chinese.clone().unwrap_or_else(|| "bigram".into());
+    let mut e = Engine::open_or_create(index, CreateSettings { chinese: chinese.parse().map_err(anyhow::Error::msg)? })
+        .with_context(|| format!("opening the index at {}", index.display()))?;
+    let bar = output::progress_bar(g.quiet || g.json, None, "ingesting");
+    let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
+    let started = Instant::now();
+    let report = e.ingest(&a.paths, opts, &mut |ev| {
+        match ev {
+            IngestEvent::Document { chunks: c, .. } => {
+                docs += 1;
+                chunks += c as u64;
+            }
+            IngestEvent::Skipped(_) => skipped += 1,
+            IngestEvent::Committed { .. } => {}
+        }
+        bar.set_message(format!("{docs} documents, {chunks} chunks, {skipped} skipped"));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    let elapsed = started.elapsed();
+    output::ingest_report(g.json, e.dir(), created, &method, &report, elapsed)?;
+    let nothing = report.documents_ok() == 0;
+    Ok(if nothing || (a.strict && !report.skipped.is_empty()) { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// Whether progress bars can be drawn (stderr is a terminal).
+fn interactive() -> bool {
+    std::io::stderr().is_terminal()
+}

@@ -1,0 +1,199 @@
+//! What the commands print: text for people, one JSON document for machines (`--json`).
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use situate_core::{CardRecord, Hit, MatchOn};
+use situate_engine::{Consistency, EngineStats, IngestReport};
+use situate_engine::StoredDocument;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A one-line result.
+pub fn message(json: bool, text: &str, value: &serde_json::Value) -> Result<()> {
+    if json {
+        return print_json(value);
+    }
+    writeln!(std::io::stdout(), "{text}")?;
+    Ok(())
+}
+
+/// A spinner (unknown total) or a bar, on stderr, hidden when not interactive.
+pub fn progress_bar(hidden: bool, total: Option<u64>, what: &str) -> ProgressBar {
+    if hidden || !crate::interactive() {
+        return ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(t) => ProgressBar::new(t).with_style(
+            ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} ({per_sec}, {eta} left)")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Indents every line of `text` after the first by `pad`.
+fn indent(text: &str, pad: &str) -> String {
+    text.trim().lines().collect::<Vec<_>>().join(&format!("\n{pad}"))
+}
+
+/// Search results: context and original visibly apart.
+pub fn hits(json: bool, query: &str, match_on: MatchOn, hits: &[Hit], took: Duration) -> Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "query": query,
+            "bm25": match_on.to_string(),
+            "took_ms": took.as_secs_f64() * 1000.0,
+            "hits": hits,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    if hits.is_empty() {
+        writeln!(out, "no hits for {query:?}")?;
+        return Ok(());
+    }
+    for h in hits {
+        writeln!(out, "{:>2}. {}  [{}]  score {:.3}", h.rank, h.chunk_id, h.source, h.score)?;
+        if !h.heading_path.is_empty() {
+            writeln!(out, "    section   {}", h.heading_path.join(" > "))?;
+        }
+        match &h.context {
+            Some(c) => writeln!(out, "    context   {}", indent(c, "              "))?,
+            None => writeln!(out, "    context   (none)")?,
+        }
+        writeln!(out, "    original  {}", indent(&h.original_text, "              "))?;
+        writeln!(out)?;
+    }
+    writeln!(out, "{} hits, {match_on} BM25, {:.1} ms", hits.len(), took.as_secs_f64() * 1000.0)?;
+    Ok(())
+}
+
+/// One chunk card in full.
+pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
+    let c = &rec.card;
+    if json {
+        return print_json(&serde_json::json!({
+            "document_id": c.document_id,
+            "chunk_id": c.chunk_id,
+            "ordinal": c.ordinal,
+            "char_start": c.char_start,
+            "char_end": c.char_end,
+            "heading_path": c.heading_path,
+            "original_text": c.original_text,
+            "generated_context": c.generated_context,
+            "context_status": c.context_status,
+            "context_provenance": c.provenance,
+            "context_notes": c.context_notes,
+            "document": doc,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "chunk      {} (#{} of {})", c.chunk_id, c.ordinal, doc.id)?;
+    writeln!(out, "document   {}  [{}]  {}, {}", doc.id, doc.source, doc.kind, doc.language)?;
+    if let Some(t) = &doc.title {
+        writeln!(out, "title      {t}")?;
+    }
+    writeln!(out, "characters {}..{}", c.char_start, c.char_end)?;
+    if !c.heading_path.is_empty() {
+        writeln!(out, "section    {}", c.heading_path.join(" > "))?;
+    }
+    writeln!(out, "status     {}", c.context_status)?;
+    if let Some(p) = &c.provenance {
+        writeln!(
+            out,
+            "provenance {} model={} prompt={} inputs={}",
+            p.method,
+            p.model.as_deref().unwrap_or("-"),
+            p.prompt_version.as_deref().unwrap_or("-"),
+            &p.input_hash[..p.input_hash.len().min(16)]
+        )?;
+    }
+    for n in &c.context_notes {
+        writeln!(out, "note       {n}")?;
+    }
+    writeln!(out, "\n--- context ---\n{}", c.generated_context.as_deref().unwrap_or("(none)"))?;
+    writeln!(out, "\n--- original ---\n{}", c.original_text)?;
+    Ok(())
+}
+
+/// Index statistics.
+pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "index": dir,
+            "stats": s,
+            "consistency": check,
+            "consistent": check.is_consistent(),
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "index       {}", dir.display())?;
+    writeln!(out, "documents   {}", s.store.documents)?;
+    writeln!(out, "chunks      {} ({} characters)", s.store.chunks, s.store.chunk_chars)?;
+    let list = |v: &[(String, u64)]| v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
+    writeln!(out, "languages   {}", list(&s.store.languages))?;
+    writeln!(out, "contexts    {}", list(&s.store.context_status))?;
+    writeln!(out, "methods     {}", list(&s.store.context_methods))?;
+    writeln!(out, "bm25        {} chunks, Chinese tokenizer {}", s.bm25_chunks, s.chinese_tokenizer)?;
+    writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
+    if check.is_consistent() {
+        writeln!(out, "consistency the BM25 index holds exactly the store's cards (generation {})", check.store_generation)?;
+    } else {
+        writeln!(
+            out,
+            "consistency MISMATCH: store {} chunks (generation {}), index {} (generation {}); missing {:?}, extra {:?}; run `situate rebuild`",
+            check.store_chunks, check.store_generation, check.index_chunks, check.index_generation,
+            check.missing_from_index, check.not_in_store
+        )?;
+    }
+    Ok(())
+}
+
+/// The summary at the end of an ingest.
+pub fn ingest_report(json: bool, dir: &Path, created: bool, method: &str, r: &IngestReport, took: Duration) -> Result<()> {
+    let secs = took.as_secs_f64();
+    if json {
+        return print_json(&serde_json::json!({
+            "index": dir,
+            "created": created,
+            "context": method,
+            "report": r,
+            "seconds": secs,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    if created {
+        writeln!(out, "created an index at {}", dir.display())?;
+    }
+    writeln!(
+        out,
+        "ingested {} documents ({} added, {} replaced, {} unchanged), {} chunks written, context {method}, {:.1} s",
+        r.documents_ok(), r.added, r.replaced, r.unchanged, r.chunks, secs
+    )?;
+    if r.context_failures > 0 {
+        writeln!(out, "{} chunks have no context (failed); they are indexed with their original text", r.context_failures)?;
+    }
+    if !r.skipped.is_empty() {
+        writeln!(out, "skipped {}:", r.skipped.len())?;
+        for s in &r.skipped {
+            writeln!(out, "  {}: {}", s.source, s.reason)?;
+        }
+    }
+    if r.documents_ok() == 0 {
+        writeln!(out, "nothing could be ingested")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! A process killed mid-ingest leaves a consistent index; re-running finishes the job with
+//! nothing lost and nothing duplicated.
+
+use crate::*;
+use std::time::{Duration, Instant};
+
+fn corpus(root: &Path, files: usize) {
+    std::fs::create_dir_all(root).expect("mkdir");
+    for i in 0..files {
+        let body: String = (0..12)
+            .map(|p| format!("Report {i}, part {p}: the station measured {} millimetres of rain.\n\n", i * 7 + p))
+            .collect();
+        std::fs::write(root.join(format!("r{i:04}.txt")), body).expect("w");
+    }
+}
+
+/// The chunk count of a clean ingest of `root`, for comparison.
+fn reference_chunks(tmp: &Path, root: &Path) -> u64 {
+    let index = tmp.join("reference");
+    let v = json(situate(&index).arg("ingest").arg(root).args(["--max-tokens", "40"]), 0);
+    v["report"]["chunks"].as_u64().expect("n")
+}
+
+fn assert_complete(index: &Path, files: u64, chunks: u64) {
+    let s = consistent_stats(index);
+    assert_eq!(s["stats"]["store"]["documents"], files, "{s:#}");
+    assert_eq!(s["stats"]["store"]["chunks"], chunks, "{s:#}");
+    assert_eq!(s["stats"]["bm25_chunks"], chunks, "{s:#}");
+}
+
+#[test]
+fn crash_points_between_store_and_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("reports");
+    corpus(&root, 30);
+    let want = reference_chunks(tmp.path(), &root);
+    for point in ["store-commit", "index-commit"] {
+        let index = tmp.path().join(format!("idx-{point}"));
+        let out = situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--max-tokens", "40", "--batch", "7"])
+            .env("SITUATE_CRASH_AT", point)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "the crash hook fired at {point}");
+        // Readers see a consistent index straight away (they catch the index up).
+        let s = consistent_stats(&index);
+        assert!(s["stats"]["store"]["documents"].as_u64().expect("n") >= 7, "the first batch survived: {s:#}");
+        let v = json(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40", "--batch", "7"]), 0);
+        assert!(v["report"]["unchanged"].as_u64().expect("n") >= 7, "{v:#}");
+        assert_complete(&index, 30, want);
+    }
+}
+
+#[test]
+fn crash_during_rebuild_keeps_the_old_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("reports");
+    corpus(&root, 5);
+    let index = tmp.path().join("idx");
+    let want = json(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40"]), 0)["report"]["chunks"]
+        .as_u64()
+        .expect("n");
+    let out = situate(&index).arg("rebuild").env("SITUATE_CRASH_AT", "rebuild-switch").output().expect("runs");
+    assert!(!out.status.success());
+    assert_complete(&index, 5, want);
+    run(situate(&index).arg("rebuild"), 0);
+    assert_complete(&index, 5, want);
+    let dirs: Vec<String> = std::fs::read_dir(&index)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("bm25-"))
+        .collect();
+    assert_eq!(dirs.len(), 1, "leftovers of the crashed rebuild are removed: {dirs:?}");
+}
+
+#[test]
+fn kill_9_at_several_moments_then_resume() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("reports");
+    corpus(&root, 300);
+    let want = reference_chunks(tmp.path(), &root);
+    // Kill after a growing delay so that some runs die early, some mid-way, some late.
+    for (attempt, delay_ms) in [30u64, 120, 400].into_iter().enumerate() {
+        let index = tmp.path().join(format!("idx-{attempt}"));
+        let mut child = situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--max-tokens", "40", "--batch", "10", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(delay_ms) {
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+        child.wait().expect("reaped");
+        if index.join("cards.db").exists() {
+            consistent_stats(&index);
+        }
+        run(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40", "--batch", "10"]), 0);
+        assert_complete(&index, 300, want);
+    }
+}

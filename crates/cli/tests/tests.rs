@@ -1,0 +1,63 @@
+//! Integration tests: they drive the `situate` binary on committed fixtures and on corpora
+//! they write themselves. One test binary (see ripgrep's layout) with a module per area.
+
+mod crash;
+mod ingest;
+mod search;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The committed fixtures.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures")
+}
+
+/// A command for the binary under test, on `index`, with no settings file in reach.
+pub fn situate(index: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_situate"));
+    c.arg("--index").arg(index).env_remove("SITUATE_INDEX").env_remove("SITUATE_CRASH_AT");
+    c.current_dir(index.parent().unwrap_or(Path::new("/")));
+    c
+}
+
+/// Runs and returns the output, failing the test with stderr when the exit status is not
+/// `code`.
+pub fn run(cmd: &mut Command, code: i32) -> Output {
+    let out = cmd.output().expect("the situate binary runs");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{cmd:?}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs with `--json` and parses stdout.
+pub fn json(cmd: &mut Command, code: i32) -> Value {
+    let out = run(cmd.arg("--json"), code);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// `situate stats --json`, asserting the index agrees with the store.
+pub fn consistent_stats(index: &Path) -> Value {
+    let v = json(situate(index).arg("stats"), 0);
+    assert_eq!(v["consistent"], Value::Bool(true), "{v:#}");
+    v
+}
+
+/// The chunk ids of a search, best first.
+pub fn search_ids(index: &Path, query: &str, extra: &[&str]) -> Vec<String> {
+    let v = json(situate(index).arg("search").arg(query).args(extra), 0);
+    v["hits"]
+        .as_array()
+        .expect("hits array")
+        .iter()
+        .map(|h| h["chunk_id"].as_str().expect("chunk_id").to_string())
+        .collect()
+}

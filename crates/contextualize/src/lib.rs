@@ -1,0 +1,208 @@
+//! Contextualizers: what writes the note that situates a chunk in its document.
+//!
+//! Two implementations live here, both without an LLM:
+//! - [`NoContext`] (`none`): chunks are indexed as they are;
+//! - [`Structural`] (`structural`): a short deterministic context built from what the
+//!   document's structure says: its title or path, the markdown heading path, and for code
+//!   the file, its language and the enclosing module/class/function names.
+//!
+//! LLM contextualizers (Anthropic, OpenAI-compatible servers, local GGUF) implement the same
+//! [`situate_core::Contextualizer`] trait in their own crates.
+#![warn(missing_docs)]
+
+mod code;
+
+use situate_core::{
+    ChunkContext, ChunkView, ContextError, ContextStatus, Contextualizer, DocKind,
+    DocumentContexts, DocumentView, Provenance, hash_parts,
+};
+
+/// Builds a contextualizer by name (`none` or `structural`).
+pub fn by_name(name: &str) -> Result<Box<dyn Contextualizer>, String> {
+    match name {
+        "none" => Ok(Box::new(NoContext)),
+        "structural" => Ok(Box::new(Structural)),
+        _ => Err(format!("unknown context method {name:?}: expected none or structural")),
+    }
+}
+
+/// No context: every chunk stays `pending` and is indexed as its original text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoContext;
+
+#[async_trait::async_trait]
+impl Contextualizer for NoContext {
+    fn method(&self) -> &str {
+        "none"
+    }
+
+    fn fingerprint(&self) -> String {
+        "none".into()
+    }
+
+    async fn contextualize(
+        &self,
+        _doc: DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+    ) -> Result<DocumentContexts, ContextError> {
+        Ok(DocumentContexts { contexts: vec![ChunkContext::none(); chunks.len()], usage: Default::default() })
+    }
+}
+
+/// The version of the structural rules; part of each context's provenance.
+pub const STRUCTURAL_VERSION: &str = "structural-v1";
+
+/// A deterministic context from the document's structure (no LLM, no tokens spent).
+///
+/// Examples of what it writes:
+/// - `From src/parser.rs (Rust source), in impl Parser > fn parse_block.`
+/// - `From "Installation guide", section Install > Linux.`
+/// - `From "Microstructural development of human newborn cerebral white matter".`
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Structural;
+
+impl Structural {
+    /// The context for one chunk, or `None` when the structure says nothing.
+    pub fn context_for(doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> Option<String> {
+        let mut parts = Vec::new();
+        let origin = match (doc.title, doc.kind) {
+            (Some(t), _) => format!("From \"{}\"", clip(t, 160)),
+            (None, DocKind::Code(lang)) => format!("From {} ({} source)", doc.id, code::display_lang(lang)),
+            (None, DocKind::Record) => format!("From document {}", doc.id),
+            (None, _) => format!("From {}", doc.id),
+        };
+        parts.push(origin);
+        if !chunk.span.heading_path.is_empty() {
+            parts.push(format!("section {}", chunk.span.heading_path.join(" > ")));
+        }
+        let is_code = matches!(doc.kind, DocKind::Code(_)) || code::looks_like_code(doc.text);
+        if is_code {
+            let enclosing = code::enclosing_items(doc.text, chunk.span.byte_start);
+            if !enclosing.is_empty() {
+                parts.push(format!("in {}", enclosing.join(" > ")));
+            }
+        }
+        // A title-less record with no structure found says nothing the chunk does not.
+        if parts.len() == 1 && doc.title.is_none() && *doc.kind == DocKind::Record {
+            return None;
+        }
+        Some(format!("{}.", parts.join(", ")))
+    }
+}
+
+fn clip(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Contextualizer for Structural {
+    fn method(&self) -> &str {
+        "structural"
+    }
+
+    fn fingerprint(&self) -> String {
+        STRUCTURAL_VERSION.into()
+    }
+
+    async fn contextualize(
+        &self,
+        doc: DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+    ) -> Result<DocumentContexts, ContextError> {
+        let contexts = chunks
+            .iter()
+            .map(|chunk| match Structural::context_for(&doc, chunk) {
+                None => ChunkContext::none(),
+                Some(text) => ChunkContext {
+                    provenance: Some(Provenance {
+                        method: "structural".into(),
+                        model: None,
+                        prompt_version: Some(STRUCTURAL_VERSION.into()),
+                        input_hash: hash_parts(&[
+                            doc.content_hash.as_bytes(),
+                            chunk.text.as_bytes(),
+                            STRUCTURAL_VERSION.as_bytes(),
+                        ]),
+                    }),
+                    text: Some(text),
+                    status: ContextStatus::Generated,
+                    notes: vec![],
+                },
+            })
+            .collect();
+        Ok(DocumentContexts { contexts, usage: Default::default() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use situate_core::{ChunkSpan, Language};
+
+    fn span(start: usize, end: usize, headings: &[&str]) -> ChunkSpan {
+        ChunkSpan {
+            ordinal: 0,
+            byte_start: start,
+            byte_end: end,
+            char_start: start,
+            char_end: end,
+            heading_path: headings.iter().map(|s| s.to_string()).collect(),
+            chunk_id: None,
+        }
+    }
+
+    fn view<'a>(id: &'a str, title: Option<&'a str>, kind: &'a DocKind, text: &'a str) -> DocumentView<'a> {
+        DocumentView { id, source: id, title, language: Language::En, kind, text, content_hash: "h" }
+    }
+
+    #[tokio::test]
+    async fn structural_names_title_sections_and_code_items() {
+        let md = DocKind::Markdown;
+        let text = "# Guide\n\n## Install\n\nRun it.";
+        let s = span(20, 27, &["Guide", "Install"]);
+        let chunk = ChunkView { span: &s, text: &text[20..27] };
+        let out = Structural.contextualize(view("docs/g.md", Some("Guide"), &md, text), &[chunk]).await.expect("ok");
+        assert_eq!(out.contexts[0].text.as_deref(), Some("From \"Guide\", section Guide > Install."));
+        assert_eq!(out.contexts[0].status, ContextStatus::Generated);
+        assert_eq!(out.contexts[0].provenance.as_ref().map(|p| p.method.as_str()), Some("structural"));
+
+        let rs = DocKind::Code("rust".into());
+        let code = "mod net {\n    impl Client {\n        fn send(&self) {\n            let x = 1;\n        }\n    }\n}\n";
+        let at = code.find("let x").expect("present");
+        let s = span(at, at + 10, &[]);
+        let chunk = ChunkView { span: &s, text: &code[at..at + 10] };
+        let out = Structural.contextualize(view("src/net.rs", None, &rs, code), &[chunk]).await.expect("ok");
+        assert_eq!(
+            out.contexts[0].text.as_deref(),
+            Some("From src/net.rs (Rust source), in mod net > impl Client > fn send.")
+        );
+    }
+
+    #[tokio::test]
+    async fn none_leaves_chunks_pending() {
+        let k = DocKind::Text;
+        let s = span(0, 1, &[]);
+        let out = NoContext
+            .contextualize(view("a", None, &k, "x"), &[ChunkView { span: &s, text: "x" }])
+            .await
+            .expect("ok");
+        assert_eq!(out.contexts, vec![ChunkContext::none()]);
+    }
+
+    #[test]
+    fn titleless_plain_records_get_no_context() {
+        let k = DocKind::Record;
+        let s = span(0, 5, &[]);
+        let doc = view("d1", None, &k, "hello there, plain words");
+        assert_eq!(Structural::context_for(&doc, &ChunkView { span: &s, text: "hello" }), None);
+    }
+
+    #[test]
+    fn by_name_rejects_unknown_methods() {
+        assert!(by_name("structural").is_ok());
+        assert!(by_name("llm").is_err());
+    }
+}

@@ -1,0 +1,121 @@
+//! The contextualizer stage: a trait that writes situating contexts for the chunks of one
+//! document at a time.
+
+use crate::{ChunkSpan, ContextStatus, DocKind, Language, Provenance};
+use serde::Serialize;
+
+/// A document as a contextualizer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentView<'a> {
+    /// The document id.
+    pub id: &'a str,
+    /// Its source (path or corpus record).
+    pub source: &'a str,
+    /// Its title, if any.
+    pub title: Option<&'a str>,
+    /// Its language.
+    pub language: Language,
+    /// What kind of text it is.
+    pub kind: &'a DocKind,
+    /// The whole text.
+    pub text: &'a str,
+    /// Hash of the document's content.
+    pub content_hash: &'a str,
+}
+
+/// One chunk of that document.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkView<'a> {
+    /// Where the chunk lies.
+    pub span: &'a ChunkSpan,
+    /// The chunk's text.
+    pub text: &'a str,
+}
+
+/// Tokens spent, with the prompt-cache split where the provider reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Input tokens billed at the full rate.
+    pub input_tokens: u64,
+    /// Input tokens written to a prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from a prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+impl TokenUsage {
+    /// Adds another usage to this one.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// The outcome for one chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkContext {
+    /// The context, if one was written.
+    pub text: Option<String>,
+    /// Its status (`pending` for none, `generated`, `failed`...).
+    pub status: ContextStatus,
+    /// Where it came from (`None` when no context was attempted).
+    pub provenance: Option<Provenance>,
+    /// Reasons for a failure or rejection.
+    pub notes: Vec<String>,
+}
+
+impl ChunkContext {
+    /// No context: the chunk is indexed as its original alone.
+    pub fn none() -> Self {
+        ChunkContext { text: None, status: ContextStatus::Pending, provenance: None, notes: vec![] }
+    }
+}
+
+/// The outcome for one document: one [`ChunkContext`] per chunk, in chunk order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DocumentContexts {
+    /// One entry per chunk given, same order.
+    pub contexts: Vec<ChunkContext>,
+    /// Tokens spent on this document.
+    pub usage: TokenUsage,
+}
+
+/// A contextualizer failed for a whole document (a per-chunk failure is a
+/// [`ContextStatus::Failed`] entry instead).
+#[derive(Debug, thiserror::Error)]
+#[error("contextualizer {method} failed on document {document_id}: {message}")]
+pub struct ContextError {
+    /// The contextualizer.
+    pub method: String,
+    /// The document.
+    pub document_id: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Writes situating contexts for chunks.
+///
+/// Calls are per document: every chunk of one document comes in one call, so an LLM
+/// implementation can cache the document prefix (Anthropic prompt caching, a local KV cache)
+/// and schedule the chunks around it. Asynchronous so hosted implementations can overlap
+/// requests; implementations report the tokens they spent.
+#[async_trait::async_trait]
+pub trait Contextualizer: Send + Sync {
+    /// The method name recorded in provenance (`none`, `structural`, ...).
+    fn method(&self) -> &str;
+
+    /// A fingerprint of everything that changes the output (method, model, prompt version,
+    /// settings). Documents ingested under another fingerprint are re-contextualized.
+    fn fingerprint(&self) -> String;
+
+    /// Contexts for `chunks` of `doc`, one per chunk, in order.
+    async fn contextualize(
+        &self,
+        doc: DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+    ) -> Result<DocumentContexts, ContextError>;
+}

@@ -1,0 +1,131 @@
+//! situate's vocabulary, shared by every pipeline stage.
+//!
+//! This crate is small on purpose (no tantivy, no SQLite, no models) so that everything that
+//! only needs the types and traits builds in seconds. It holds:
+//!
+//! - the data model: [`Document`], [`ChunkSpan`], [`ChunkCard`] and the context that situates
+//!   a chunk ([`ContextStatus`], [`Provenance`]);
+//! - the stage traits: [`Contextualizer`] (writes contexts, asynchronous and batched per
+//!   document) and [`LexicalIndex`] (a BM25 leg);
+//! - [`Hit`], what a search returns: the context and the original text kept apart;
+//! - the one rule that derives indexed text from a card: [`indexed_text`].
+//!
+//! ```
+//! use situate_core::{indexed_text, content_hash};
+//! assert_eq!(indexed_text(Some("From the 2023 report."), "Revenue grew 3%."),
+//!            "From the 2023 report.\n\nRevenue grew 3%.");
+//! assert_eq!(indexed_text(None, "Revenue grew 3%."), "Revenue grew 3%.");
+//! assert_eq!(content_hash(b"abc").len(), 64);
+//! ```
+#![warn(missing_docs)]
+
+mod context;
+mod model;
+
+pub use context::{
+    ChunkContext, ChunkView, ContextError, Contextualizer, DocumentContexts, DocumentView,
+    TokenUsage,
+};
+pub use model::{
+    CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore, Provenance,
+};
+
+use std::fmt;
+
+/// Hex blake3 hash of some bytes: the content hash of documents and of context inputs.
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Hex blake3 hash over several parts, each length-prefixed so that `("ab","c")` and
+/// `("a","bc")` differ.
+pub fn hash_parts(parts: &[&[u8]]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// The text an index sees for a chunk: the context, a blank line, then the original.
+///
+/// This is the *only* place the two are joined, and the result is never stored: cards keep
+/// `original_text` and `generated_context` apart and every index is rebuilt from them. A chunk
+/// without an accepted context is indexed as its original text alone.
+pub fn indexed_text(context: Option<&str>, original: &str) -> String {
+    match context.map(str::trim).filter(|c| !c.is_empty()) {
+        Some(c) => format!("{c}\n\n{original}"),
+        None => original.to_string(),
+    }
+}
+
+/// Which text of a chunk a query is matched against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchOn {
+    /// The original text only: plain BM25, as if no context existed.
+    Plain,
+    /// The context and the original: contextual BM25 (the default).
+    #[default]
+    Contextual,
+}
+
+impl fmt::Display for MatchOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MatchOn::Plain => "plain",
+            MatchOn::Contextual => "contextual",
+        })
+    }
+}
+
+/// One result of a lexical index: the store's row key of the chunk card and its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IndexHit {
+    /// The card's row key in the store (stable while the card exists).
+    pub card: u64,
+    /// The leg's score (BM25 here): larger is better.
+    pub score: f32,
+}
+
+/// A query to a lexical index.
+#[derive(Debug, Clone)]
+pub struct LexicalQuery<'a> {
+    /// The user's text, analysed by the index the same way documents were.
+    pub text: &'a str,
+    /// How many hits to return.
+    pub limit: usize,
+    /// Plain or contextual matching.
+    pub match_on: MatchOn,
+    /// Weight of the context fields relative to the original (1.0 = equal).
+    pub context_weight: f32,
+    /// Analyse and match only documents of these languages (empty: every language present).
+    pub languages: &'a [Language],
+}
+
+/// Errors of a lexical index, boxed so the trait stays independent of the engine behind it.
+pub type IndexError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A BM25 retrieval leg (tantivy in the embedded default; a distributed engine later).
+pub trait LexicalIndex: Send + Sync {
+    /// The best hits for a query, best first.
+    fn search(&self, query: &LexicalQuery<'_>) -> Result<Vec<IndexHit>, IndexError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexed_text_skips_blank_contexts() {
+        assert_eq!(indexed_text(Some("  "), "x"), "x");
+        assert_eq!(indexed_text(Some(" c "), "x"), "c\n\nx");
+    }
+
+    #[test]
+    fn hash_parts_is_unambiguous() {
+        assert_ne!(hash_parts(&[b"ab", b"c"]), hash_parts(&[b"a", b"bc"]));
+        assert_eq!(hash_parts(&[b"a"]), hash_parts(&[b"a"]));
+    }
+}

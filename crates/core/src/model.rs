@@ -1,0 +1,312 @@
+//! The data model: documents, chunk spans, chunk cards and hits.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A document's natural language, which picks the BM25 analyzer for its chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// English: lowercase, English stop words, Snowball English stemming.
+    En,
+    /// Russian: lowercase, Russian stop words, Snowball Russian stemming.
+    Ru,
+    /// Chinese: word segmentation or character bigrams (chosen when the index is created).
+    Zh,
+    /// Anything else: lowercase and ASCII folding, no stemming.
+    Other,
+}
+
+impl Language {
+    /// Every language, in a fixed order (the order of index fields).
+    pub const ALL: [Language; 4] = [Language::En, Language::Ru, Language::Zh, Language::Other];
+
+    /// The short code used in the store, the CLI and JSON (`en`, `ru`, `zh`, `other`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Language::En => "en",
+            Language::Ru => "ru",
+            Language::Zh => "zh",
+            Language::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl FromStr for Language {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "en" | "eng" | "english" => Ok(Language::En),
+            "ru" | "rus" | "russian" => Ok(Language::Ru),
+            "zh" | "cmn" | "chinese" => Ok(Language::Zh),
+            "other" | "xx" => Ok(Language::Other),
+            _ => Err(format!("unknown language {s:?}: expected en, ru, zh or other")),
+        }
+    }
+}
+
+/// What kind of text a document is; it decides the chunker and the structural context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind", content = "lang")]
+pub enum DocKind {
+    /// Plain prose.
+    Text,
+    /// Markdown: chunks follow headings and record their heading path.
+    Markdown,
+    /// HTML, stored as its extracted text.
+    Html,
+    /// Source code in the named language (`rust`, `python`, ...).
+    Code(String),
+    /// A record of a corpus file (BEIR `corpus.jsonl`, Anthropic `codebase_chunks.json`).
+    Record,
+}
+
+impl DocKind {
+    /// The stored form: `text`, `markdown`, `html`, `code:rust`, `record`.
+    pub fn as_stored(&self) -> String {
+        match self {
+            DocKind::Text => "text".into(),
+            DocKind::Markdown => "markdown".into(),
+            DocKind::Html => "html".into(),
+            DocKind::Code(l) => format!("code:{l}"),
+            DocKind::Record => "record".into(),
+        }
+    }
+
+    /// Parses [`DocKind::as_stored`]'s form; unknown values read as [`DocKind::Text`].
+    pub fn from_stored(s: &str) -> DocKind {
+        match s {
+            "markdown" => DocKind::Markdown,
+            "html" => DocKind::Html,
+            "record" => DocKind::Record,
+            _ => match s.strip_prefix("code:") {
+                Some(l) => DocKind::Code(l.to_string()),
+                None => DocKind::Text,
+            },
+        }
+    }
+}
+
+/// A document ready to be chunked and stored.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Stable id: the path relative to the ingested root's parent for files, `_id` for BEIR,
+    /// `doc_id` for Anthropic's format.
+    pub id: String,
+    /// Where it came from (a path, or `corpus.jsonl:LINE`).
+    pub source: String,
+    /// A title when the source has one (BEIR title, markdown's first heading, HTML title).
+    pub title: Option<String>,
+    /// Detected (or overridden) language.
+    pub language: Language,
+    /// What kind of text this is.
+    pub kind: DocKind,
+    /// The whole text (UTF-8; HTML already reduced to text).
+    pub text: String,
+    /// blake3 hash of the source bytes.
+    pub content_hash: String,
+    /// Key/value metadata from the source (kept with the document).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Chunks fixed by the source (Anthropic's format); `None` lets the chunker decide.
+    pub preset_chunks: Option<Vec<ChunkSpan>>,
+}
+
+/// Where one chunk lies in its document. The text itself is `&doc.text[byte_start..byte_end]`:
+/// spans borrow nothing and copy nothing, so a large document is held once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkSpan {
+    /// Position of the chunk in its document, from 0.
+    pub ordinal: u32,
+    /// Byte offset of the first byte.
+    pub byte_start: usize,
+    /// Byte offset one past the last byte.
+    pub byte_end: usize,
+    /// Character (Unicode scalar) offset of the first character.
+    pub char_start: usize,
+    /// Character offset one past the last character.
+    pub char_end: usize,
+    /// Markdown headings enclosing the chunk, outermost first (empty for other kinds).
+    pub heading_path: Vec<String>,
+    /// A chunk id given by the source (Anthropic's `chunk_id`); otherwise derived.
+    pub chunk_id: Option<String>,
+}
+
+impl ChunkSpan {
+    /// The chunk's id: the source's own, or `DOCUMENT_ID#ORDINAL`.
+    pub fn id_in(&self, document_id: &str) -> String {
+        self.chunk_id.clone().unwrap_or_else(|| format!("{document_id}#{}", self.ordinal))
+    }
+}
+
+/// The life of a chunk's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextStatus {
+    /// No context yet (the `none` contextualizer, or waiting for an LLM).
+    Pending,
+    /// Written and not yet checked; it is indexed.
+    Generated,
+    /// Written and checked against the source; it is indexed.
+    Verified,
+    /// Written but found wrong; it is *not* indexed (the original alone is).
+    Rejected,
+    /// Could not be written (errors, budget); the original alone is indexed.
+    Failed,
+}
+
+impl ContextStatus {
+    /// Every status.
+    pub const ALL: [ContextStatus; 5] = [
+        ContextStatus::Pending,
+        ContextStatus::Generated,
+        ContextStatus::Verified,
+        ContextStatus::Rejected,
+        ContextStatus::Failed,
+    ];
+
+    /// The stored and displayed form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextStatus::Pending => "pending",
+            ContextStatus::Generated => "generated",
+            ContextStatus::Verified => "verified",
+            ContextStatus::Rejected => "rejected",
+            ContextStatus::Failed => "failed",
+        }
+    }
+
+    /// Whether a context with this status goes into the indexes.
+    pub fn is_indexed(self) -> bool {
+        matches!(self, ContextStatus::Generated | ContextStatus::Verified)
+    }
+}
+
+impl fmt::Display for ContextStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ContextStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ContextStatus::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown context status {s:?}"))
+    }
+}
+
+/// Where a context came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The contextualizer (`structural`, `anthropic`, `manual`, ...).
+    pub method: String,
+    /// The model that wrote it, if any.
+    pub model: Option<String>,
+    /// The prompt (or rule set) version.
+    pub prompt_version: Option<String>,
+    /// Hash of every input that determines the context (document, chunk, prompt, model).
+    pub input_hash: String,
+}
+
+/// A stored chunk: the source of truth every index is derived from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkCard {
+    /// Row key in the store; indexes refer to cards by it.
+    pub card: u64,
+    /// The document the chunk belongs to.
+    pub document_id: String,
+    /// The chunk's id (unique in the index).
+    pub chunk_id: String,
+    /// Position in the document, from 0.
+    pub ordinal: u32,
+    /// Character range in the document.
+    pub char_start: u64,
+    /// End of the character range (exclusive).
+    pub char_end: u64,
+    /// Markdown heading path (outermost first).
+    pub heading_path: Vec<String>,
+    /// The chunk's own text, exactly as in the document.
+    pub original_text: String,
+    /// The situating context, if one was written.
+    pub generated_context: Option<String>,
+    /// The context's status.
+    pub context_status: ContextStatus,
+    /// Where the context came from.
+    pub provenance: Option<Provenance>,
+    /// Why a context was rejected or failed (empty otherwise).
+    pub context_notes: Vec<String>,
+}
+
+impl ChunkCard {
+    /// The context that indexes may use: present and of an indexed status.
+    pub fn indexable_context(&self) -> Option<&str> {
+        if self.context_status.is_indexed() {
+            self.generated_context.as_deref().filter(|c| !c.trim().is_empty())
+        } else {
+            None
+        }
+    }
+}
+
+/// A card with its document's title and source: what a hit is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardRecord {
+    /// The card.
+    pub card: ChunkCard,
+    /// The document's title.
+    pub title: Option<String>,
+    /// The document's source.
+    pub source: String,
+}
+
+/// One leg's view of a hit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LegScore {
+    /// The leg (`bm25`).
+    pub leg: String,
+    /// 1-based rank in that leg.
+    pub rank: usize,
+    /// The leg's score.
+    pub score: f32,
+}
+
+/// One search result. The context and the original are kept apart; an answer quotes
+/// `original_text`, never the context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// The final score (larger is better).
+    pub score: f32,
+    /// The chunk's document.
+    pub document_id: String,
+    /// The chunk.
+    pub chunk_id: String,
+    /// The document's title, if any.
+    pub title: Option<String>,
+    /// The document's source.
+    pub source: String,
+    /// Character range in the document.
+    pub char_start: u64,
+    /// End of the character range (exclusive).
+    pub char_end: u64,
+    /// Markdown heading path.
+    pub heading_path: Vec<String>,
+    /// The context that was indexed with the chunk (`None` when it had none).
+    pub context: Option<String>,
+    /// The context's status.
+    pub context_status: ContextStatus,
+    /// The chunk's original text.
+    pub original_text: String,
+    /// Each leg's rank and score.
+    pub legs: Vec<LegScore>,
+}

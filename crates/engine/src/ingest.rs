@@ -1,0 +1,277 @@
+//! The ingest path: read → skip unchanged → chunk → contextualize → store → index.
+
+use crate::{Engine, EngineError, Result, crash_point};
+use situate_core::{
+    ChunkContext, ChunkSpan, ChunkView, ContextStatus, Contextualizer, Document, DocumentContexts,
+    DocumentView, TokenUsage, hash_parts,
+};
+use situate_ingest::{Chunker, ChunkerConfig, SourceItem, SourceOptions, Skipped, read_sources};
+use situate_store::NewChunk;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// How to ingest.
+pub struct IngestOptions {
+    /// How to read the inputs.
+    pub sources: SourceOptions,
+    /// How to chunk.
+    pub chunker: ChunkerConfig,
+    /// Who writes the contexts.
+    pub contextualizer: Box<dyn Contextualizer>,
+    /// Documents per committed batch (a crash loses at most one uncommitted batch).
+    pub batch_documents: usize,
+    /// Bytes of document text per committed batch.
+    pub batch_bytes: usize,
+}
+
+impl IngestOptions {
+    /// Default batching (256 documents or 32 MiB of text) with the given contextualizer.
+    pub fn new(contextualizer: Box<dyn Contextualizer>) -> Self {
+        IngestOptions {
+            sources: SourceOptions::default(),
+            chunker: ChunkerConfig::default(),
+            contextualizer,
+            batch_documents: 256,
+            batch_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Something that happened during an ingest (for progress display).
+#[derive(Debug)]
+pub enum IngestEvent<'a> {
+    /// A document was read and handled.
+    Document {
+        /// Its id.
+        id: &'a str,
+        /// `added`, `replaced` or `unchanged`.
+        outcome: &'static str,
+        /// Its chunk count (0 when unchanged).
+        chunks: usize,
+    },
+    /// An input was skipped.
+    Skipped(&'a Skipped),
+    /// A batch was committed to the store and the index.
+    Committed {
+        /// The store generation now.
+        generation: u64,
+    },
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IngestReport {
+    /// New documents.
+    pub added: u64,
+    /// Documents whose content (or ingest settings) changed: their chunks were replaced.
+    pub replaced: u64,
+    /// Documents already stored as they are: nothing done.
+    pub unchanged: u64,
+    /// Chunk cards written.
+    pub chunks: u64,
+    /// Chunks whose context could not be written (indexed with their original only).
+    pub context_failures: u64,
+    /// Inputs skipped, with reasons.
+    pub skipped: Vec<Skipped>,
+    /// Tokens the contextualizer spent.
+    pub usage: TokenUsage,
+}
+
+impl IngestReport {
+    /// Documents that are in the index as read (added, replaced or unchanged).
+    pub fn documents_ok(&self) -> u64 {
+        self.added + self.replaced + self.unchanged
+    }
+}
+
+struct Prepared {
+    doc: Document,
+    key: String,
+    spans: Vec<ChunkSpan>,
+    contexts: Vec<ChunkContext>,
+    replaced: bool,
+}
+
+impl Engine {
+    /// Ingests every path: new and changed documents are chunked, contextualized, stored and
+    /// indexed in committed batches; unchanged ones are left alone; bad inputs are reported
+    /// in [`IngestReport::skipped`] and the rest goes on.
+    pub fn ingest(
+        &mut self,
+        paths: &[PathBuf],
+        mut opts: IngestOptions,
+        on_event: &mut dyn FnMut(IngestEvent<'_>),
+    ) -> Result<IngestReport> {
+        self.require_writer()?;
+        let chunker = Chunker::new(opts.chunker.clone())?;
+        opts.sources.exclude.push(self.dir.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
+        let ctx = opts.contextualizer.as_ref();
+        let mut report = IngestReport::default();
+        let mut seen: HashMap<String, String> = HashMap::new();
+        let mut pending: Vec<Prepared> = Vec::new();
+        let mut pending_bytes = 0usize;
+
+        for item in read_sources(paths, &opts.sources) {
+            let mut doc = match item {
+                SourceItem::Skipped(s) => {
+                    on_event(IngestEvent::Skipped(&s));
+                    report.skipped.push(s);
+                    continue;
+                }
+                SourceItem::Document(d) => *d,
+            };
+            if let Some(first) = seen.get(&doc.id) {
+                let s = Skipped {
+                    source: doc.source.clone(),
+                    reason: format!("duplicate document id {:?} (first read from {first})", doc.id),
+                };
+                on_event(IngestEvent::Skipped(&s));
+                report.skipped.push(s);
+                continue;
+            }
+            seen.insert(doc.id.clone(), doc.source.clone());
+
+            let chunk_settings = if doc.preset_chunks.is_some() { "preset" } else { chunker.fingerprint() };
+            let key = hash_parts(&[
+                doc.content_hash.as_bytes(),
+                chunk_settings.as_bytes(),
+                ctx.fingerprint().as_bytes(),
+                doc.language.code().as_bytes(),
+                doc.kind.as_stored().as_bytes(),
+            ]);
+            let stored = self.store.document_state(&doc.id)?;
+            if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
+                report.unchanged += 1;
+                on_event(IngestEvent::Document { id: &doc.id, outcome: "unchanged", chunks: 0 });
+                continue;
+            }
+            let spans = match doc.preset_chunks.take() {
+                Some(s) => s,
+                None => chunker.chunk(&doc.text, &doc.kind),
+            };
+            if spans.is_empty() {
+                let s = Skipped { source: doc.source.clone(), reason: "no text to chunk".into() };
+                on_event(IngestEvent::Skipped(&s));
+                report.skipped.push(s);
+                continue;
+            }
+            let contexts = contextualize(&runtime, ctx, &doc, &spans, &mut report);
+            let outcome = if stored.is_some() { "replaced" } else { "added" };
+            if stored.is_some() {
+                report.replaced += 1;
+            } else {
+                report.added += 1;
+            }
+            report.chunks += spans.len() as u64;
+            on_event(IngestEvent::Document { id: &doc.id, outcome, chunks: spans.len() });
+            pending_bytes += doc.text.len();
+            pending.push(Prepared { doc, key, spans, contexts, replaced: stored.is_some() });
+            if pending.len() >= opts.batch_documents || pending_bytes >= opts.batch_bytes {
+                self.flush(&mut pending, &mut report, on_event)?;
+                pending_bytes = 0;
+            }
+        }
+        self.flush(&mut pending, &mut report, on_event)?;
+        Ok(report)
+    }
+
+    /// Commits the pending documents to the store, then brings the index up to date.
+    fn flush(
+        &mut self,
+        pending: &mut Vec<Prepared>,
+        report: &mut IngestReport,
+        on_event: &mut dyn FnMut(IngestEvent<'_>),
+    ) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.store.batch()?;
+        for p in pending.iter() {
+            let ids: Vec<String> = p.spans.iter().map(|s| s.id_in(&p.doc.id)).collect();
+            let chunks: Vec<NewChunk<'_>> = p
+                .spans
+                .iter()
+                .zip(&p.contexts)
+                .zip(&ids)
+                .map(|((s, c), id)| NewChunk {
+                    chunk_id: id.clone(),
+                    ordinal: s.ordinal,
+                    char_start: s.char_start,
+                    char_end: s.char_end,
+                    heading_path: &s.heading_path,
+                    original_text: &p.doc.text[s.byte_start..s.byte_end],
+                    context: c,
+                })
+                .collect();
+            match batch.put_document(&p.doc, &p.key, &chunks) {
+                Ok(()) => {}
+                Err(situate_store::StoreError::Conflict(reason)) => {
+                    // This document only is refused; undo its counts.
+                    report.chunks -= p.spans.len() as u64;
+                    if p.replaced {
+                        report.replaced -= 1;
+                    } else {
+                        report.added -= 1;
+                    }
+                    let s = Skipped { source: p.doc.source.clone(), reason };
+                    on_event(IngestEvent::Skipped(&s));
+                    report.skipped.push(s);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let generation = batch.commit()?;
+        pending.clear();
+        crash_point("store-commit");
+        self.sync_index()?;
+        on_event(IngestEvent::Committed { generation });
+        Ok(())
+    }
+}
+
+/// Runs the contextualizer on one document. A failure never loses the document: its chunks
+/// are stored with status `failed` and the reason, and indexed with their original text.
+fn contextualize(
+    runtime: &tokio::runtime::Runtime,
+    ctx: &dyn Contextualizer,
+    doc: &Document,
+    spans: &[ChunkSpan],
+    report: &mut IngestReport,
+) -> Vec<ChunkContext> {
+    let view = DocumentView {
+        id: &doc.id,
+        source: &doc.source,
+        title: doc.title.as_deref(),
+        language: doc.language,
+        kind: &doc.kind,
+        text: &doc.text,
+        content_hash: &doc.content_hash,
+    };
+    let chunks: Vec<ChunkView<'_>> =
+        spans.iter().map(|s| ChunkView { span: s, text: &doc.text[s.byte_start..s.byte_end] }).collect();
+    let failed = |why: String| ChunkContext {
+        text: None,
+        status: ContextStatus::Failed,
+        provenance: None,
+        notes: vec![why],
+    };
+    let out: std::result::Result<DocumentContexts, String> =
+        runtime.block_on(ctx.contextualize(view, &chunks)).map_err(|e| e.to_string());
+    let contexts = match out {
+        Ok(d) if d.contexts.len() == spans.len() => {
+            report.usage.add(&d.usage);
+            d.contexts
+        }
+        Ok(d) => {
+            let why = format!("contextualizer returned {} contexts for {} chunks", d.contexts.len(), spans.len());
+            vec![failed(why); spans.len()]
+        }
+        Err(why) => vec![failed(why); spans.len()],
+    };
+    report.context_failures += contexts.iter().filter(|c| c.status == ContextStatus::Failed).count() as u64;
+    contexts
+}

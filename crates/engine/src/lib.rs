@@ -1,0 +1,463 @@
+//! The embedded engine: one index directory holding the card store and the BM25 index,
+//! kept in step.
+//!
+//! ```text
+//! INDEX_DIR/
+//!   cards.db        the chunk-card store (SQLite): the source of truth
+//!   bm25-N/         the tantivy index; N changes on every rebuild
+//!   write.lock      held by the one process that writes
+//! ```
+//!
+//! # Write protocol (crash safety)
+//!
+//! Documents are written in batches. For each batch:
+//!
+//! 1. the store commits the documents and chunk cards in one SQLite transaction, which also
+//!    advances the store *generation* and journals the changed document ids;
+//! 2. the BM25 index deletes those documents' chunks, re-adds them from the store, and
+//!    commits with the store generation as its payload;
+//! 3. the journal is trimmed up to that generation.
+//!
+//! A crash before (1) commits loses only the uncommitted batch, which a re-run redoes (it
+//! is not in the store, so it is not "unchanged"). A crash between (1) and (2) leaves the
+//! index behind the store: every open for writing replays the journal past the index's
+//! generation (step 2 again, idempotent: delete then add). A crash during (3) leaves journal
+//! entries the index already has; replaying them is harmless. So after any crash, re-running
+//! the same ingest finishes the job with nothing lost and nothing duplicated, and the index
+//! agrees with the store. [`Engine::check`] verifies that agreement card by card.
+//!
+//! A rebuild writes a complete new index into a fresh `bm25-N` directory and switches to it
+//! with one store transaction; leftovers of an interrupted rebuild are removed on open.
+#![warn(missing_docs)]
+
+mod ingest;
+
+pub use ingest::{IngestEvent, IngestOptions, IngestReport};
+pub use situate_index::ChineseTokenizer;
+pub use situate_store::{Stats, StoredDocument};
+
+use situate_core::{CardRecord, Hit, IndexError, Language, LexicalIndex, MatchOn};
+use situate_index::Bm25Index;
+use situate_search::{CardSource, SearchRequest};
+use situate_store::Store;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Engine errors, with what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No index at the path.
+    #[error("no situate index at {0} (create one with `situate init` or `situate ingest`)")]
+    NoIndex(PathBuf),
+    /// Another process is writing.
+    #[error("the index at {0} is being written by another situate process; try again when it has finished")]
+    Locked(PathBuf),
+    /// A document or chunk does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// Bad settings or input.
+    #[error("{0}")]
+    Invalid(String),
+    /// The card store failed.
+    #[error(transparent)]
+    Store(#[from] situate_store::StoreError),
+    /// The BM25 index failed.
+    #[error(transparent)]
+    Bm25(#[from] situate_index::Bm25Error),
+    /// Ingest settings are wrong.
+    #[error(transparent)]
+    Ingest(#[from] situate_ingest::IngestError),
+    /// A search failed.
+    #[error("search failed: {0}")]
+    Search(IndexError),
+    /// A file-system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`EngineError`].
+pub type Result<T> = std::result::Result<T, EngineError>;
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
+    move |source| EngineError::Io { op, path: path.to_path_buf(), source }
+}
+
+/// Settings fixed when an index is created (stored in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CreateSettings {
+    /// How Chinese text is tokenized for BM25.
+    pub chinese: ChineseTokenizer,
+}
+
+/// Whether a command may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Searches and inspection; catches the index up with the store if no writer is busy.
+    Read,
+    /// Ingest, removal, rebuild: takes the write lock for the engine's lifetime.
+    Write,
+}
+
+/// One situate index directory.
+pub struct Engine {
+    dir: PathBuf,
+    store: Store,
+    bm25: Bm25Index,
+    chinese: ChineseTokenizer,
+    languages: Vec<Language>,
+    _lock: Option<File>,
+}
+
+const STORE_FILE: &str = "cards.db";
+
+impl Engine {
+    /// Whether `dir` holds an index.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(STORE_FILE).is_file()
+    }
+
+    /// Creates an index in `dir` (which may exist and be empty of an index).
+    pub fn create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
+        if Engine::exists(dir) {
+            return Err(EngineError::Invalid(format!("an index already exists at {}", dir.display())));
+        }
+        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+        let store = Store::open(&dir.join(STORE_FILE))?;
+        store.set_meta("chinese_tokenizer", settings.chinese.as_str())?;
+        drop(store);
+        Engine::open(dir, Access::Write)
+    }
+
+    /// Opens the index in `dir`.
+    pub fn open(dir: &Path, access: Access) -> Result<Engine> {
+        if !Engine::exists(dir) {
+            return Err(EngineError::NoIndex(dir.to_path_buf()));
+        }
+        let lock = match access {
+            Access::Write => Some(take_lock(dir)?),
+            Access::Read => None,
+        };
+        let store = Store::open(&dir.join(STORE_FILE))?;
+        let chinese = match store.meta("chinese_tokenizer")? {
+            Some(c) => c.parse().map_err(EngineError::Invalid)?,
+            None => ChineseTokenizer::default(),
+        };
+        let bm25_name = store.meta("bm25_dir")?.unwrap_or_else(|| "bm25-1".to_string());
+        let bm25 = Bm25Index::open(&dir.join(&bm25_name), chinese)?;
+        let languages = store.languages()?;
+        let mut engine = Engine { dir: dir.to_path_buf(), store, bm25, chinese, languages, _lock: lock };
+        if engine._lock.is_some() {
+            engine.remove_stale_index_dirs(&bm25_name);
+            engine.sync_index()?;
+        } else if engine.index_is_behind()? {
+            // A crashed writer left the index behind; catch up if nobody is writing now.
+            if let Ok(lock) = take_lock(dir) {
+                engine._lock = Some(lock);
+                engine.sync_index()?;
+                engine.bm25.close_writer();
+                engine._lock = None;
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Opens the index, creating it with `settings` if there is none.
+    pub fn open_or_create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
+        if Engine::exists(dir) { Engine::open(dir, Access::Write) } else { Engine::create(dir, settings) }
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The card store (read access for inspection).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// How Chinese is tokenized in this index.
+    pub fn chinese_tokenizer(&self) -> ChineseTokenizer {
+        self.chinese
+    }
+
+    fn index_is_behind(&self) -> Result<bool> {
+        Ok(self.bm25.generation()? < self.store.generation()?)
+    }
+
+    fn remove_stale_index_dirs(&self, current: &str) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("bm25-")
+                && name != current
+                && e.path().is_dir()
+                && let Err(err) = std::fs::remove_dir_all(e.path())
+            {
+                tracing::warn!("could not remove the stale index {}: {err}", e.path().display());
+            }
+        }
+    }
+
+    /// Brings the BM25 index up to the store's generation by replaying the journal (or by a
+    /// full rebuild when the journal no longer reaches back far enough).
+    fn sync_index(&mut self) -> Result<()> {
+        let store_gen = self.store.generation()?;
+        let index_gen = self.bm25.generation()?;
+        if index_gen == store_gen {
+            return Ok(());
+        }
+        let trimmed_to: u64 = self.store.meta("journal_trimmed_to")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        if index_gen > store_gen || index_gen < trimmed_to {
+            tracing::warn!(
+                "BM25 index at generation {index_gen}, store at {store_gen}: rebuilding the index from the cards"
+            );
+            return self.rebuild(&mut |_, _| {}).map(|_| ());
+        }
+        let changes = self.store.journal_after(index_gen)?;
+        for (doc, _) in &changes {
+            self.bm25.delete_document(doc)?;
+            for row in self.store.index_rows_of(doc)? {
+                self.bm25.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?;
+            }
+        }
+        crash_point("index-commit");
+        self.bm25.commit(store_gen)?;
+        self.store.trim_journal(store_gen)?;
+        self.store.set_meta("journal_trimmed_to", &store_gen.to_string())?;
+        self.languages = self.store.languages()?;
+        Ok(())
+    }
+
+    /// Rebuilds the BM25 index from the cards alone (no contextualizer runs). `progress` is
+    /// called with (chunks done, chunks total). Returns the number of chunks indexed.
+    pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+        let current = self.store.meta("bm25_dir")?.unwrap_or_else(|| "bm25-1".to_string());
+        let n: u64 = current.trim_start_matches("bm25-").parse().unwrap_or(1);
+        let next = format!("bm25-{}", n + 1);
+        let next_path = self.dir.join(&next);
+        if next_path.exists() {
+            std::fs::remove_dir_all(&next_path).map_err(io("cannot remove", &next_path))?;
+        }
+        let total = self.store.stats()?.chunks;
+        let mut fresh = Bm25Index::open(&next_path, self.chinese)?;
+        let mut done = 0u64;
+        self.store.for_each_index_row(|row| {
+            fresh
+                .add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)
+                .map_err(|e| e.to_string())?;
+            done += 1;
+            if done.is_multiple_of(1000) {
+                progress(done, total);
+            }
+            Ok(())
+        })?;
+        let store_gen = self.store.generation()?;
+        fresh.commit(store_gen)?;
+        fresh.close_writer();
+        crash_point("rebuild-switch");
+        // The switch is one store write: before it the old index is current, after it the
+        // new one. Leftovers are removed on the next open.
+        self.store.set_meta("bm25_dir", &next)?;
+        self.store.trim_journal(store_gen)?;
+        self.store.set_meta("journal_trimmed_to", &store_gen.to_string())?;
+        let old = std::mem::replace(&mut self.bm25, fresh);
+        drop(old);
+        self.remove_stale_index_dirs(&next);
+        progress(done, total);
+        self.languages = self.store.languages()?;
+        Ok(done)
+    }
+
+    /// Removes a document and its chunks from the store and every index.
+    pub fn remove(&mut self, document_id: &str) -> Result<()> {
+        self.require_writer()?;
+        let mut batch = self.store.batch()?;
+        if !batch.remove_document(document_id)? {
+            return Err(EngineError::NotFound(format!("no document {document_id:?} in the index")));
+        }
+        batch.commit()?;
+        self.sync_index()
+    }
+
+    fn require_writer(&self) -> Result<()> {
+        if self._lock.is_none() {
+            return Err(EngineError::Invalid("this engine was opened read-only".into()));
+        }
+        Ok(())
+    }
+
+    /// Searches with contextual (or plain) BM25.
+    pub fn search(&self, req: &SearchRequest<'_>) -> Result<Vec<Hit>> {
+        let langs: Vec<Language> = if req.languages.is_empty() {
+            self.languages.clone()
+        } else {
+            req.languages.to_vec()
+        };
+        if langs.is_empty() {
+            return Ok(Vec::new()); // nothing ingested yet
+        }
+        let req = SearchRequest { languages: &langs, ..req.clone() };
+        situate_search::search(&self.bm25, &StoreCards(&self.store), &req).map_err(EngineError::Search)
+    }
+
+    /// The raw BM25 leg (card keys and scores), for benchmarks and evaluation.
+    pub fn lexical(&self) -> &dyn LexicalIndex {
+        &self.bm25
+    }
+
+    /// Languages present in the index.
+    pub fn languages(&self) -> &[Language] {
+        &self.languages
+    }
+
+    /// A chunk card with its document's title and source.
+    pub fn chunk(&self, chunk_id: &str) -> Result<CardRecord> {
+        self.store
+            .card_by_chunk_id(chunk_id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no chunk {chunk_id:?} in the index")))
+    }
+
+    /// A stored document.
+    pub fn document(&self, id: &str) -> Result<StoredDocument> {
+        self.store.document(id)?.ok_or_else(|| EngineError::NotFound(format!("no document {id:?} in the index")))
+    }
+
+    /// Counts over the index.
+    pub fn stats(&self) -> Result<EngineStats> {
+        Ok(EngineStats {
+            store: self.store.stats()?,
+            bm25_chunks: self.bm25.num_chunks(),
+            bm25_generation: self.bm25.generation()?,
+            chinese_tokenizer: self.chinese.as_str().to_string(),
+            disk_bytes: dir_size(&self.dir),
+        })
+    }
+
+    /// Compares the BM25 index with the store card by card.
+    pub fn check(&self) -> Result<Consistency> {
+        let mut in_store = BTreeSet::new();
+        self.store.for_each_index_row(|row| {
+            in_store.insert(row.card);
+            Ok(())
+        })?;
+        let in_index: BTreeSet<u64> = self.bm25.card_keys()?.into_iter().collect();
+        let missing: Vec<u64> = in_store.difference(&in_index).copied().take(20).collect();
+        let extra: Vec<u64> = in_index.difference(&in_store).copied().take(20).collect();
+        Ok(Consistency {
+            store_chunks: in_store.len() as u64,
+            index_chunks: self.bm25.num_chunks(),
+            missing_from_index: missing,
+            not_in_store: extra,
+            store_generation: self.store.generation()?,
+            index_generation: self.bm25.generation()?,
+        })
+    }
+}
+
+/// What [`Engine::check`] found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Consistency {
+    /// Chunk cards in the store.
+    pub store_chunks: u64,
+    /// Chunks in the BM25 index (live documents).
+    pub index_chunks: u64,
+    /// Up to 20 card keys in the store but not in the index.
+    pub missing_from_index: Vec<u64>,
+    /// Up to 20 card keys in the index but not in the store.
+    pub not_in_store: Vec<u64>,
+    /// The store's generation.
+    pub store_generation: u64,
+    /// The generation the index reflects.
+    pub index_generation: u64,
+}
+
+impl Consistency {
+    /// Whether the index holds exactly the store's cards, once each.
+    pub fn is_consistent(&self) -> bool {
+        self.store_chunks == self.index_chunks
+            && self.missing_from_index.is_empty()
+            && self.not_in_store.is_empty()
+            && self.store_generation == self.index_generation
+    }
+}
+
+/// Counts over the index.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EngineStats {
+    /// The store's counts.
+    pub store: Stats,
+    /// Chunks in the BM25 index.
+    pub bm25_chunks: u64,
+    /// The store generation the BM25 index reflects.
+    pub bm25_generation: u64,
+    /// Chinese tokenizer of this index.
+    pub chinese_tokenizer: String,
+    /// Size of the index directory on disk.
+    pub disk_bytes: u64,
+}
+
+struct StoreCards<'a>(&'a Store);
+
+impl CardSource for StoreCards<'_> {
+    fn cards(&self, keys: &[u64]) -> std::result::Result<Vec<CardRecord>, IndexError> {
+        self.0.cards(keys).map_err(|e| Box::new(e) as IndexError)
+    }
+}
+
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join("write.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io("cannot open", &path))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(EngineError::Io { op: "cannot lock", path, source: e }),
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Test hook for crash tests: `SITUATE_CRASH_AT=<point>` aborts the process (as `kill -9`
+/// would, with no cleanup) when it reaches that point. Points: `store-commit` (after a
+/// batch is committed to the store, before the index has it), `index-commit` (before the
+/// index commits), `rebuild-switch` (a new index written, not yet switched to).
+pub(crate) fn crash_point(name: &str) {
+    if std::env::var("SITUATE_CRASH_AT").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
+}
+
+/// Plain or contextual BM25 by name (`plain`, `contextual`).
+pub fn parse_match_on(s: &str) -> Result<MatchOn> {
+    match s {
+        "plain" => Ok(MatchOn::Plain),
+        "contextual" => Ok(MatchOn::Contextual),
+        _ => Err(EngineError::Invalid(format!("unknown BM25 mode {s:?}: expected plain or contextual"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

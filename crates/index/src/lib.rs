@@ -1,0 +1,364 @@
+//! Contextual BM25 on tantivy, persistent on disk.
+//!
+//! One tantivy index holds every chunk. Each chunk's context and original text go into
+//! *separate* fields (`ctx_<lang>` and `orig_<lang>`), so the same index answers plain BM25
+//! (original only) and contextual BM25 (both, with a tunable weight on the context). Fields
+//! are per language because tantivy analyzes per field: a document's language (detected at
+//! ingest, or overridden) picks the fields, hence the analyzer, of all its chunks. A query is
+//! analyzed once per language present, with that language's analyzer, against that
+//! language's fields.
+//!
+//! Each chunk also carries its document id (an untokenized term, so a document's chunks are
+//! deleted in one call) and its card key (a fast field, so a hit maps to its card without
+//! touching tantivy's document store, which this index does not use).
+//!
+//! Every commit records the card store's generation as its payload: the engine compares
+//! it with the store's and replays what the index missed (see `situate-engine`).
+#![warn(missing_docs)]
+
+pub mod analyzers;
+
+pub use analyzers::ChineseTokenizer;
+
+use situate_core::{IndexError, IndexHit, Language, LexicalIndex, LexicalQuery, MatchOn};
+use std::path::Path;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, NumericOptions, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{TextAnalyzer, Token};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+/// Errors of the BM25 index.
+#[derive(Debug, thiserror::Error)]
+pub enum Bm25Error {
+    /// tantivy failed.
+    #[error("BM25 index: {op}: {source}")]
+    Tantivy {
+        /// What the index was doing.
+        op: &'static str,
+        /// tantivy's error.
+        source: tantivy::TantivyError,
+    },
+    /// The index on disk is not one this build reads.
+    #[error("BM25 index: {0}")]
+    Format(String),
+}
+
+type Result<T> = std::result::Result<T, Bm25Error>;
+
+trait Op<T> {
+    fn op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> Op<T> for tantivy::Result<T> {
+    fn op(self, op: &'static str) -> Result<T> {
+        self.map_err(|source| Bm25Error::Tantivy { op, source })
+    }
+}
+
+/// The writer's memory budget: tantivy flushes a segment when it is reached.
+const WRITER_MEMORY: usize = 64 << 20;
+
+#[derive(Clone, Copy)]
+struct LangFields {
+    context: Field,
+    original: Field,
+}
+
+/// The BM25 index of one situate index directory.
+pub struct Bm25Index {
+    index: Index,
+    reader: IndexReader,
+    writer: Option<IndexWriter>,
+    doc_field: Field,
+    card_field: Field,
+    fields: [LangFields; 4],
+    analyzers: [TextAnalyzer; 4],
+}
+
+fn lang_slot(l: Language) -> usize {
+    match l {
+        Language::En => 0,
+        Language::Ru => 1,
+        Language::Zh => 2,
+        Language::Other => 3,
+    }
+}
+
+fn schema() -> Schema {
+    let mut b = Schema::builder();
+    b.add_text_field("doc", STRING);
+    b.add_u64_field("card", NumericOptions::default().set_fast());
+    for lang in Language::ALL {
+        let opts = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(analyzers::tokenizer_name(lang))
+                .set_index_option(IndexRecordOption::WithFreqs),
+        );
+        b.add_text_field(&format!("ctx_{}", lang.code()), opts.clone());
+        b.add_text_field(&format!("orig_{}", lang.code()), opts);
+    }
+    b.build()
+}
+
+impl Bm25Index {
+    /// Opens the index in `dir`, creating it (and the directory) if it does not exist.
+    pub fn open(dir: &Path, chinese: ChineseTokenizer) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Bm25Error::Format(format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let index = if dir.join("meta.json").exists() {
+            Index::open_in_dir(dir).op("opening")?
+        } else {
+            Index::create_in_dir(dir, schema()).op("creating")?
+        };
+        let s = index.schema();
+        let field = |name: &str| {
+            s.get_field(name).map_err(|_| {
+                Bm25Error::Format(format!("{} has no field {name}: not a situate index of this version", dir.display()))
+            })
+        };
+        let mut fields = [LangFields { context: field("doc")?, original: field("doc")? }; 4];
+        for lang in Language::ALL {
+            fields[lang_slot(lang)] = LangFields {
+                context: field(&format!("ctx_{}", lang.code()))?,
+                original: field(&format!("orig_{}", lang.code()))?,
+            };
+        }
+        let analyzers = Language::ALL.map(|l| analyzers::analyzer(l, chinese));
+        for lang in Language::ALL {
+            index.tokenizers().register(analyzers::tokenizer_name(lang), analyzers[lang_slot(lang)].clone());
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .op("opening a reader")?;
+        Ok(Bm25Index {
+            doc_field: field("doc")?,
+            card_field: field("card")?,
+            index,
+            reader,
+            writer: None,
+            fields,
+            analyzers,
+        })
+    }
+
+    /// The card store generation this index has caught up with (0 for a new index).
+    pub fn generation(&self) -> Result<u64> {
+        let metas = self.index.load_metas().op("reading the commit payload")?;
+        Ok(metas
+            .payload
+            .as_deref()
+            .and_then(|p| p.strip_prefix("generation="))
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0))
+    }
+
+    fn writer(&mut self) -> Result<&mut IndexWriter> {
+        if self.writer.is_none() {
+            // One indexing thread: the second core chunks and contextualizes meanwhile.
+            let w = self.index.writer_with_num_threads(1, WRITER_MEMORY).op("opening the writer")?;
+            self.writer = Some(w);
+        }
+        Ok(self.writer.as_mut().expect("just set"))
+    }
+
+    /// Deletes every chunk of a document (effective at the next commit).
+    pub fn delete_document(&mut self, document_id: &str) -> Result<()> {
+        let term = Term::from_field_text(self.doc_field, document_id);
+        self.writer()?.delete_term(term);
+        Ok(())
+    }
+
+    /// Adds one chunk (effective at the next commit).
+    pub fn add_chunk(
+        &mut self,
+        card: u64,
+        document_id: &str,
+        language: Language,
+        context: Option<&str>,
+        original: &str,
+    ) -> Result<()> {
+        let f = self.fields[lang_slot(language)];
+        let mut doc = TantivyDocument::default();
+        doc.add_text(self.doc_field, document_id);
+        doc.add_u64(self.card_field, card);
+        if let Some(c) = context {
+            doc.add_text(f.context, c);
+        }
+        doc.add_text(f.original, original);
+        self.writer()?.add_document(doc).op("adding a chunk")?;
+        Ok(())
+    }
+
+    /// Commits everything added and deleted, recording the store generation it reflects.
+    pub fn commit(&mut self, generation: u64) -> Result<()> {
+        let w = self.writer()?;
+        let mut prepared = w.prepare_commit().op("preparing a commit")?;
+        prepared.set_payload(&format!("generation={generation}"));
+        prepared.commit().op("committing")?;
+        self.reader.reload().op("reloading the reader")?;
+        Ok(())
+    }
+
+    /// Drops the writer (releasing its lock and threads), discarding uncommitted changes.
+    pub fn close_writer(&mut self) {
+        self.writer = None;
+    }
+
+    /// Number of chunks in the committed index.
+    pub fn num_chunks(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Every live chunk's card key (for consistency checks).
+    pub fn card_keys(&self) -> Result<Vec<u64>> {
+        let searcher = self.reader.searcher();
+        let mut keys = Vec::with_capacity(searcher.num_docs() as usize);
+        for seg in searcher.segment_readers() {
+            let col = seg.fast_fields().u64("card").op("reading card keys")?;
+            for doc in seg.doc_ids_alive() {
+                keys.extend(col.first(doc));
+            }
+        }
+        Ok(keys)
+    }
+
+    fn query_terms(&self, text: &str, lang: Language, field: Field) -> Vec<Term> {
+        let mut analyzer = self.analyzers[lang_slot(lang)].clone();
+        let mut stream = analyzer.token_stream(text);
+        let mut terms = Vec::new();
+        stream.process(&mut |t: &Token| terms.push(Term::from_field_text(field, &t.text)));
+        terms
+    }
+
+    fn build_query(&self, q: &LexicalQuery<'_>) -> Option<BooleanQuery> {
+        let langs: &[Language] = if q.languages.is_empty() { &Language::ALL } else { q.languages };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for &lang in langs {
+            let f = self.fields[lang_slot(lang)];
+            for term in self.query_terms(q.text, lang, f.original) {
+                // Each occurrence is a clause, as in Lucene: a repeated word weighs more.
+                if q.match_on == MatchOn::Contextual && q.context_weight > 0.0 {
+                    let ctx = Term::from_field_text(f.context, term.value().as_str().unwrap_or_default());
+                    let tq: Box<dyn Query> = Box::new(TermQuery::new(ctx, IndexRecordOption::WithFreqs));
+                    let boosted: Box<dyn Query> = if (q.context_weight - 1.0).abs() < f32::EPSILON {
+                        tq
+                    } else {
+                        Box::new(BoostQuery::new(tq, q.context_weight))
+                    };
+                    clauses.push((Occur::Should, boosted));
+                }
+                clauses.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+            }
+        }
+        (!clauses.is_empty()).then(|| BooleanQuery::new(clauses))
+    }
+}
+
+impl LexicalIndex for Bm25Index {
+    fn search(&self, q: &LexicalQuery<'_>) -> std::result::Result<Vec<IndexHit>, IndexError> {
+        if q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(query) = self.build_query(q) else {
+            return Ok(Vec::new()); // nothing left after analysis (only stop words, punctuation)
+        };
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
+            .op("searching")?;
+        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
+            vec![None; searcher.segment_readers().len()];
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let seg = addr.segment_ord as usize;
+            if columns[seg].is_none() {
+                columns[seg] = Some(searcher.segment_reader(addr.segment_ord).fast_fields().u64("card").op("reading card keys")?);
+            }
+            let card = columns[seg].as_ref().and_then(|c| c.first(addr.doc_id));
+            if let Some(card) = card {
+                hits.push(IndexHit { card, score });
+            }
+        }
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q<'a>(text: &'a str, match_on: MatchOn) -> LexicalQuery<'a> {
+        LexicalQuery { text, limit: 10, match_on, context_weight: 1.0, languages: &[] }
+    }
+
+    #[test]
+    fn plain_and_contextual_bm25_from_one_index() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        ix.add_chunk(1, "acme", Language::En, Some("ACME Corp quarterly report, Q2 2023"), "Revenue grew by 3% over the previous quarter.").expect("add");
+        ix.add_chunk(2, "other", Language::En, None, "Revenue of the bakery fell.").expect("add");
+        ix.commit(7).expect("commit");
+        assert_eq!(ix.generation().expect("gen"), 7);
+        let plain = ix.search(&q("ACME revenue", MatchOn::Plain)).expect("search");
+        let ctx = ix.search(&q("ACME revenue", MatchOn::Contextual)).expect("search");
+        assert_eq!(ctx[0].card, 1, "context makes the ACME chunk findable: {ctx:?}");
+        assert_eq!(plain.len(), 2);
+        // Without the context, "ACME" matches nothing; the two chunks tie on "revenue" only.
+        assert!((plain[0].score - plain[1].score).abs() < 0.5);
+        assert!(ctx[0].score > plain.iter().find(|h| h.card == 1).map(|h| h.score).unwrap_or(0.0));
+    }
+
+    #[test]
+    fn per_language_analysis_and_deletes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        ix.add_chunk(1, "ru", Language::Ru, None, "Красивые книги лежат на столе.").expect("add");
+        ix.add_chunk(2, "zh", Language::Zh, None, "北京是中国的首都。").expect("add");
+        ix.add_chunk(3, "en", Language::En, None, "Books are on the table.").expect("add");
+        ix.commit(1).expect("commit");
+        assert_eq!(ix.search(&q("книга", MatchOn::Plain)).expect("s")[0].card, 1);
+        assert_eq!(ix.search(&q("首都", MatchOn::Plain)).expect("s")[0].card, 2);
+        assert_eq!(ix.search(&q("book", MatchOn::Plain)).expect("s")[0].card, 3);
+        assert!(ix.search(&q("the of and", MatchOn::Plain)).expect("s").is_empty());
+        ix.delete_document("ru").expect("delete");
+        ix.commit(2).expect("commit");
+        assert!(ix.search(&q("книга", MatchOn::Plain)).expect("s").is_empty());
+        assert_eq!(ix.num_chunks(), 2);
+    }
+
+    #[test]
+    fn uncommitted_changes_vanish_on_reopen() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+            ix.add_chunk(1, "a", Language::En, None, "committed text").expect("add");
+            ix.commit(1).expect("commit");
+            ix.add_chunk(2, "b", Language::En, None, "uncommitted text").expect("add");
+            ix.close_writer();
+        }
+        let ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("reopen");
+        assert_eq!(ix.num_chunks(), 1);
+        assert_eq!(ix.generation().expect("gen"), 1);
+    }
+
+    #[test]
+    fn context_weight_changes_the_balance() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        ix.add_chunk(1, "a", Language::En, Some("about zebras"), "plain words here").expect("add");
+        ix.add_chunk(2, "b", Language::En, None, "zebras mentioned once in a longer original text body").expect("add");
+        ix.commit(1).expect("commit");
+        let mut heavy = q("zebras", MatchOn::Contextual);
+        heavy.context_weight = 5.0;
+        let mut light = q("zebras", MatchOn::Contextual);
+        light.context_weight = 0.05;
+        assert_eq!(ix.search(&heavy).expect("s")[0].card, 1);
+        assert_eq!(ix.search(&light).expect("s")[0].card, 2);
+    }
+}

@@ -1,0 +1,74 @@
+//! The store's schema and its format version, checked on every open.
+
+use crate::{Op, Result, StoreError};
+use rusqlite::Connection;
+
+/// Bumped on every incompatible schema change; a store of another version is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    document_id  TEXT PRIMARY KEY,
+    source       TEXT NOT NULL,
+    title        TEXT,
+    language     TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    ingest_key   TEXT NOT NULL,
+    chunk_count  INTEGER NOT NULL,
+    char_count   INTEGER NOT NULL,
+    ingested_at  TEXT NOT NULL,
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    text         TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id                     INTEGER PRIMARY KEY,
+    document_id            TEXT NOT NULL REFERENCES documents(document_id),
+    chunk_id               TEXT NOT NULL UNIQUE,
+    ordinal                INTEGER NOT NULL,
+    char_start             INTEGER NOT NULL,
+    char_end               INTEGER NOT NULL,
+    heading_path           TEXT NOT NULL DEFAULT '[]',
+    original_text          TEXT NOT NULL,
+    generated_context      TEXT,
+    context_status         TEXT NOT NULL,
+    context_method         TEXT,
+    context_model          TEXT,
+    context_prompt_version TEXT,
+    context_input_hash     TEXT,
+    context_notes          TEXT NOT NULL DEFAULT '[]',
+    UNIQUE (document_id, ordinal)
+);
+CREATE TABLE IF NOT EXISTS index_journal (
+    document_id TEXT PRIMARY KEY,
+    generation  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS index_journal_generation ON index_journal(generation);
+";
+
+pub fn prepare(conn: &Connection) -> Result<()> {
+    // WAL lets searches read while an ingest writes; FULL sync makes each commit durable.
+    conn.pragma_update(None, "journal_mode", "WAL").op("enabling WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL").op("setting synchronous")?;
+    conn.pragma_update(None, "foreign_keys", "ON").op("enabling foreign keys")?;
+    conn.busy_timeout(std::time::Duration::from_secs(30)).op("setting the busy timeout")?;
+    conn.execute_batch(&format!("BEGIN IMMEDIATE;{SCHEMA}
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
+        COMMIT;"))
+        .op("creating the schema")?;
+    let version: String = conn
+        .query_row("SELECT value FROM meta WHERE key = 'format_version'", [], |r| r.get(0))
+        .op("reading the format version")?;
+    if version != FORMAT_VERSION.to_string() {
+        return Err(StoreError::Format(format!(
+            "format version {version} is not supported by this build (it reads version {FORMAT_VERSION}); \
+             re-create the index with this version"
+        )));
+    }
+    Ok(())
+}
