@@ -1,54 +1,82 @@
 #!/usr/bin/env bash
-# BM25 benchmark: situate against bm25s on SciFact (300 test queries, one thread), same
-# machine, same run. Also ingest throughput. Results go to bench/out/bm25-*.json and the
-# ratios are printed; BENCHMARKS.md records a run.
+# BM25 benchmark: situate against bm25s (k1=1.5, b=0.75, English stop words + Snowball
+# stemmer), one thread, same machine, same run, runs alternated so that noise hits both.
+# Quality (nDCG@10, recall) is computed by the same definitions on both sides.
 #
-#   bench/bm25.sh [DATASET_DIR]      (default ../shared/data/scifact)
+#   bench/bm25.sh [SHARED_DATA_DIR]     (default ../shared/data)
+#
+# Writes bench/out/*.json and prints the table recorded in BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data=${1:-../shared/data/scifact}
+data=${1:-../shared/data}
+scifact="$data/scifact"
+codebase="$data/anthropic-codebase"
 out=bench/out
-mkdir -p "$out"
+rm -rf "$out" && mkdir -p "$out"
 
-# The peer, in its own virtualenv (bm25s 0.3.16 as in shared/BASELINES.md).
 if [ ! -x bench/.venv/bin/python ]; then
   python3 -m venv bench/.venv
   bench/.venv/bin/pip install --quiet "bm25s==0.3.16" "PyStemmer==3.1.0" numpy scipy
 fi
-
 cargo build --release --locked -p situate
 bin=target/release/situate
-index="$out/bm25-index"
 
-for context in none structural; do
-  rm -rf "$index-$context"
-  /usr/bin/time -f '%e s, %M kB peak' -o "$out/ingest-$context.time" \
-    "$bin" --index "$index-$context" ingest "$data" --context "$context" --json > "$out/ingest-$context.json"
-done
+# name | input | ingest flags
+ingest() {
+  local name=$1 input=$2; shift 2
+  /usr/bin/time -f '%e %M' -o "$out/ingest-$name.time" \
+    "$bin" --index "$out/index-$name" ingest "$input" "$@" --json > "$out/ingest-$name.json"
+}
+ingest scifact-whole "$scifact" --context none --max-tokens 1024
+ingest scifact-none "$scifact" --context none
+ingest scifact-structural "$scifact" --context structural
+ingest codebase-none "$codebase/codebase_chunks.json" --context none
+ingest codebase-structural "$codebase/codebase_chunks.json" --context structural
 
-# Alternate peer and situate runs so that machine noise hits both.
-for round in 1 2; do
-  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench/.venv/bin/python bench/bm25s_peer.py --dataset "$data" --k 10 > "$out/bm25s-$round.json"
-  "$bin" --index "$index-none" bench bm25 --dataset "$data" --k 10 --bm25 plain > "$out/situate-plain-$round.json"
-  "$bin" --index "$index-structural" bench bm25 --dataset "$data" --k 10 --bm25 contextual > "$out/situate-structural-$round.json"
+peer() { OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench/.venv/bin/python bench/bm25s_peer.py "$@"; }
+for round in 1 2 3; do
+  peer --dataset "$scifact" --k 10 > "$out/peer-scifact-$round.json"
+  "$bin" --index "$out/index-scifact-whole" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-whole-$round.json"
+  "$bin" --index "$out/index-scifact-none" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-none-$round.json"
+  "$bin" --index "$out/index-scifact-structural" bench bm25 --dataset "$scifact" --bm25 contextual > "$out/run-scifact-structural-$round.json"
+  peer --dataset "$data/anthropic-codebase-beir" --k 20 > "$out/peer-codebase-$round.json"
+  "$bin" --index "$out/index-codebase-none" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --k 20 --bm25 plain > "$out/run-codebase-none-$round.json"
+  "$bin" --index "$out/index-codebase-structural" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --k 20 --bm25 contextual > "$out/run-codebase-structural-$round.json"
 done
 
 python3 - "$out" <<'PY'
-import json, sys, glob, os
+import glob, json, os, sys
 out = sys.argv[1]
-def best(pattern):
-    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, pattern)))]
-    return max(runs, key=lambda r: r["queries_per_second"])
-peer = best("bm25s-*.json")
-print(f"bm25s       {peer['queries_per_second']:9.0f} q/s  nDCG@10 {peer['ndcg_at_10']:.4f}")
-for name in ("plain", "structural"):
-    s = best(f"situate-{name}-*.json")
-    print(f"situate {name:10s} {s['queries_per_second']:9.0f} q/s  nDCG@10 {s['ndcg_at_10']:.4f}  "
-          f"ratio {s['queries_per_second'] / peer['queries_per_second']:.2f}x")
-for context in ("none", "structural"):
-    r = json.load(open(os.path.join(out, f"ingest-{context}.json")))
-    t = open(os.path.join(out, f"ingest-{context}.time")).read().strip()
+def runs(prefix):
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, prefix + "-*.json")))]
+def f(x):
+    return "–" if x is None else f"{x:.4f}"
+def median_qps(rs):
+    q = sorted(r["queries_per_second"] for r in rs)
+    return q[len(q) // 2]
+print("| data set | system | nDCG@10 | recall@10 | recall@20 | queries/s (median of 3) | vs bm25s |")
+print("|---|---|---|---|---|---|---|")
+for ds, rows in (("scifact", ("whole", "none", "structural")), ("codebase", ("none", "structural"))):
+    peer = runs(f"peer-{ds}")
+    pq = median_qps(peer)
+    p = peer[0]
+    print(f"| {ds} | {p['peer']} | {f(p['ndcg_at_10'])} | {f(p.get('recall_at_10'))} | "
+          f"{f(p.get('recall_at_20'))} | {pq:,.0f} | 1.00x |")
+    for name in rows:
+        rs = runs(f"run-{ds}-{name}")
+        r = rs[0]
+        q = median_qps(rs)
+        print(f"| {ds} | situate {name} ({r['bm25']}) | {f(r['ndcg_at_10'])} | {f(r.get('recall_at_10'))} | "
+              f"{f(r['recall_at_20'])} | {q:,.0f} | {q / pq:.2f}x |")
+print()
+print("| ingest | documents | chunks | seconds | documents/s | chunks/s | peak RSS |")
+print("|---|---|---|---|---|---|---|")
+for p in sorted(glob.glob(os.path.join(out, "ingest-*.json"))):
+    name = os.path.basename(p)[len("ingest-"):-len(".json")]
+    r = json.load(open(p))
+    secs, rss = open(os.path.join(out, f"ingest-{name}.time")).read().split()
     rep = r["report"]
-    print(f"ingest --context {context}: {rep['added']} documents, {rep['chunks']} chunks in {r['seconds']:.2f} s "
-          f"= {rep['added'] / r['seconds']:.0f} docs/s, {rep['chunks'] / r['seconds']:.0f} chunks/s ({t})")
+    docs = rep["added"] + rep["replaced"]
+    print(f"| {name} | {docs} | {rep['chunks']} | {r['seconds']:.2f} | {docs / r['seconds']:,.0f} | "
+          f"{rep['chunks'] / r['seconds']:,.0f} | {int(rss) / 1024:.0f} MB |")
 PY

@@ -23,22 +23,52 @@ pub enum BenchCommand {
         /// How many times the whole query set is run (the best run is reported)
         #[arg(long, default_value_t = 5)]
         repeat: usize,
-        /// Hits per query
+        /// Documents per query that the metrics look at
         #[arg(long, default_value_t = 10)]
         k: usize,
+        /// Chunks fetched per query; they are reduced to documents (a document ranks where its
+        /// best chunk ranks) before the metrics, so a document cut into several chunks does
+        /// not crowd others out of the top k
+        #[arg(long, default_value_t = 100)]
+        fetch: usize,
         /// plain or contextual BM25
         #[arg(long, default_value = "contextual")]
         bm25: String,
+        /// What the qrels judge: `document` ids (BEIR corpora ingested as documents) or
+        /// `chunk` ids (corpora whose entries are chunks, such as Anthropic's codebase set)
+        #[arg(long, default_value = "document")]
+        level: String,
+        /// Weight of the context fields
+        #[arg(long, default_value_t = situate_core::DEFAULT_CONTEXT_WEIGHT)]
+        context_weight: f32,
     },
 }
 
 pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
     match cmd {
-        BenchCommand::Bm25 { dataset, split, repeat, k, bm25 } => bm25_bench(index, &dataset, &split, repeat, k, &bm25),
+        BenchCommand::Bm25 { dataset, split, repeat, k, fetch, bm25, level, context_weight } => {
+            let by_chunk = match level.as_str() {
+                "document" => false,
+                "chunk" => true,
+                _ => bail!("--level is document or chunk"),
+            };
+            bm25_bench(index, &dataset, &split, repeat, k, fetch.max(k), &bm25, by_chunk, context_weight)
+        }
     }
 }
 
-fn bm25_bench(index: &Path, dataset: &Path, split: &str, repeat: usize, k: usize, bm25: &str) -> Result<ExitCode> {
+#[allow(clippy::too_many_arguments)]
+fn bm25_bench(
+    index: &Path,
+    dataset: &Path,
+    split: &str,
+    repeat: usize,
+    k: usize,
+    fetch: usize,
+    bm25: &str,
+    by_chunk: bool,
+    context_weight: f32,
+) -> Result<ExitCode> {
     let engine = Engine::open(index, Access::Read)?;
     let match_on: MatchOn = situate_engine::parse_match_on(bm25)?;
     let qrels = situate_eval::beir::read_qrels(&dataset.join("qrels").join(format!("{split}.tsv")))?;
@@ -58,7 +88,7 @@ fn bm25_bench(index: &Path, dataset: &Path, split: &str, repeat: usize, k: usize
         texts
             .iter()
             .map(|(_, t)| {
-                let q = LexicalQuery { text: t, limit: k, match_on, context_weight: 1.0, languages: &langs };
+                let q = LexicalQuery { text: t, limit: fetch, match_on, context_weight, languages: &langs };
                 Ok(lexical.search(&q).map_err(|e| anyhow::anyhow!(e))?.into_iter().map(|h| h.card).collect())
             })
             .collect()
@@ -75,25 +105,32 @@ fn bm25_bench(index: &Path, dataset: &Path, split: &str, repeat: usize, k: usize
     let mut doc_of: HashMap<u64, String> = HashMap::new();
     let mut ndcg = Vec::new();
     let mut recall = Vec::new();
+    let mut recall20 = Vec::new();
     for ((qid, _), cards) in texts.iter().zip(&results) {
         let missing: Vec<u64> = cards.iter().copied().filter(|c| !doc_of.contains_key(c)).collect();
         for rec in engine.store().cards(&missing)? {
-            doc_of.insert(rec.card.card, rec.card.document_id);
+            let id = if by_chunk { rec.card.chunk_id } else { rec.card.document_id };
+            doc_of.insert(rec.card.card, id);
         }
         let docs = dedup_ranked(cards.iter().filter_map(|c| doc_of.get(c).cloned()));
         let rel: &Judgments = &qrels[*qid];
         ndcg.push(ndcg_at(&docs, rel, 10));
         recall.push(recall_at(&docs, rel, k));
+        recall20.push(recall_at(&docs, rel, 20));
     }
     let qps = texts.len() as f64 / best;
     let out = serde_json::json!({
         "queries": texts.len(),
         "k": k,
+        "chunks_fetched": fetch,
         "bm25": bm25,
+        "context_weight": context_weight,
+        "judged": if by_chunk { "chunk" } else { "document" },
         "best_seconds": best,
         "queries_per_second": qps,
         "ndcg_at_10": mean(&ndcg),
         format!("recall_at_{k}"): mean(&recall),
+        "recall_at_20": mean(&recall20),
         "threads": 1,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

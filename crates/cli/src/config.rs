@@ -16,7 +16,7 @@
 //! [search]
 //! k = 10
 //! bm25 = "contextual"         # plain | contextual
-//! context_weight = 1.0
+//! context_weight = 0.5
 //!
 //! [bm25]
 //! chinese = "bigram"          # bigram | jieba, used when an index is created

@@ -114,7 +114,7 @@ struct SearchArgs {
     /// BM25 over the original only (plain) or context and original (contextual) [default: contextual]
     #[arg(long)]
     bm25: Option<String>,
-    /// Weight of the context relative to the original [default: 1.0]
+    /// Weight of the context relative to the original [default: 0.5]
     #[arg(long)]
     context_weight: Option<f32>,
     /// Only documents of this language (repeatable)
@@ -173,7 +173,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if k == 0 {
                 bail!("-k must be at least 1");
             }
-            let context_weight = a.context_weight.or(settings.search.context_weight).unwrap_or(1.0);
+            let context_weight =
+                a.context_weight.or(settings.search.context_weight).unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT);
             if !(context_weight.is_finite() && context_weight >= 0.0) {
                 bail!("--context-weight must be a number >= 0");
             }

@@ -147,7 +147,7 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
     writeln!(out, "languages   {}", list(&s.store.languages))?;
     writeln!(out, "contexts    {}", list(&s.store.context_status))?;
     writeln!(out, "methods     {}", list(&s.store.context_methods))?;
-    writeln!(out, "bm25        {} chunks, Chinese tokenizer {}", s.bm25_chunks, s.chinese_tokenizer)?;
+    writeln!(out, "bm25        {} chunks in {} segments, Chinese tokenizer {}", s.bm25_chunks, s.bm25_segments, s.chinese_tokenizer)?;
     writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
     if check.is_consistent() {
         writeln!(out, "consistency the BM25 index holds exactly the store's cards (generation {})", check.store_generation)?;

@@ -30,7 +30,7 @@ fn hits_carry_context_and_original_apart() {
     // The human output shows them on separate labelled lines.
     let out = run(situate(&index).args(["search", "Fresnel lens"]), 0);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("    context   From \"Lighthouse Keeper's Manual\""), "{text}");
+    assert!(text.contains("    context   From corpus/guide/install.md, section Lighthouse Keeper's Manual"), "{text}");
     assert!(text.contains("    original  "), "{text}");
 }
 

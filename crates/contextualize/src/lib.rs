@@ -56,24 +56,31 @@ pub const STRUCTURAL_VERSION: &str = "structural-v1";
 ///
 /// Examples of what it writes:
 /// - `From src/parser.rs (Rust source), in impl Parser > fn parse_block.`
-/// - `From "Installation guide", section Install > Linux.`
-/// - `From "Microstructural development of human newborn cerebral white matter".`
+/// - `From docs/install.md, section Installation guide > Linux.`
+/// - `From "Microstructural development of human newborn cerebral white matter".` (a later
+///   chunk of a BEIR record; its first chunk, which holds the title, gets no context)
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Structural;
 
 impl Structural {
-    /// The context for one chunk, or `None` when the structure says nothing.
+    /// The context for one chunk, or `None` when the structure adds nothing to the chunk.
+    ///
+    /// The title is left out when the chunk already contains it or when it heads the heading
+    /// path (repeating it would only weigh it twice in BM25); files are then named by path.
     pub fn context_for(doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> Option<String> {
+        let headings = &chunk.span.heading_path;
+        let title = doc
+            .title
+            .filter(|t| !chunk.text.contains(t) && headings.first().map(String::as_str) != Some(*t));
         let mut parts = Vec::new();
-        let origin = match (doc.title, doc.kind) {
-            (Some(t), _) => format!("From \"{}\"", clip(t, 160)),
-            (None, DocKind::Code(lang)) => format!("From {} ({} source)", doc.id, code::display_lang(lang)),
-            (None, DocKind::Record) => format!("From document {}", doc.id),
-            (None, _) => format!("From {}", doc.id),
-        };
-        parts.push(origin);
-        if !chunk.span.heading_path.is_empty() {
-            parts.push(format!("section {}", chunk.span.heading_path.join(" > ")));
+        match (title, doc.kind) {
+            (Some(t), _) => parts.push(format!("From \"{}\"", clip(t, 160))),
+            (None, DocKind::Code(lang)) => parts.push(format!("From {} ({} source)", doc.id, code::display_lang(lang))),
+            (None, DocKind::Record) => {}
+            (None, _) => parts.push(format!("From {}", doc.id)),
+        }
+        if !headings.is_empty() {
+            parts.push(format!("section {}", headings.join(" > ")));
         }
         let is_code = matches!(doc.kind, DocKind::Code(_)) || code::looks_like_code(doc.text);
         if is_code {
@@ -82,11 +89,14 @@ impl Structural {
                 parts.push(format!("in {}", enclosing.join(" > ")));
             }
         }
-        // A title-less record with no structure found says nothing the chunk does not.
-        if parts.len() == 1 && doc.title.is_none() && *doc.kind == DocKind::Record {
+        if parts.is_empty() {
             return None;
         }
-        Some(format!("{}.", parts.join(", ")))
+        let mut text = parts.join(", ");
+        if let Some(first) = text.get(..1) {
+            text = first.to_uppercase() + &text[1..];
+        }
+        Some(format!("{text}."))
     }
 }
 
@@ -165,7 +175,7 @@ mod tests {
         let s = span(20, 27, &["Guide", "Install"]);
         let chunk = ChunkView { span: &s, text: &text[20..27] };
         let out = Structural.contextualize(view("docs/g.md", Some("Guide"), &md, text), &[chunk]).await.expect("ok");
-        assert_eq!(out.contexts[0].text.as_deref(), Some("From \"Guide\", section Guide > Install."));
+        assert_eq!(out.contexts[0].text.as_deref(), Some("From docs/g.md, section Guide > Install."));
         assert_eq!(out.contexts[0].status, ContextStatus::Generated);
         assert_eq!(out.contexts[0].provenance.as_ref().map(|p| p.method.as_str()), Some("structural"));
 
@@ -193,11 +203,18 @@ mod tests {
     }
 
     #[test]
-    fn titleless_plain_records_get_no_context() {
+    fn records_get_their_title_only_where_the_chunk_lacks_it() {
         let k = DocKind::Record;
-        let s = span(0, 5, &[]);
-        let doc = view("d1", None, &k, "hello there, plain words");
-        assert_eq!(Structural::context_for(&doc, &ChunkView { span: &s, text: "hello" }), None);
+        let text = "Cats\n\nCats sleep a lot. They purr.";
+        let (first, second) = (span(0, 17, &[]), span(18, 28, &[]));
+        let doc = view("d1", Some("Cats"), &k, text);
+        assert_eq!(Structural::context_for(&doc, &ChunkView { span: &first, text: &text[0..17] }), None);
+        assert_eq!(
+            Structural::context_for(&doc, &ChunkView { span: &second, text: &text[18..28] }).as_deref(),
+            Some("From \"Cats\".")
+        );
+        let untitled = view("d2", None, &k, "hello there, plain words");
+        assert_eq!(Structural::context_for(&untitled, &ChunkView { span: &first, text: "hello" }), None);
     }
 
     #[test]

@@ -80,6 +80,14 @@ impl fmt::Display for MatchOn {
     }
 }
 
+/// The default weight of the context fields relative to the original in contextual BM25.
+///
+/// Measured with structural contexts (`bench/bm25.sh`, BENCHMARKS.md): on Anthropic's
+/// codebase set and on SciFact cut into 256-token chunks, 0.5 beat both 1.0 and plain BM25;
+/// 1.0 was below plain on both. Tuned on those sets, so treat it as a starting point; LLM
+/// contexts may want another value (`--context-weight`).
+pub const DEFAULT_CONTEXT_WEIGHT: f32 = 0.5;
+
 /// One result of a lexical index: the store's row key of the chunk card and its score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IndexHit {

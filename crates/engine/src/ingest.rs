@@ -176,6 +176,7 @@ impl Engine {
             }
         }
         self.flush(&mut pending, &mut report, on_event)?;
+        self.bm25.finish_merges()?;
         Ok(report)
     }
 

@@ -262,7 +262,7 @@ impl Engine {
         })?;
         let store_gen = self.store.generation()?;
         fresh.commit(store_gen)?;
-        fresh.close_writer();
+        fresh.merge_all()?;
         crash_point("rebuild-switch");
         // The switch is one store write: before it the old index is current, after it the
         // new one. Leftovers are removed on the next open.
@@ -336,6 +336,7 @@ impl Engine {
         Ok(EngineStats {
             store: self.store.stats()?,
             bm25_chunks: self.bm25.num_chunks(),
+            bm25_segments: self.bm25.num_segments(),
             bm25_generation: self.bm25.generation()?,
             chinese_tokenizer: self.chinese.as_str().to_string(),
             disk_bytes: dir_size(&self.dir),
@@ -397,6 +398,8 @@ pub struct EngineStats {
     pub store: Stats,
     /// Chunks in the BM25 index.
     pub bm25_chunks: u64,
+    /// Segments of the BM25 index (fewer is faster to search).
+    pub bm25_segments: usize,
     /// The store generation the BM25 index reflects.
     pub bm25_generation: u64,
     /// Chinese tokenizer of this index.

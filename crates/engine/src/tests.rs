@@ -33,7 +33,7 @@ fn ingest_search_reingest_replace_remove() {
     // "zebras" is in the title, so the structural context of the chunk matches too.
     let hits = search(&e, "zebras");
     assert_eq!(hits[0].document_id, "notes/a.md");
-    assert_eq!(hits[0].context.as_deref(), Some("From \"Zebras\", section Zebras."));
+    assert_eq!(hits[0].context.as_deref(), Some("From notes/a.md, section Zebras."));
     assert!(e.check().expect("check").is_consistent());
 
     let r = e.ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {}).expect("again");

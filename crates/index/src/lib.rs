@@ -17,12 +17,13 @@
 #![warn(missing_docs)]
 
 pub mod analyzers;
+mod collector;
 
 pub use analyzers::ChineseTokenizer;
 
 use situate_core::{IndexError, IndexHit, Language, LexicalIndex, LexicalQuery, MatchOn};
 use std::path::Path;
-use tantivy::collector::TopDocs;
+use std::collections::HashMap;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -161,7 +162,12 @@ impl Bm25Index {
     fn writer(&mut self) -> Result<&mut IndexWriter> {
         if self.writer.is_none() {
             // One indexing thread: the second core chunks and contextualizes meanwhile.
-            let w = self.index.writer_with_num_threads(1, WRITER_MEMORY).op("opening the writer")?;
+            let w: IndexWriter = self.index.writer_with_num_threads(1, WRITER_MEMORY).op("opening the writer")?;
+            // Merge eagerly (two segments of a level suffice): every query pays per segment,
+            // and ingests end by waiting for the merges (`finish_merges`).
+            let mut policy = tantivy::merge_policy::LogMergePolicy::default();
+            policy.set_min_num_segments(2);
+            w.set_merge_policy(Box::new(policy));
             self.writer = Some(w);
         }
         Ok(self.writer.as_mut().expect("just set"))
@@ -210,6 +216,30 @@ impl Bm25Index {
         self.writer = None;
     }
 
+    /// Lets the background merges started by earlier commits finish, then drops the writer.
+    /// Call at the end of a bulk write: fewer segments make every query cheaper.
+    pub fn finish_merges(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            w.wait_merging_threads().op("finishing segment merges")?;
+            self.reader.reload().op("reloading the reader")?;
+        }
+        Ok(())
+    }
+
+    /// Merges every segment into one (tantivy keeps the commit payload), then finishes.
+    pub fn merge_all(&mut self) -> Result<()> {
+        let ids = self.index.searchable_segment_ids().op("listing segments")?;
+        if ids.len() > 1 {
+            self.writer()?.merge(&ids).wait().op("merging segments")?;
+        }
+        self.finish_merges()
+    }
+
+    /// Number of segments in the committed index.
+    pub fn num_segments(&self) -> usize {
+        self.reader.searcher().segment_readers().len()
+    }
+
     /// Number of chunks in the committed index.
     pub fn num_chunks(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -236,56 +266,52 @@ impl Bm25Index {
         terms
     }
 
-    fn build_query(&self, q: &LexicalQuery<'_>) -> Option<BooleanQuery> {
+    /// The query's terms with their weights: per language asked, the analyzed query against
+    /// the original field and (contextual BM25) the context field. A term that occurs twice
+    /// weighs twice, as two clauses would in Lucene, but is scored once.
+    fn weighted_terms(&self, q: &LexicalQuery<'_>) -> Vec<(Term, f32)> {
         let langs: &[Language] = if q.languages.is_empty() { &Language::ALL } else { q.languages };
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut weights: HashMap<Term, f32> = HashMap::new();
         for &lang in langs {
             let f = self.fields[lang_slot(lang)];
             for term in self.query_terms(q.text, lang, f.original) {
-                // Each occurrence is a clause, as in Lucene: a repeated word weighs more.
                 if q.match_on == MatchOn::Contextual && q.context_weight > 0.0 {
                     let ctx = Term::from_field_text(f.context, term.value().as_str().unwrap_or_default());
-                    let tq: Box<dyn Query> = Box::new(TermQuery::new(ctx, IndexRecordOption::WithFreqs));
-                    let boosted: Box<dyn Query> = if (q.context_weight - 1.0).abs() < f32::EPSILON {
-                        tq
-                    } else {
-                        Box::new(BoostQuery::new(tq, q.context_weight))
-                    };
-                    clauses.push((Occur::Should, boosted));
+                    *weights.entry(ctx).or_default() += q.context_weight;
                 }
-                clauses.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+                *weights.entry(term).or_default() += 1.0;
             }
         }
-        (!clauses.is_empty()).then(|| BooleanQuery::new(clauses))
+        let mut terms: Vec<(Term, f32)> = weights.into_iter().collect();
+        terms.sort_by(|a, b| a.0.cmp(&b.0)); // a fixed order: identical sums, identical ties
+        terms
     }
 }
 
 impl LexicalIndex for Bm25Index {
+    /// A `BooleanQuery` of `Should` term queries (one per distinct term and field, weighted by
+    /// its count and the context weight), collected exhaustively by [`collector::TopCards`].
     fn search(&self, q: &LexicalQuery<'_>) -> std::result::Result<Vec<IndexHit>, IndexError> {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
-        let Some(query) = self.build_query(q) else {
+        let clauses: Vec<(Occur, Box<dyn Query>)> = self
+            .weighted_terms(q)
+            .into_iter()
+            .map(|(term, weight)| {
+                let tq: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
+                let clause = if weight == 1.0 { tq } else { Box::new(BoostQuery::new(tq, weight)) };
+                (Occur::Should, clause)
+            })
+            .collect();
+        if clauses.is_empty() {
             return Ok(Vec::new()); // nothing left after analysis (only stop words, punctuation)
-        };
+        }
         let searcher = self.reader.searcher();
         let top = searcher
-            .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
+            .search(&BooleanQuery::new(clauses), &collector::TopCards { limit: q.limit })
             .op("searching")?;
-        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
-            vec![None; searcher.segment_readers().len()];
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let seg = addr.segment_ord as usize;
-            if columns[seg].is_none() {
-                columns[seg] = Some(searcher.segment_reader(addr.segment_ord).fast_fields().u64("card").op("reading card keys")?);
-            }
-            let card = columns[seg].as_ref().and_then(|c| c.first(addr.doc_id));
-            if let Some(card) = card {
-                hits.push(IndexHit { card, score });
-            }
-        }
-        Ok(hits)
+        Ok(top.into_iter().map(|(score, card)| IndexHit { card, score }).collect())
     }
 }
 
