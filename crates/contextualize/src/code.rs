@@ -70,11 +70,25 @@ enum Open {
 
 /// The names of the items that enclose byte `pos` of `text`, outermost first.
 pub fn enclosing_items(text: &str, pos: usize) -> Vec<String> {
+    enclosing_items_at(text, &[pos]).pop().unwrap_or_default()
+}
+
+/// [`enclosing_items`] for several positions in one pass over the text (positions in any
+/// order; one result per position, in the order given).
+pub fn enclosing_items_at(text: &str, positions: &[usize]) -> Vec<Vec<String>> {
+    let mut order: Vec<usize> = (0..positions.len()).collect();
+    order.sort_by_key(|&i| positions[i]);
+    let mut out = vec![Vec::new(); positions.len()];
+    let mut next = 0;
     let mut stack: Vec<(Open, String)> = Vec::new();
     let mut depth: i64 = 0;
     let mut at = 0;
     for line in text.split_inclusive('\n') {
-        if at >= pos {
+        while next < order.len() && positions[order[next]] <= at {
+            out[order[next]] = stack.iter().map(|(_, d)| d.clone()).collect();
+            next += 1;
+        }
+        if next == order.len() {
             break;
         }
         at += line.len();
@@ -100,7 +114,10 @@ pub fn enclosing_items(text: &str, pos: usize) -> Vec<String> {
             stack.push((open, def));
         }
     }
-    stack.into_iter().map(|(_, d)| d).collect()
+    for &i in &order[next..] {
+        out[i] = stack.iter().map(|(_, d)| d.clone()).collect();
+    }
+    out
 }
 
 /// A display name for a language code (`rust` → `Rust`).
@@ -181,6 +198,17 @@ mod tests {
         let t = "fn a() {\n    one();\n}\n\nfn b() {\n    two();\n}\n";
         assert_eq!(at(t, "two"), vec!["fn b"]);
         assert_eq!(enclosing_items(t, t.len()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn one_pass_agrees_with_single_positions() {
+        let t = "class A:\n    def f(self):\n        x = 1\n\nclass B:\n    def g(self):\n        y = 2\n";
+        let positions = [t.find("y = 2").expect("y"), 0, t.find("x = 1").expect("x"), t.len()];
+        let all = enclosing_items_at(t, &positions);
+        for (p, got) in positions.iter().zip(&all) {
+            assert_eq!(got, &enclosing_items(t, *p));
+        }
+        assert_eq!(all[0], vec!["class B", "def g"]);
     }
 
     #[test]

@@ -68,6 +68,11 @@ impl Structural {
     /// The title is left out when the chunk already contains it or when it heads the heading
     /// path (repeating it would only weigh it twice in BM25); files are then named by path.
     pub fn context_for(doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> Option<String> {
+        let enclosing = if is_code(doc) { code::enclosing_items(doc.text, chunk.span.byte_start) } else { vec![] };
+        Self::compose(doc, chunk, &enclosing)
+    }
+
+    fn compose(doc: &DocumentView<'_>, chunk: &ChunkView<'_>, enclosing: &[String]) -> Option<String> {
         let headings = &chunk.span.heading_path;
         let title = doc
             .title
@@ -82,12 +87,8 @@ impl Structural {
         if !headings.is_empty() {
             parts.push(format!("section {}", headings.join(" > ")));
         }
-        let is_code = matches!(doc.kind, DocKind::Code(_)) || code::looks_like_code(doc.text);
-        if is_code {
-            let enclosing = code::enclosing_items(doc.text, chunk.span.byte_start);
-            if !enclosing.is_empty() {
-                parts.push(format!("in {}", enclosing.join(" > ")));
-            }
+        if !enclosing.is_empty() {
+            parts.push(format!("in {}", enclosing.join(" > ")));
         }
         if parts.is_empty() {
             return None;
@@ -98,6 +99,10 @@ impl Structural {
         }
         Some(format!("{text}."))
     }
+}
+
+fn is_code(doc: &DocumentView<'_>) -> bool {
+    matches!(doc.kind, DocKind::Code(_)) || code::looks_like_code(doc.text)
 }
 
 fn clip(s: &str, max_chars: usize) -> String {
@@ -122,9 +127,17 @@ impl Contextualizer for Structural {
         doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
     ) -> Result<DocumentContexts, ContextError> {
+        // One pass over the document for all chunks: a large file stays linear.
+        let enclosing = if is_code(&doc) {
+            let starts: Vec<usize> = chunks.iter().map(|c| c.span.byte_start).collect();
+            code::enclosing_items_at(doc.text, &starts)
+        } else {
+            vec![Vec::new(); chunks.len()]
+        };
         let contexts = chunks
             .iter()
-            .map(|chunk| match Structural::context_for(&doc, chunk) {
+            .zip(&enclosing)
+            .map(|(chunk, enclosing)| match Structural::compose(&doc, chunk, enclosing) {
                 None => ChunkContext::none(),
                 Some(text) => ChunkContext {
                     provenance: Some(Provenance {

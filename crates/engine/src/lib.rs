@@ -225,9 +225,10 @@ impl Engine {
         let changes = self.store.journal_after(index_gen)?;
         for (doc, _) in &changes {
             self.bm25.delete_document(doc)?;
-            for row in self.store.index_rows_of(doc)? {
-                self.bm25.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?;
-            }
+            let bm25 = &mut self.bm25;
+            self.store.for_each_index_row_of(doc, |row| {
+                Ok(bm25.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?)
+            })?;
         }
         crash_point("index-commit");
         self.bm25.commit(store_gen)?;
@@ -251,9 +252,7 @@ impl Engine {
         let mut fresh = Bm25Index::open(&next_path, self.chinese)?;
         let mut done = 0u64;
         self.store.for_each_index_row(|row| {
-            fresh
-                .add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)
-                .map_err(|e| e.to_string())?;
+            fresh.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?;
             done += 1;
             if done.is_multiple_of(1000) {
                 progress(done, total);

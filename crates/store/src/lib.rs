@@ -32,10 +32,16 @@ pub enum StoreError {
     /// The file is not a store this version can read.
     #[error("card store: {0}")]
     Format(String),
+    /// The consumer of a streaming read failed (its error, unchanged).
+    #[error(transparent)]
+    Consumer(Box<dyn std::error::Error + Send + Sync>),
     /// A write conflicts with what is stored (the write was rolled back).
     #[error("{0}")]
     Conflict(String),
 }
+
+/// The error a streaming read's consumer may return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `Result` with [`StoreError`].
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -218,16 +224,34 @@ impl Store {
 
     /// The index rows of one document's cards, in chunk order.
     pub fn index_rows_of(&self, document_id: &str) -> Result<Vec<IndexRow>> {
+        let mut rows = Vec::new();
+        self.for_each_index_row_of(document_id, |r| {
+            rows.push(r);
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    /// Calls `f` with each of one document's index rows, in chunk order, streaming (a large
+    /// document's chunks are never all in memory at once).
+    pub fn for_each_index_row_of(
+        &self,
+        document_id: &str,
+        mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>,
+    ) -> Result<()> {
         let mut st = self
             .conn
             .prepare_cached(&format!("{INDEX_ROW_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"))
             .op("reading cards")?;
-        let rows = st.query_map([document_id], index_row).op("reading cards")?;
-        rows.collect::<rusqlite::Result<_>>().op("reading cards")
+        let mut rows = st.query([document_id]).op("reading cards")?;
+        while let Some(r) = rows.next().op("reading cards")? {
+            f(index_row(r).op("reading cards")?).map_err(StoreError::Consumer)?;
+        }
+        Ok(())
     }
 
     /// Calls `f` with every card's index row, streaming (for rebuilds).
-    pub fn for_each_index_row(&self, mut f: impl FnMut(IndexRow) -> std::result::Result<(), String>) -> Result<()> {
+    pub fn for_each_index_row(&self, mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>) -> Result<()> {
         let mut st = self
             .conn
             .prepare(&format!("{INDEX_ROW_SELECT} ORDER BY c.id"))
@@ -235,7 +259,7 @@ impl Store {
         let mut rows = st.query([]).op("reading cards")?;
         while let Some(r) = rows.next().op("reading cards")? {
             let row = index_row(r).op("reading cards")?;
-            f(row).map_err(StoreError::Format)?;
+            f(row).map_err(StoreError::Consumer)?;
         }
         Ok(())
     }
