@@ -30,18 +30,33 @@ ingest() {
 ingest scifact-whole "$scifact" --context none --max-tokens 1024
 ingest scifact-none "$scifact" --context none
 ingest scifact-structural "$scifact" --context structural
+ingest xquad-en-none "$data/xquad-r/en/sentence" --context none
+ingest xquad-ru-none "$data/xquad-r/ru/sentence" --context none
 ingest codebase-none "$codebase/codebase_chunks.json" --context none
 ingest codebase-structural "$codebase/codebase_chunks.json" --context structural
 
+# Chinese: character bigrams against jieba on the small committed set (bench/zh-small).
+for t in bigram jieba; do
+  "$bin" --index "$out/index-zh-$t" init --chinese "$t" > /dev/null
+  "$bin" --index "$out/index-zh-$t" ingest bench/zh-small --context none --json > "$out/ingest-zh-$t.json"
+done
+
 peer() { OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench/.venv/bin/python bench/bm25s_peer.py "$@"; }
 for round in 1 2 3; do
-  peer --dataset "$scifact" --k 10 > "$out/peer-scifact-$round.json"
+  peer --dataset "$scifact" --k 20 > "$out/peer-scifact-$round.json"
   "$bin" --index "$out/index-scifact-whole" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-whole-$round.json"
   "$bin" --index "$out/index-scifact-none" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-none-$round.json"
   "$bin" --index "$out/index-scifact-structural" bench bm25 --dataset "$scifact" --bm25 contextual > "$out/run-scifact-structural-$round.json"
   peer --dataset "$data/anthropic-codebase-beir" --k 20 > "$out/peer-codebase-$round.json"
-  "$bin" --index "$out/index-codebase-none" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --k 20 --bm25 plain > "$out/run-codebase-none-$round.json"
-  "$bin" --index "$out/index-codebase-structural" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --k 20 --bm25 contextual > "$out/run-codebase-structural-$round.json"
+  "$bin" --index "$out/index-codebase-none" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 plain > "$out/run-codebase-none-$round.json"
+  "$bin" --index "$out/index-codebase-structural" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 contextual > "$out/run-codebase-structural-$round.json"
+  for lang in en ru; do
+    peer --dataset "$data/xquad-r/$lang/sentence" --lang "$lang" --k 20 > "$out/peer-xquad-$lang-$round.json"
+    "$bin" --index "$out/index-xquad-$lang-none" bench bm25 --dataset "$data/xquad-r/$lang/sentence" --bm25 plain > "$out/run-xquad-$lang-none-$round.json"
+  done
+  for t in bigram jieba; do
+    "$bin" --index "$out/index-zh-$t" bench bm25 --dataset bench/zh-small --bm25 plain --repeat 20 > "$out/run-zh-$t-$round.json"
+  done
 done
 
 python3 - "$out" <<'PY'
@@ -56,7 +71,8 @@ def median_qps(rs):
     return q[len(q) // 2]
 print("| data set | system | nDCG@10 | recall@10 | recall@20 | queries/s (median of 3) | vs bm25s |")
 print("|---|---|---|---|---|---|---|")
-for ds, rows in (("scifact", ("whole", "none", "structural")), ("codebase", ("none", "structural"))):
+for ds, rows in (("scifact", ("whole", "none", "structural")), ("codebase", ("none", "structural")),
+                 ("xquad-en", ("none",)), ("xquad-ru", ("none",))):
     peer = runs(f"peer-{ds}")
     pq = median_qps(peer)
     p = peer[0]
@@ -69,9 +85,17 @@ for ds, rows in (("scifact", ("whole", "none", "structural")), ("codebase", ("no
         print(f"| {ds} | situate {name} ({r['bm25']}) | {f(r['ndcg_at_10'])} | {f(r.get('recall_at_10'))} | "
               f"{f(r['recall_at_20'])} | {q:,.0f} | {q / pq:.2f}x |")
 print()
+print("| Chinese tokenizer (bench/zh-small, 20 queries) | nDCG@10 | recall@10 | queries/s (median of 3) |")
+print("|---|---|---|---|")
+for t in ("bigram", "jieba"):
+    rs = runs(f"run-zh-{t}")
+    print(f"| {t} | {f(rs[0]['ndcg_at_10'])} | {f(rs[0]['recall_at_10'])} | {median_qps(rs):,.0f} |")
+print()
 print("| ingest | documents | chunks | seconds | documents/s | chunks/s | peak RSS |")
 print("|---|---|---|---|---|---|---|")
 for p in sorted(glob.glob(os.path.join(out, "ingest-*.json"))):
+    if "-zh-" in p:
+        continue
     name = os.path.basename(p)[len("ingest-"):-len(".json")]
     r = json.load(open(p))
     secs, rss = open(os.path.join(out, f"ingest-{name}.time")).read().split()

@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--split", default="test")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--lang", choices=["en", "ru"], default="en",
+                    help="stop words and Snowball stemmer: English or Russian")
     a = ap.parse_args()
 
     corpus = read_jsonl(os.path.join(a.dataset, "corpus.jsonl"))
@@ -53,12 +55,12 @@ def main():
     qids = sorted(qrels)
     qtexts = [queries[q] for q in qids]
 
-    stemmer = Stemmer.Stemmer("english")
+    stemmer = Stemmer.Stemmer({"en": "english", "ru": "russian"}[a.lang])
     retriever = bm25s.BM25(k1=1.5, b=0.75)
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(bm25s.tokenize(texts, stopwords=a.lang, stemmer=stemmer, show_progress=False), show_progress=False)
 
     def run_once():
-        tok = bm25s.tokenize(qtexts, stopwords="en", stemmer=stemmer, show_progress=False)
+        tok = bm25s.tokenize(qtexts, stopwords=a.lang, stemmer=stemmer, show_progress=False)
         return retriever.retrieve(tok, k=a.k, n_threads=1, show_progress=False)[0]
 
     run_once()

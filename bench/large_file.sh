@@ -39,3 +39,13 @@ r = json.load(open(sys.argv[1])); secs, rss, kind, mb = float(sys.argv[2]), int(
 print(f"| {mb} MB {kind} file | {r['report']['chunks']} chunks | {secs:.1f} s | {mb and int(mb)/secs:.1f} MB/s | peak RSS {rss/1024:.0f} MB |")
 PY
 done
+
+# Peak heap (what the process allocates, without page cache and mapped index files, which
+# RSS includes): MASSIF=1 bench/large_file.sh  (valgrind; about 10x slower).
+if [ "${MASSIF:-0}" = 1 ]; then
+  rm -rf "$out/index-massif"
+  valgrind --tool=massif --massif-out-file="$out/massif.out" \
+    target/release/situate --index "$out/index-massif" ingest "$out/text" --context structural -q > /dev/null 2>&1
+  ms_print "$out/massif.out" | awk '/^ +[0-9]+ +[0-9,]+ +[0-9,]+/ {gsub(",", "", $3); if ($3 > m) m = $3}
+    END {printf "| %s MB text file | peak heap %.1f MB (massif) |\n", "'"$mb"'", m / 1048576}'
+fi

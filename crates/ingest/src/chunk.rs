@@ -360,6 +360,37 @@ mod tests {
         assert_eq!(approx_tokens("   "), 0);
     }
 
+    /// A real (tiny) Hugging Face tokenizer: word level, whitespace/punctuation pre-tokenizer.
+    fn word_level_tokenizer(dir: &std::path::Path) -> PathBuf {
+        let path = dir.join("tokenizer.json");
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":{"type":"Lowercase"},"pre_tokenizer":{"type":"Whitespace"},
+            "post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"internationalization":1},"unk_token":"[UNK]"}}"#;
+        std::fs::write(&path, json).expect("write tokenizer");
+        path
+    }
+
+    #[test]
+    fn a_configured_tokenizer_counts_the_tokens() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = word_level_tokenizer(dir.path());
+        let c = Chunker::new(ChunkerConfig { max_tokens: 10, overlap_tokens: 0, tokenizer: Some(path) }).expect("loads");
+        // One word-level token, where the estimate says four.
+        assert_eq!(c.count_tokens("internationalization"), 1);
+        assert_eq!(chunker(10, 0).count_tokens("internationalization"), 4);
+        let text = "internationalization ".repeat(100);
+        let spans = c.chunk(&text, &DocKind::Text);
+        assert_eq!(spans.len(), 10, "ten words per chunk by the tokenizer's count");
+        assert!(c.fingerprint() != chunker(10, 0).fingerprint());
+        let missing = Chunker::new(ChunkerConfig {
+            max_tokens: 10,
+            overlap_tokens: 0,
+            tokenizer: Some(dir.path().join("nope.json")),
+        });
+        assert!(matches!(missing, Err(IngestError::Tokenizer { .. })));
+    }
+
     #[test]
     fn rejects_overlap_not_below_size() {
         assert!(Chunker::new(ChunkerConfig { max_tokens: 10, overlap_tokens: 10, tokenizer: None }).is_err());
