@@ -46,13 +46,32 @@ pub enum BenchCommand {
 
 pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
     match cmd {
-        BenchCommand::Bm25 { dataset, split, repeat, k, fetch, bm25, level, context_weight } => {
+        BenchCommand::Bm25 {
+            dataset,
+            split,
+            repeat,
+            k,
+            fetch,
+            bm25,
+            level,
+            context_weight,
+        } => {
             let by_chunk = match level.as_str() {
                 "document" => false,
                 "chunk" => true,
                 _ => bail!("--level is document or chunk"),
             };
-            bm25_bench(index, &dataset, &split, repeat, k.max(20), fetch.max(k).max(20), &bm25, by_chunk, context_weight)
+            bm25_bench(
+                index,
+                &dataset,
+                &split,
+                repeat,
+                k.max(20),
+                fetch.max(k).max(20),
+                &bm25,
+                by_chunk,
+                context_weight,
+            )
         }
     }
 }
@@ -71,13 +90,19 @@ fn bm25_bench(
 ) -> Result<ExitCode> {
     let engine = Engine::open(index, Access::Read)?;
     let match_on: MatchOn = situate_engine::parse_match_on(bm25)?;
-    let qrels = situate_eval::beir::read_qrels(&dataset.join("qrels").join(format!("{split}.tsv")))?;
+    let qrels =
+        situate_eval::beir::read_qrels(&dataset.join("qrels").join(format!("{split}.tsv")))?;
     let queries = situate_eval::beir::read_queries(&dataset.join("queries.jsonl"))?;
     let mut ids: Vec<&String> = qrels.keys().collect();
     ids.sort();
     let texts: Vec<(&str, &str)> = ids
         .iter()
-        .map(|id| queries.get(*id).map(|t| (id.as_str(), t.as_str())).with_context(|| format!("query {id} has no text")))
+        .map(|id| {
+            queries
+                .get(*id)
+                .map(|t| (id.as_str(), t.as_str()))
+                .with_context(|| format!("query {id} has no text"))
+        })
         .collect::<Result<_>>()?;
     if texts.is_empty() || repeat == 0 || k == 0 {
         bail!("nothing to run");
@@ -88,8 +113,19 @@ fn bm25_bench(
         texts
             .iter()
             .map(|(_, t)| {
-                let q = LexicalQuery { text: t, limit: fetch, match_on, context_weight, languages: &langs };
-                Ok(lexical.search(&q).map_err(|e| anyhow::anyhow!(e))?.into_iter().map(|h| h.card).collect())
+                let q = LexicalQuery {
+                    text: t,
+                    limit: fetch,
+                    match_on,
+                    context_weight,
+                    languages: &langs,
+                };
+                Ok(lexical
+                    .search(&q)
+                    .map_err(|e| anyhow::anyhow!(e))?
+                    .into_iter()
+                    .map(|h| h.card)
+                    .collect())
             })
             .collect()
     };
@@ -107,9 +143,17 @@ fn bm25_bench(
     let mut recall10 = Vec::new();
     let mut recall20 = Vec::new();
     for ((qid, _), cards) in texts.iter().zip(&results) {
-        let missing: Vec<u64> = cards.iter().copied().filter(|c| !doc_of.contains_key(c)).collect();
+        let missing: Vec<u64> = cards
+            .iter()
+            .copied()
+            .filter(|c| !doc_of.contains_key(c))
+            .collect();
         for rec in engine.store().cards(&missing)? {
-            let id = if by_chunk { rec.card.chunk_id } else { rec.card.document_id };
+            let id = if by_chunk {
+                rec.card.chunk_id
+            } else {
+                rec.card.document_id
+            };
             doc_of.insert(rec.card.card, id);
         }
         let docs = dedup_ranked(cards.iter().filter_map(|c| doc_of.get(c).cloned()));

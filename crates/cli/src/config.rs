@@ -84,12 +84,15 @@ impl Settings {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("in {}", path.display()))
     }
 
     pub fn index_dir(&self) -> PathBuf {
-        self.index.clone().unwrap_or_else(|| PathBuf::from(".situate"))
+        self.index
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".situate"))
     }
 }
 

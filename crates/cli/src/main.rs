@@ -126,7 +126,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SITUATE_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("SITUATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -134,7 +135,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`situate search ... | head`) is not an error.
-            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {e:#}");
@@ -145,16 +149,28 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let settings = Settings::load(cli.global.config.as_deref())?;
-    let index = cli.global.index.clone().unwrap_or_else(|| settings.index_dir());
+    let index = cli
+        .global
+        .index
+        .clone()
+        .unwrap_or_else(|| settings.index_dir());
     let g = &cli.global;
     match cli.command {
         Command::Init { chinese } => {
-            let chinese = chinese.or(settings.bm25.chinese.clone()).unwrap_or_else(|| "bigram".into());
-            let create = CreateSettings { chinese: chinese.parse().map_err(anyhow::Error::msg)? };
+            let chinese = chinese
+                .or(settings.bm25.chinese.clone())
+                .unwrap_or_else(|| "bigram".into());
+            let create = CreateSettings {
+                chinese: chinese.parse().map_err(anyhow::Error::msg)?,
+            };
             let e = Engine::create(&index, create)?;
-            output::message(g.json, &format!("created an index at {}", e.dir().display()), &serde_json::json!({
-                "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str()
-            }))?;
+            output::message(
+                g.json,
+                &format!("created an index at {}", e.dir().display()),
+                &serde_json::json!({
+                    "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str()
+                }),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Ingest(a) => ingest(g, &settings, &index, a),
@@ -173,8 +189,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if k == 0 {
                 bail!("-k must be at least 1");
             }
-            let context_weight =
-                a.context_weight.or(settings.search.context_weight).unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT);
+            let context_weight = a
+                .context_weight
+                .or(settings.search.context_weight)
+                .unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT);
             if !(context_weight.is_finite() && context_weight >= 0.0) {
                 bail!("--context-weight must be a number >= 0");
             }
@@ -201,12 +219,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let stats = e.stats()?;
             let check = e.check()?;
             output::stats(g.json, e.dir(), &stats, &check)?;
-            Ok(if check.is_consistent() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if check.is_consistent() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
             e.remove(&document_id)?;
-            output::message(g.json, &format!("removed {document_id}"), &serde_json::json!({"removed": document_id}))?;
+            output::message(
+                g.json,
+                &format!("removed {document_id}"),
+                &serde_json::json!({"removed": document_id}),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild => {
@@ -219,7 +245,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let secs = started.elapsed().as_secs_f64();
             output::message(
                 g.json,
-                &format!("rebuilt the BM25 index from {n} chunk cards in {secs:.1} s (no LLM calls)"),
+                &format!(
+                    "rebuilt the BM25 index from {n} chunk cards in {secs:.1} s (no LLM calls)"
+                ),
                 &serde_json::json!({"chunks": n, "seconds": secs}),
             )?;
             Ok(ExitCode::SUCCESS)
@@ -228,11 +256,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn ingest(g: &Global, settings: &Settings, index: &std::path::Path, a: IngestArgs) -> Result<ExitCode> {
-    let method = a.context.or(settings.ingest.context.clone()).unwrap_or_else(|| "structural".into());
+fn ingest(
+    g: &Global,
+    settings: &Settings,
+    index: &std::path::Path,
+    a: IngestArgs,
+) -> Result<ExitCode> {
+    let method = a
+        .context
+        .or(settings.ingest.context.clone())
+        .unwrap_or_else(|| "structural".into());
     let contextualizer = situate_contextualize::by_name(&method).map_err(anyhow::Error::msg)?;
     let mut opts = IngestOptions::new(contextualizer);
-    opts.sources.format = a.format.parse::<SourceFormat>().map_err(anyhow::Error::msg)?;
+    opts.sources.format = a
+        .format
+        .parse::<SourceFormat>()
+        .map_err(anyhow::Error::msg)?;
     opts.sources.language = match a.language.or(settings.ingest.language.clone()) {
         Some(l) => Some(l.parse().map_err(anyhow::Error::msg)?),
         None => None,
@@ -240,8 +279,14 @@ fn ingest(g: &Global, settings: &Settings, index: &std::path::Path, a: IngestArg
     if let Some(l) = &settings.ingest.default_language {
         opts.sources.default_language = l.parse().map_err(anyhow::Error::msg)?;
     }
-    opts.chunker.max_tokens = a.max_tokens.or(settings.chunk.max_tokens).unwrap_or(opts.chunker.max_tokens);
-    opts.chunker.overlap_tokens = a.overlap.or(settings.chunk.overlap_tokens).unwrap_or(opts.chunker.overlap_tokens);
+    opts.chunker.max_tokens = a
+        .max_tokens
+        .or(settings.chunk.max_tokens)
+        .unwrap_or(opts.chunker.max_tokens);
+    opts.chunker.overlap_tokens = a
+        .overlap
+        .or(settings.chunk.overlap_tokens)
+        .unwrap_or(opts.chunker.overlap_tokens);
     opts.chunker.tokenizer = a.tokenizer.or(settings.chunk.tokenizer.clone());
     if a.batch == 0 {
         bail!("--batch must be at least 1");
@@ -249,9 +294,18 @@ fn ingest(g: &Global, settings: &Settings, index: &std::path::Path, a: IngestArg
     opts.batch_documents = a.batch;
 
     let created = !Engine::exists(index);
-    let chinese = settings.bm25.chinese.clone().unwrap_or_else(|| "bigram".into());
-    let mut e = Engine::open_or_create(index, CreateSettings { chinese: chinese.parse().map_err(anyhow::Error::msg)? })
-        .with_context(|| format!("opening the index at {}", index.display()))?;
+    let chinese = settings
+        .bm25
+        .chinese
+        .clone()
+        .unwrap_or_else(|| "bigram".into());
+    let mut e = Engine::open_or_create(
+        index,
+        CreateSettings {
+            chinese: chinese.parse().map_err(anyhow::Error::msg)?,
+        },
+    )
+    .with_context(|| format!("opening the index at {}", index.display()))?;
     let bar = output::progress_bar(g.quiet || g.json, None, "ingesting");
     let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
     let started = Instant::now();
@@ -264,14 +318,20 @@ fn ingest(g: &Global, settings: &Settings, index: &std::path::Path, a: IngestArg
             IngestEvent::Skipped(_) => skipped += 1,
             IngestEvent::Committed { .. } => {}
         }
-        bar.set_message(format!("{docs} documents, {chunks} chunks, {skipped} skipped"));
+        bar.set_message(format!(
+            "{docs} documents, {chunks} chunks, {skipped} skipped"
+        ));
         bar.tick();
     })?;
     bar.finish_and_clear();
     let elapsed = started.elapsed();
     output::ingest_report(g.json, e.dir(), created, &method, &report, elapsed)?;
     let nothing = report.documents_ok() == 0;
-    Ok(if nothing || (a.strict && !report.skipped.is_empty()) { ExitCode::from(3) } else { ExitCode::SUCCESS })
+    Ok(if nothing || (a.strict && !report.skipped.is_empty()) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Whether progress bars can be drawn (stderr is a terminal).

@@ -3,8 +3,8 @@
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use situate_core::{CardRecord, Hit, MatchOn};
-use situate_engine::{Consistency, EngineStats, IngestReport};
 use situate_engine::StoredDocument;
+use situate_engine::{Consistency, EngineStats, IngestReport};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -47,11 +47,20 @@ pub fn progress_bar(hidden: bool, total: Option<u64>, what: &str) -> ProgressBar
 
 /// Indents every line of `text` after the first by `pad`.
 fn indent(text: &str, pad: &str) -> String {
-    text.trim().lines().collect::<Vec<_>>().join(&format!("\n{pad}"))
+    text.trim()
+        .lines()
+        .collect::<Vec<_>>()
+        .join(&format!("\n{pad}"))
 }
 
 /// Search results: context and original visibly apart.
-pub fn hits(json: bool, query: &str, match_on: MatchOn, hits: &[Hit], took: Duration) -> Result<()> {
+pub fn hits(
+    json: bool,
+    query: &str,
+    match_on: MatchOn,
+    hits: &[Hit],
+    took: Duration,
+) -> Result<()> {
     if json {
         return print_json(&serde_json::json!({
             "query": query,
@@ -66,7 +75,11 @@ pub fn hits(json: bool, query: &str, match_on: MatchOn, hits: &[Hit], took: Dura
         return Ok(());
     }
     for h in hits {
-        writeln!(out, "{:>2}. {}  [{}]  score {:.3}", h.rank, h.chunk_id, h.source, h.score)?;
+        writeln!(
+            out,
+            "{:>2}. {}  [{}]  score {:.3}",
+            h.rank, h.chunk_id, h.source, h.score
+        )?;
         if !h.heading_path.is_empty() {
             writeln!(out, "    section   {}", h.heading_path.join(" > "))?;
         }
@@ -74,10 +87,19 @@ pub fn hits(json: bool, query: &str, match_on: MatchOn, hits: &[Hit], took: Dura
             Some(c) => writeln!(out, "    context   {}", indent(c, "              "))?,
             None => writeln!(out, "    context   (none)")?,
         }
-        writeln!(out, "    original  {}", indent(&h.original_text, "              "))?;
+        writeln!(
+            out,
+            "    original  {}",
+            indent(&h.original_text, "              ")
+        )?;
         writeln!(out)?;
     }
-    writeln!(out, "{} hits, {match_on} BM25, {:.1} ms", hits.len(), took.as_secs_f64() * 1000.0)?;
+    writeln!(
+        out,
+        "{} hits, {match_on} BM25, {:.1} ms",
+        hits.len(),
+        took.as_secs_f64() * 1000.0
+    )?;
     Ok(())
 }
 
@@ -101,8 +123,16 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
         }));
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "chunk      {} (#{} of {})", c.chunk_id, c.ordinal, doc.id)?;
-    writeln!(out, "document   {}  [{}]  {}, {}", doc.id, doc.source, doc.kind, doc.language)?;
+    writeln!(
+        out,
+        "chunk      {} (#{} of {})",
+        c.chunk_id, c.ordinal, doc.id
+    )?;
+    writeln!(
+        out,
+        "document   {}  [{}]  {}, {}",
+        doc.id, doc.source, doc.kind, doc.language
+    )?;
     if let Some(t) = &doc.title {
         writeln!(out, "title      {t}")?;
     }
@@ -124,7 +154,11 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
     for n in &c.context_notes {
         writeln!(out, "note       {n}")?;
     }
-    writeln!(out, "\n--- context ---\n{}", c.generated_context.as_deref().unwrap_or("(none)"))?;
+    writeln!(
+        out,
+        "\n--- context ---\n{}",
+        c.generated_context.as_deref().unwrap_or("(none)")
+    )?;
     writeln!(out, "\n--- original ---\n{}", c.original_text)?;
     Ok(())
 }
@@ -142,28 +176,56 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
     let mut out = std::io::stdout().lock();
     writeln!(out, "index       {}", dir.display())?;
     writeln!(out, "documents   {}", s.store.documents)?;
-    writeln!(out, "chunks      {} ({} characters)", s.store.chunks, s.store.chunk_chars)?;
-    let list = |v: &[(String, u64)]| v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
+    writeln!(
+        out,
+        "chunks      {} ({} characters)",
+        s.store.chunks, s.store.chunk_chars
+    )?;
+    let list = |v: &[(String, u64)]| {
+        v.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     writeln!(out, "languages   {}", list(&s.store.languages))?;
     writeln!(out, "contexts    {}", list(&s.store.context_status))?;
     writeln!(out, "methods     {}", list(&s.store.context_methods))?;
-    writeln!(out, "bm25        {} chunks in {} segments, Chinese tokenizer {}", s.bm25_chunks, s.bm25_segments, s.chinese_tokenizer)?;
+    writeln!(
+        out,
+        "bm25        {} chunks in {} segments, Chinese tokenizer {}",
+        s.bm25_chunks, s.bm25_segments, s.chinese_tokenizer
+    )?;
     writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
     if check.is_consistent() {
-        writeln!(out, "consistency the BM25 index holds exactly the store's cards (generation {})", check.store_generation)?;
+        writeln!(
+            out,
+            "consistency the BM25 index holds exactly the store's cards (generation {})",
+            check.store_generation
+        )?;
     } else {
         writeln!(
             out,
             "consistency MISMATCH: store {} chunks (generation {}), index {} (generation {}); missing {:?}, extra {:?}; run `situate rebuild`",
-            check.store_chunks, check.store_generation, check.index_chunks, check.index_generation,
-            check.missing_from_index, check.not_in_store
+            check.store_chunks,
+            check.store_generation,
+            check.index_chunks,
+            check.index_generation,
+            check.missing_from_index,
+            check.not_in_store
         )?;
     }
     Ok(())
 }
 
 /// The summary at the end of an ingest.
-pub fn ingest_report(json: bool, dir: &Path, created: bool, method: &str, r: &IngestReport, took: Duration) -> Result<()> {
+pub fn ingest_report(
+    json: bool,
+    dir: &Path,
+    created: bool,
+    method: &str,
+    r: &IngestReport,
+    took: Duration,
+) -> Result<()> {
     let secs = took.as_secs_f64();
     if json {
         return print_json(&serde_json::json!({
@@ -181,10 +243,19 @@ pub fn ingest_report(json: bool, dir: &Path, created: bool, method: &str, r: &In
     writeln!(
         out,
         "ingested {} documents ({} added, {} replaced, {} unchanged), {} chunks written, context {method}, {:.1} s",
-        r.documents_ok(), r.added, r.replaced, r.unchanged, r.chunks, secs
+        r.documents_ok(),
+        r.added,
+        r.replaced,
+        r.unchanged,
+        r.chunks,
+        secs
     )?;
     if r.context_failures > 0 {
-        writeln!(out, "{} chunks have no context (failed); they are indexed with their original text", r.context_failures)?;
+        writeln!(
+            out,
+            "{} chunks have no context (failed); they are indexed with their original text",
+            r.context_failures
+        )?;
     }
     if !r.skipped.is_empty() {
         writeln!(out, "skipped {}:", r.skipped.len())?;

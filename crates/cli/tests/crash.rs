@@ -8,7 +8,12 @@ fn corpus(root: &Path, files: usize) {
     std::fs::create_dir_all(root).expect("mkdir");
     for i in 0..files {
         let body: String = (0..12)
-            .map(|p| format!("Report {i}, part {p}: the station measured {} millimetres of rain.\n\n", i * 7 + p))
+            .map(|p| {
+                format!(
+                    "Report {i}, part {p}: the station measured {} millimetres of rain.\n\n",
+                    i * 7 + p
+                )
+            })
             .collect();
         std::fs::write(root.join(format!("r{i:04}.txt")), body).expect("w");
     }
@@ -17,7 +22,13 @@ fn corpus(root: &Path, files: usize) {
 /// The chunk count of a clean ingest of `root`, for comparison.
 fn reference_chunks(tmp: &Path, root: &Path) -> u64 {
     let index = tmp.join("reference");
-    let v = json(situate(&index).arg("ingest").arg(root).args(["--max-tokens", "40"]), 0);
+    let v = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(root)
+            .args(["--max-tokens", "40"]),
+        0,
+    );
     v["report"]["chunks"].as_u64().expect("n")
 }
 
@@ -46,8 +57,17 @@ fn crash_points_between_store_and_index() {
         assert!(!out.status.success(), "the crash hook fired at {point}");
         // Readers see a consistent index straight away (they catch the index up).
         let s = consistent_stats(&index);
-        assert!(s["stats"]["store"]["documents"].as_u64().expect("n") >= 7, "the first batch survived: {s:#}");
-        let v = json(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40", "--batch", "7"]), 0);
+        assert!(
+            s["stats"]["store"]["documents"].as_u64().expect("n") >= 7,
+            "the first batch survived: {s:#}"
+        );
+        let v = json(
+            situate(&index)
+                .arg("ingest")
+                .arg(&root)
+                .args(["--max-tokens", "40", "--batch", "7"]),
+            0,
+        );
         assert!(v["report"]["unchanged"].as_u64().expect("n") >= 7, "{v:#}");
         assert_complete(&index, 30, want);
     }
@@ -59,10 +79,20 @@ fn crash_during_rebuild_keeps_the_old_index() {
     let root = tmp.path().join("reports");
     corpus(&root, 5);
     let index = tmp.path().join("idx");
-    let want = json(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40"]), 0)["report"]["chunks"]
+    let want = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--max-tokens", "40"]),
+        0,
+    )["report"]["chunks"]
         .as_u64()
         .expect("n");
-    let out = situate(&index).arg("rebuild").env("SITUATE_CRASH_AT", "rebuild-switch").output().expect("runs");
+    let out = situate(&index)
+        .arg("rebuild")
+        .env("SITUATE_CRASH_AT", "rebuild-switch")
+        .output()
+        .expect("runs");
     assert!(!out.status.success());
     assert_complete(&index, 5, want);
     run(situate(&index).arg("rebuild"), 0);
@@ -73,7 +103,11 @@ fn crash_during_rebuild_keeps_the_old_index() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("bm25-"))
         .collect();
-    assert_eq!(dirs.len(), 1, "leftovers of the crashed rebuild are removed: {dirs:?}");
+    assert_eq!(
+        dirs.len(),
+        1,
+        "leftovers of the crashed rebuild are removed: {dirs:?}"
+    );
 }
 
 #[test]
@@ -105,7 +139,13 @@ fn kill_9_at_several_moments_then_resume() {
         if index.join("cards.db").exists() {
             consistent_stats(&index);
         }
-        run(situate(&index).arg("ingest").arg(&root).args(["--max-tokens", "40", "--batch", "10"]), 0);
+        run(
+            situate(&index)
+                .arg("ingest")
+                .arg(&root)
+                .args(["--max-tokens", "40", "--batch", "10"]),
+            0,
+        );
         assert_complete(&index, 300, want);
     }
 }

@@ -5,7 +5,11 @@ use crate::*;
 /// A corpus with one good file and every kind of bad input.
 fn bad_corpus(root: &Path) {
     std::fs::create_dir_all(root.join("sub")).expect("mkdir");
-    std::fs::write(root.join("good.txt"), "The only good file talks about glaciers.").expect("w");
+    std::fs::write(
+        root.join("good.txt"),
+        "The only good file talks about glaciers.",
+    )
+    .expect("w");
     std::fs::write(root.join("binary.txt"), b"\x7fELF\x02\x01\x01\x00\x00\x00").expect("w");
     std::fs::write(root.join("latin1.md"), b"# Caf\xe9\n").expect("w");
     std::fs::write(root.join("empty.txt"), b"").expect("w");
@@ -42,11 +46,22 @@ fn bad_inputs_are_reported_and_the_rest_is_ingested() {
     // The human summary lists them too.
     let out = run(situate(&index).arg("ingest").arg(&root), 0);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("1 unchanged") && text.contains("skipped 6:"), "{text}");
+    assert!(
+        text.contains("1 unchanged") && text.contains("skipped 6:"),
+        "{text}"
+    );
     // --strict turns skips into a failure status; nothing ingestable is always one.
     run(situate(&index).arg("ingest").arg(&root).arg("--strict"), 3);
-    run(situate(&index).arg("ingest").arg(root.join("binary.txt")), 3);
-    run(situate(&index).arg("ingest").arg(tmp.path().join("does-not-exist")), 3);
+    run(
+        situate(&index).arg("ingest").arg(root.join("binary.txt")),
+        3,
+    );
+    run(
+        situate(&index)
+            .arg("ingest")
+            .arg(tmp.path().join("does-not-exist")),
+        3,
+    );
     consistent_stats(&index);
 }
 
@@ -55,7 +70,9 @@ fn reingest_is_a_no_op_and_a_changed_document_replaces_its_chunks() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("docs");
     std::fs::create_dir_all(&root).expect("mkdir");
-    let long: String = (0..200).map(|i| format!("Paragraph {i} talks about river otters and their dens.\n\n")).collect();
+    let long: String = (0..200)
+        .map(|i| format!("Paragraph {i} talks about river otters and their dens.\n\n"))
+        .collect();
     std::fs::write(root.join("otters.txt"), &long).expect("w");
     std::fs::write(root.join("other.txt"), "Beavers build dams.").expect("w");
     let index = tmp.path().join("idx");
@@ -68,21 +85,40 @@ fn reingest_is_a_no_op_and_a_changed_document_replaces_its_chunks() {
     assert_eq!(again["report"]["unchanged"], 2);
     assert_eq!(again["report"]["chunks"], 0);
     let stats_again = consistent_stats(&index);
-    assert_eq!(stats_before["stats"]["store"]["generation"], stats_again["stats"]["store"]["generation"], "nothing was written");
+    assert_eq!(
+        stats_before["stats"]["store"]["generation"], stats_again["stats"]["store"]["generation"],
+        "nothing was written"
+    );
 
-    std::fs::write(root.join("otters.txt"), "Otters moved away. Only herons remain.").expect("w");
+    std::fs::write(
+        root.join("otters.txt"),
+        "Otters moved away. Only herons remain.",
+    )
+    .expect("w");
     let changed = json(situate(&index).arg("ingest").arg(&root), 0);
     assert_eq!(changed["report"]["replaced"], 1);
     assert_eq!(changed["report"]["unchanged"], 1);
     let stats = consistent_stats(&index);
-    assert_eq!(stats["stats"]["store"]["chunks"], 2, "old chunks are gone: {stats:#}");
+    assert_eq!(
+        stats["stats"]["store"]["chunks"], 2,
+        "old chunks are gone: {stats:#}"
+    );
     assert!(search_ids(&index, "dens", &[]).is_empty());
     assert_eq!(search_ids(&index, "herons", &[]), vec!["docs/otters.txt#0"]);
 
     // Settings that change chunks re-ingest; the chunk count follows them.
-    let smaller = json(situate(&index).arg("ingest").arg(&root).args(["--context", "none"]), 0);
+    let smaller = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--context", "none"]),
+        0,
+    );
     assert_eq!(smaller["report"]["replaced"], 2);
-    assert_eq!(json(situate(&index).args(["show", "docs/otters.txt#0"]), 0)["context_status"], "pending");
+    assert_eq!(
+        json(situate(&index).args(["show", "docs/otters.txt#0"]), 0)["context_status"],
+        "pending"
+    );
 
     run(situate(&index).args(["rm", "docs/other.txt"]), 0);
     assert!(search_ids(&index, "beavers", &[]).is_empty());
@@ -95,12 +131,18 @@ fn reingest_is_a_no_op_and_a_changed_document_replaces_its_chunks() {
 fn rebuild_needs_only_the_cards() {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
-    run(situate(&index).arg("ingest").arg(fixtures().join("corpus")), 0);
+    run(
+        situate(&index).arg("ingest").arg(fixtures().join("corpus")),
+        0,
+    );
     let before = search_ids(&index, "lighthouse generator winter", &[]);
     // Move the sources away: a rebuild must not need them.
     let v = json(situate(&index).arg("rebuild"), 0);
     assert!(v["chunks"].as_u64().expect("n") > 5);
-    assert_eq!(search_ids(&index, "lighthouse generator winter", &[]), before);
+    assert_eq!(
+        search_ids(&index, "lighthouse generator winter", &[]),
+        before
+    );
     consistent_stats(&index);
 }
 
@@ -108,18 +150,45 @@ fn rebuild_needs_only_the_cards() {
 fn settings_file_and_bad_settings() {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
-    std::fs::write(tmp.path().join("situate.toml"), "[ingest]\ncontext = \"none\"\n[search]\nk = 1\n").expect("w");
-    run(situate(&index).arg("ingest").arg(fixtures().join("beir")), 0);
+    std::fs::write(
+        tmp.path().join("situate.toml"),
+        "[ingest]\ncontext = \"none\"\n[search]\nk = 1\n",
+    )
+    .expect("w");
+    run(
+        situate(&index).arg("ingest").arg(fixtures().join("beir")),
+        0,
+    );
     let v = json(situate(&index).args(["search", "energy"]), 0);
-    assert_eq!(v["hits"].as_array().expect("hits").len(), 1, "k from situate.toml");
-    assert_eq!(v["hits"][0]["context"], Value::Null, "context method from situate.toml");
+    assert_eq!(
+        v["hits"].as_array().expect("hits").len(),
+        1,
+        "k from situate.toml"
+    );
+    assert_eq!(
+        v["hits"][0]["context"],
+        Value::Null,
+        "context method from situate.toml"
+    );
 
     std::fs::write(tmp.path().join("situate.toml"), "[search]\nkk = 1\n").expect("w");
     let out = run(situate(&index).args(["search", "energy"]), 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"));
     std::fs::remove_file(tmp.path().join("situate.toml")).expect("rm");
-    let out = run(situate(&index).arg("ingest").arg(fixtures().join("beir")).args(["--max-tokens", "8", "--overlap", "8"]), 1);
+    let out = run(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("beir"))
+            .args(["--max-tokens", "8", "--overlap", "8"]),
+        1,
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("overlap"));
-    let out = run(situate(&index).arg("ingest").arg(fixtures().join("beir")).args(["--context", "magic"]), 1);
+    let out = run(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("beir"))
+            .args(["--context", "magic"]),
+        1,
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown context method"));
 }

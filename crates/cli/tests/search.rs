@@ -6,31 +6,57 @@ fn indexed() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
     // Small chunks, so the manual has a chunk per section.
-    run(situate(&index).arg("ingest").arg(fixtures().join("corpus")).args(["--max-tokens", "60", "--overlap", "0"]), 0);
+    run(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("corpus"))
+            .args(["--max-tokens", "60", "--overlap", "0"]),
+        0,
+    );
     (tmp, index)
 }
 
 #[test]
 fn hits_carry_context_and_original_apart() {
     let (_tmp, index) = indexed();
-    let v = json(situate(&index).args(["search", "how often to clean the Fresnel lens", "-k", "3"]), 0);
+    let v = json(
+        situate(&index).args(["search", "how often to clean the Fresnel lens", "-k", "3"]),
+        0,
+    );
     let hits = v["hits"].as_array().expect("hits");
     assert!(!hits.is_empty() && hits.len() <= 3);
     let top = &hits[0];
-    for field in ["document_id", "chunk_id", "score", "context", "original_text"] {
+    for field in [
+        "document_id",
+        "chunk_id",
+        "score",
+        "context",
+        "original_text",
+    ] {
         assert!(top.get(field).is_some(), "hit lacks {field}: {top:#}");
     }
     assert_eq!(top["document_id"], "corpus/guide/install.md");
     let original = top["original_text"].as_str().expect("original");
     let context = top["context"].as_str().expect("structural context");
     assert!(original.contains("Fresnel lens"));
-    assert!(context.contains("Maintenance"), "heading path in the context: {context}");
-    assert!(!original.contains(context), "the original is not merged with the context");
+    assert!(
+        context.contains("Maintenance"),
+        "heading path in the context: {context}"
+    );
+    assert!(
+        !original.contains(context),
+        "the original is not merged with the context"
+    );
 
     // The human output shows them on separate labelled lines.
     let out = run(situate(&index).args(["search", "Fresnel lens"]), 0);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("    context   From corpus/guide/install.md, section Lighthouse Keeper's Manual"), "{text}");
+    assert!(
+        text.contains(
+            "    context   From corpus/guide/install.md, section Lighthouse Keeper's Manual"
+        ),
+        "{text}"
+    );
     assert!(text.contains("    original  "), "{text}");
 }
 
@@ -41,10 +67,21 @@ fn contextual_bm25_finds_what_plain_bm25_cannot() {
     // structural context carries the title.
     let plain = search_ids(&index, "keeper", &["--bm25", "plain", "-k", "20"]);
     let ctx = search_ids(&index, "keeper", &["-k", "20"]);
-    assert!(plain.iter().all(|id| id.starts_with("corpus/guide/install.md#0")), "{plain:?}");
-    assert!(ctx.len() >= 4, "every chunk of the manual is found: {ctx:?}");
+    assert!(
+        plain
+            .iter()
+            .all(|id| id.starts_with("corpus/guide/install.md#0")),
+        "{plain:?}"
+    );
+    assert!(
+        ctx.len() >= 4,
+        "every chunk of the manual is found: {ctx:?}"
+    );
     let bulbs = search_ids(&index, "keeper spare bulbs", &["-k", "1"]);
-    assert!(!plain.contains(&bulbs[0]), "{bulbs:?} was not findable by 'keeper' without context");
+    assert!(
+        !plain.contains(&bulbs[0]),
+        "{bulbs:?} was not findable by 'keeper' without context"
+    );
 }
 
 #[test]
@@ -54,14 +91,25 @@ fn code_html_russian_and_chinese_are_searchable() {
     assert!(search_ids(&index, "heapq due jobs", &[])[0].starts_with("corpus/src/scheduler.py#"));
     let faq = search_ids(&index, "ticket price children", &[]);
     assert!(faq[0].starts_with("corpus/guide/faq.html#"));
-    assert!(search_ids(&index, "tracking code", &[]).iter().all(|id| !id.contains("faq")), "scripts are not indexed");
+    assert!(
+        search_ids(&index, "tracking code", &[])
+            .iter()
+            .all(|id| !id.contains("faq")),
+        "scripts are not indexed"
+    );
     // Russian: a different inflection of the word in the text (генератор → генератора).
-    assert!(search_ids(&index, "проверка генератора смотрителем", &[])[0].starts_with("corpus/ru/mayak.txt#"));
+    assert!(
+        search_ids(&index, "проверка генератора смотрителем", &[])[0]
+            .starts_with("corpus/ru/mayak.txt#")
+    );
     // Chinese: a word inside an unsegmented sentence.
     assert!(search_ids(&index, "发电机", &[])[0].starts_with("corpus/zh/dengta.txt#"));
     let stats = consistent_stats(&index);
     let langs = stats["stats"]["store"]["languages"].to_string();
-    assert!(langs.contains("\"ru\"") && langs.contains("\"zh\"") && langs.contains("\"en\""), "{langs}");
+    assert!(
+        langs.contains("\"ru\"") && langs.contains("\"zh\"") && langs.contains("\"en\""),
+        "{langs}"
+    );
 }
 
 #[test]
@@ -72,8 +120,18 @@ fn show_prints_the_whole_card() {
     assert_eq!(v["chunk_id"], Value::String(id.clone()));
     assert_eq!(v["context_status"], "generated");
     assert_eq!(v["context_provenance"]["method"], "structural");
-    assert!(v["generated_context"].as_str().expect("ctx").contains("Rust source"));
-    assert!(v["generated_context"].as_str().expect("ctx").contains("impl Ledger > fn transfer"));
+    assert!(
+        v["generated_context"]
+            .as_str()
+            .expect("ctx")
+            .contains("Rust source")
+    );
+    assert!(
+        v["generated_context"]
+            .as_str()
+            .expect("ctx")
+            .contains("impl Ledger > fn transfer")
+    );
     let err = run(situate(&index).args(["show", "no-such-chunk"]), 1);
     assert!(String::from_utf8_lossy(&err.stderr).contains("no chunk \"no-such-chunk\""));
 }
@@ -83,24 +141,55 @@ fn searching_without_an_index_says_what_to_do() {
     let tmp = tempfile::tempdir().expect("tmp");
     let out = run(situate(&tmp.path().join("none")).args(["search", "x"]), 1);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no situate index at") && err.contains("situate ingest"), "{err}");
+    assert!(
+        err.contains("no situate index at") && err.contains("situate ingest"),
+        "{err}"
+    );
 }
 
 #[test]
 fn anthropic_and_beir_corpora() {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
-    let v = json(situate(&index).arg("ingest").arg(fixtures().join("anthropic/codebase_chunks.json")), 0);
+    let v = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("anthropic/codebase_chunks.json")),
+        0,
+    );
     assert_eq!(v["report"]["added"], 2);
-    assert_eq!(v["report"]["chunks"], 5, "the file's own chunk boundaries are kept");
-    let hits = json(situate(&index).args(["search", "salt SecureRandom bytes"]), 0);
+    assert_eq!(
+        v["report"]["chunks"], 5,
+        "the file's own chunk boundaries are kept"
+    );
+    let hits = json(
+        situate(&index).args(["search", "salt SecureRandom bytes"]),
+        0,
+    );
     assert_eq!(hits["hits"][0]["chunk_id"], "doc_1_chunk_2");
     let card = json(situate(&index).args(["show", "doc_2_chunk_1"]), 0);
-    assert!(card["generated_context"].as_str().expect("ctx").contains("namespace net"), "{card:#}");
-    assert!(card["original_text"].as_str().expect("orig").starts_with("void Connection::Reconnect"));
+    assert!(
+        card["generated_context"]
+            .as_str()
+            .expect("ctx")
+            .contains("namespace net"),
+        "{card:#}"
+    );
+    assert!(
+        card["original_text"]
+            .as_str()
+            .expect("orig")
+            .starts_with("void Connection::Reconnect")
+    );
 
-    let v = json(situate(&index).arg("ingest").arg(fixtures().join("beir")), 0);
+    let v = json(
+        situate(&index).arg("ingest").arg(fixtures().join("beir")),
+        0,
+    );
     assert_eq!(v["report"]["added"], 4);
-    assert_eq!(search_ids(&index, "sea tides electricity", &["-k", "1"]), vec!["d1#0"]);
+    assert_eq!(
+        search_ids(&index, "sea tides electricity", &["-k", "1"]),
+        vec!["d1#0"]
+    );
     consistent_stats(&index);
 }

@@ -11,13 +11,18 @@ use std::process::{Command, Output};
 
 /// The committed fixtures.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("fixtures")
 }
 
 /// A command for the binary under test, on `index`, with no settings file in reach.
 pub fn situate(index: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_situate"));
-    c.arg("--index").arg(index).env_remove("SITUATE_INDEX").env_remove("SITUATE_CRASH_AT");
+    c.arg("--index")
+        .arg(index)
+        .env_remove("SITUATE_INDEX")
+        .env_remove("SITUATE_CRASH_AT");
     c.current_dir(index.parent().unwrap_or(Path::new("/")));
     c
 }
@@ -40,7 +45,10 @@ pub fn run(cmd: &mut Command, code: i32) -> Output {
 pub fn json(cmd: &mut Command, code: i32) -> Value {
     let out = run(cmd.arg("--json"), code);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 

@@ -36,7 +36,9 @@ fn definition_patterns() -> &'static [(Regex, &'static str)] {
     })
 }
 
-const NOT_NAMES: &[&str] = &["if", "for", "while", "switch", "catch", "return", "else", "new", "sizeof", "elif"];
+const NOT_NAMES: &[&str] = &[
+    "if", "for", "while", "switch", "catch", "return", "else", "new", "sizeof", "elif",
+];
 
 /// The definition a line opens, as `kind name`, if any.
 fn definition(line: &str) -> Option<String> {
@@ -58,7 +60,10 @@ fn definition(line: &str) -> Option<String> {
 }
 
 fn indent(line: &str) -> usize {
-    line.chars().take_while(|c| c.is_whitespace()).map(|c| if c == '\t' { 4 } else { 1 }).sum()
+    line.chars()
+        .take_while(|c| c.is_whitespace())
+        .map(|c| if c == '\t' { 4 } else { 1 })
+        .sum()
 }
 
 /// An open item: its indentation, or for namespaces (whose bodies are conventionally not
@@ -110,7 +115,11 @@ pub fn enclosing_items_at(text: &str, positions: &[usize]) -> Vec<Vec<String>> {
             Open::Braced(d) => depth >= *d,
         });
         if let Some(def) = definition(line) {
-            let open = if def.starts_with("namespace ") { Open::Braced(before + 1) } else { Open::Indented(ind) };
+            let open = if def.starts_with("namespace ") {
+                Open::Braced(before + 1)
+            } else {
+                Open::Indented(ind)
+            };
             stack.push((open, def));
         }
     }
@@ -131,7 +140,9 @@ pub fn display_lang(lang: &str) -> String {
         "c" | "r" => lang.to_uppercase(),
         _ => {
             let mut c = lang.chars();
-            c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect())
+                .unwrap_or_default()
         }
     }
 }
@@ -186,7 +197,10 @@ mod tests {
     #[test]
     fn cpp_go_and_js() {
         let t = "namespace clickhouse {\n\nvoid Client::Insert(const std::string& table)\n{\n    Send(table);\n}\n\n}\n";
-        assert_eq!(at(t, "Send(table)"), vec!["namespace clickhouse", "fn Client::Insert"]);
+        assert_eq!(
+            at(t, "Send(table)"),
+            vec!["namespace clickhouse", "fn Client::Insert"]
+        );
         let g = "package main\n\nfunc (s *Server) Serve() error {\n\treturn nil\n}\n";
         assert_eq!(at(g, "return nil"), vec!["func Serve"]);
         let j = "export async function load(url) {\n  if (x) {\n    fetch(url);\n  }\n}\n";
@@ -203,7 +217,12 @@ mod tests {
     #[test]
     fn one_pass_agrees_with_single_positions() {
         let t = "class A:\n    def f(self):\n        x = 1\n\nclass B:\n    def g(self):\n        y = 2\n";
-        let positions = [t.find("y = 2").expect("y"), 0, t.find("x = 1").expect("x"), t.len()];
+        let positions = [
+            t.find("y = 2").expect("y"),
+            0,
+            t.find("x = 1").expect("x"),
+            t.len(),
+        ];
         let all = enclosing_items_at(t, &positions);
         for (p, got) in positions.iter().zip(&all) {
             assert_eq!(got, &enclosing_items(t, *p));
@@ -213,7 +232,11 @@ mod tests {
 
     #[test]
     fn code_detection() {
-        assert!(looks_like_code("use std::io;\n\nfn main() {\n    println!(\"hi\");\n}\n"));
-        assert!(!looks_like_code("The cat sat on the mat.\nIt was a sunny day.\nBirds sang."));
+        assert!(looks_like_code(
+            "use std::io;\n\nfn main() {\n    println!(\"hi\");\n}\n"
+        ));
+        assert!(!looks_like_code(
+            "The cat sat on the mat.\nIt was a sunny day.\nBirds sang."
+        ));
     }
 }

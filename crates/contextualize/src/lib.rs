@@ -22,7 +22,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Contextualizer>, String> {
     match name {
         "none" => Ok(Box::new(NoContext)),
         "structural" => Ok(Box::new(Structural)),
-        _ => Err(format!("unknown context method {name:?}: expected none or structural")),
+        _ => Err(format!(
+            "unknown context method {name:?}: expected none or structural"
+        )),
     }
 }
 
@@ -45,7 +47,10 @@ impl Contextualizer for NoContext {
         _doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
     ) -> Result<DocumentContexts, ContextError> {
-        Ok(DocumentContexts { contexts: vec![ChunkContext::none(); chunks.len()], usage: Default::default() })
+        Ok(DocumentContexts {
+            contexts: vec![ChunkContext::none(); chunks.len()],
+            usage: Default::default(),
+        })
     }
 }
 
@@ -68,19 +73,31 @@ impl Structural {
     /// The title is left out when the chunk already contains it or when it heads the heading
     /// path (repeating it would only weigh it twice in BM25); files are then named by path.
     pub fn context_for(doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> Option<String> {
-        let enclosing = if is_code(doc) { code::enclosing_items(doc.text, chunk.span.byte_start) } else { vec![] };
+        let enclosing = if is_code(doc) {
+            code::enclosing_items(doc.text, chunk.span.byte_start)
+        } else {
+            vec![]
+        };
         Self::compose(doc, chunk, &enclosing)
     }
 
-    fn compose(doc: &DocumentView<'_>, chunk: &ChunkView<'_>, enclosing: &[String]) -> Option<String> {
+    fn compose(
+        doc: &DocumentView<'_>,
+        chunk: &ChunkView<'_>,
+        enclosing: &[String],
+    ) -> Option<String> {
         let headings = &chunk.span.heading_path;
-        let title = doc
-            .title
-            .filter(|t| !chunk.text.contains(t) && headings.first().map(String::as_str) != Some(*t));
+        let title = doc.title.filter(|t| {
+            !chunk.text.contains(t) && headings.first().map(String::as_str) != Some(*t)
+        });
         let mut parts = Vec::new();
         match (title, doc.kind) {
             (Some(t), _) => parts.push(format!("From \"{}\"", clip(t, 160))),
-            (None, DocKind::Code(lang)) => parts.push(format!("From {} ({} source)", doc.id, code::display_lang(lang))),
+            (None, DocKind::Code(lang)) => parts.push(format!(
+                "From {} ({} source)",
+                doc.id,
+                code::display_lang(lang)
+            )),
             (None, DocKind::Record) => {}
             (None, _) => parts.push(format!("From {}", doc.id)),
         }
@@ -137,26 +154,31 @@ impl Contextualizer for Structural {
         let contexts = chunks
             .iter()
             .zip(&enclosing)
-            .map(|(chunk, enclosing)| match Structural::compose(&doc, chunk, enclosing) {
-                None => ChunkContext::none(),
-                Some(text) => ChunkContext {
-                    provenance: Some(Provenance {
-                        method: "structural".into(),
-                        model: None,
-                        prompt_version: Some(STRUCTURAL_VERSION.into()),
-                        input_hash: hash_parts(&[
-                            doc.content_hash.as_bytes(),
-                            chunk.text.as_bytes(),
-                            STRUCTURAL_VERSION.as_bytes(),
-                        ]),
-                    }),
-                    text: Some(text),
-                    status: ContextStatus::Generated,
-                    notes: vec![],
+            .map(
+                |(chunk, enclosing)| match Structural::compose(&doc, chunk, enclosing) {
+                    None => ChunkContext::none(),
+                    Some(text) => ChunkContext {
+                        provenance: Some(Provenance {
+                            method: "structural".into(),
+                            model: None,
+                            prompt_version: Some(STRUCTURAL_VERSION.into()),
+                            input_hash: hash_parts(&[
+                                doc.content_hash.as_bytes(),
+                                chunk.text.as_bytes(),
+                                STRUCTURAL_VERSION.as_bytes(),
+                            ]),
+                        }),
+                        text: Some(text),
+                        status: ContextStatus::Generated,
+                        notes: vec![],
+                    },
                 },
-            })
+            )
             .collect();
-        Ok(DocumentContexts { contexts, usage: Default::default() })
+        Ok(DocumentContexts {
+            contexts,
+            usage: Default::default(),
+        })
     }
 }
 
@@ -177,8 +199,21 @@ mod tests {
         }
     }
 
-    fn view<'a>(id: &'a str, title: Option<&'a str>, kind: &'a DocKind, text: &'a str) -> DocumentView<'a> {
-        DocumentView { id, source: id, title, language: Language::En, kind, text, content_hash: "h" }
+    fn view<'a>(
+        id: &'a str,
+        title: Option<&'a str>,
+        kind: &'a DocKind,
+        text: &'a str,
+    ) -> DocumentView<'a> {
+        DocumentView {
+            id,
+            source: id,
+            title,
+            language: Language::En,
+            kind,
+            text,
+            content_hash: "h",
+        }
     }
 
     #[tokio::test]
@@ -186,18 +221,39 @@ mod tests {
         let md = DocKind::Markdown;
         let text = "# Guide\n\n## Install\n\nRun it.";
         let s = span(20, 27, &["Guide", "Install"]);
-        let chunk = ChunkView { span: &s, text: &text[20..27] };
-        let out = Structural.contextualize(view("docs/g.md", Some("Guide"), &md, text), &[chunk]).await.expect("ok");
-        assert_eq!(out.contexts[0].text.as_deref(), Some("From docs/g.md, section Guide > Install."));
+        let chunk = ChunkView {
+            span: &s,
+            text: &text[20..27],
+        };
+        let out = Structural
+            .contextualize(view("docs/g.md", Some("Guide"), &md, text), &[chunk])
+            .await
+            .expect("ok");
+        assert_eq!(
+            out.contexts[0].text.as_deref(),
+            Some("From docs/g.md, section Guide > Install.")
+        );
         assert_eq!(out.contexts[0].status, ContextStatus::Generated);
-        assert_eq!(out.contexts[0].provenance.as_ref().map(|p| p.method.as_str()), Some("structural"));
+        assert_eq!(
+            out.contexts[0]
+                .provenance
+                .as_ref()
+                .map(|p| p.method.as_str()),
+            Some("structural")
+        );
 
         let rs = DocKind::Code("rust".into());
         let code = "mod net {\n    impl Client {\n        fn send(&self) {\n            let x = 1;\n        }\n    }\n}\n";
         let at = code.find("let x").expect("present");
         let s = span(at, at + 10, &[]);
-        let chunk = ChunkView { span: &s, text: &code[at..at + 10] };
-        let out = Structural.contextualize(view("src/net.rs", None, &rs, code), &[chunk]).await.expect("ok");
+        let chunk = ChunkView {
+            span: &s,
+            text: &code[at..at + 10],
+        };
+        let out = Structural
+            .contextualize(view("src/net.rs", None, &rs, code), &[chunk])
+            .await
+            .expect("ok");
         assert_eq!(
             out.contexts[0].text.as_deref(),
             Some("From src/net.rs (Rust source), in mod net > impl Client > fn send.")
@@ -209,7 +265,13 @@ mod tests {
         let k = DocKind::Text;
         let s = span(0, 1, &[]);
         let out = NoContext
-            .contextualize(view("a", None, &k, "x"), &[ChunkView { span: &s, text: "x" }])
+            .contextualize(
+                view("a", None, &k, "x"),
+                &[ChunkView {
+                    span: &s,
+                    text: "x",
+                }],
+            )
             .await
             .expect("ok");
         assert_eq!(out.contexts, vec![ChunkContext::none()]);
@@ -221,13 +283,38 @@ mod tests {
         let text = "Cats\n\nCats sleep a lot. They purr.";
         let (first, second) = (span(0, 17, &[]), span(18, 28, &[]));
         let doc = view("d1", Some("Cats"), &k, text);
-        assert_eq!(Structural::context_for(&doc, &ChunkView { span: &first, text: &text[0..17] }), None);
         assert_eq!(
-            Structural::context_for(&doc, &ChunkView { span: &second, text: &text[18..28] }).as_deref(),
+            Structural::context_for(
+                &doc,
+                &ChunkView {
+                    span: &first,
+                    text: &text[0..17]
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            Structural::context_for(
+                &doc,
+                &ChunkView {
+                    span: &second,
+                    text: &text[18..28]
+                }
+            )
+            .as_deref(),
             Some("From \"Cats\".")
         );
         let untitled = view("d2", None, &k, "hello there, plain words");
-        assert_eq!(Structural::context_for(&untitled, &ChunkView { span: &first, text: "hello" }), None);
+        assert_eq!(
+            Structural::context_for(
+                &untitled,
+                &ChunkView {
+                    span: &first,
+                    text: "hello"
+                }
+            ),
+            None
+        );
     }
 
     #[test]

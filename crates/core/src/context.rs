@@ -71,7 +71,12 @@ pub struct ChunkContext {
 impl ChunkContext {
     /// No context: the chunk is indexed as its original alone.
     pub fn none() -> Self {
-        ChunkContext { text: None, status: ContextStatus::Pending, provenance: None, notes: vec![] }
+        ChunkContext {
+            text: None,
+            status: ContextStatus::Pending,
+            provenance: None,
+            notes: vec![],
+        }
     }
 }
 

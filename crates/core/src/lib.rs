@@ -27,7 +27,8 @@ pub use context::{
     TokenUsage,
 };
 pub use model::{
-    CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore, Provenance,
+    CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore,
+    Provenance,
 };
 
 use std::fmt;

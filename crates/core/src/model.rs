@@ -47,7 +47,9 @@ impl FromStr for Language {
             "ru" | "rus" | "russian" => Ok(Language::Ru),
             "zh" | "cmn" | "chinese" => Ok(Language::Zh),
             "other" | "xx" => Ok(Language::Other),
-            _ => Err(format!("unknown language {s:?}: expected en, ru, zh or other")),
+            _ => Err(format!(
+                "unknown language {s:?}: expected en, ru, zh or other"
+            )),
         }
     }
 }
@@ -141,7 +143,9 @@ pub struct ChunkSpan {
 impl ChunkSpan {
     /// The chunk's id: the source's own, or `DOCUMENT_ID#ORDINAL`.
     pub fn id_in(&self, document_id: &str) -> String {
-        self.chunk_id.clone().unwrap_or_else(|| format!("{document_id}#{}", self.ordinal))
+        self.chunk_id
+            .clone()
+            .unwrap_or_else(|| format!("{document_id}#{}", self.ordinal))
     }
 }
 
@@ -250,7 +254,9 @@ impl ChunkCard {
     /// The context that indexes may use: present and of an indexed status.
     pub fn indexable_context(&self) -> Option<&str> {
         if self.context_status.is_indexed() {
-            self.generated_context.as_deref().filter(|c| !c.trim().is_empty())
+            self.generated_context
+                .as_deref()
+                .filter(|c| !c.trim().is_empty())
         } else {
             None
         }

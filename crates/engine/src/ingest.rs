@@ -5,7 +5,7 @@ use situate_core::{
     ChunkContext, ChunkSpan, ChunkView, ContextStatus, Contextualizer, Document, DocumentContexts,
     DocumentView, TokenUsage, hash_parts,
 };
-use situate_ingest::{Chunker, ChunkerConfig, SourceItem, SourceOptions, Skipped, read_sources};
+use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
 use situate_store::NewChunk;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -127,7 +127,10 @@ impl Engine {
             if let Some(first) = seen.get(&doc.id) {
                 let s = Skipped {
                     source: doc.source.clone(),
-                    reason: format!("duplicate document id {:?} (first read from {first})", doc.id),
+                    reason: format!(
+                        "duplicate document id {:?} (first read from {first})",
+                        doc.id
+                    ),
                 };
                 on_event(IngestEvent::Skipped(&s));
                 report.skipped.push(s);
@@ -135,7 +138,11 @@ impl Engine {
             }
             seen.insert(doc.id.clone(), doc.source.clone());
 
-            let chunk_settings = if doc.preset_chunks.is_some() { "preset" } else { chunker.fingerprint() };
+            let chunk_settings = if doc.preset_chunks.is_some() {
+                "preset"
+            } else {
+                chunker.fingerprint()
+            };
             let key = hash_parts(&[
                 doc.content_hash.as_bytes(),
                 chunk_settings.as_bytes(),
@@ -146,7 +153,11 @@ impl Engine {
             let stored = self.store.document_state(&doc.id)?;
             if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
                 report.unchanged += 1;
-                on_event(IngestEvent::Document { id: &doc.id, outcome: "unchanged", chunks: 0 });
+                on_event(IngestEvent::Document {
+                    id: &doc.id,
+                    outcome: "unchanged",
+                    chunks: 0,
+                });
                 continue;
             }
             let spans = match doc.preset_chunks.take() {
@@ -154,22 +165,39 @@ impl Engine {
                 None => chunker.chunk(&doc.text, &doc.kind),
             };
             if spans.is_empty() {
-                let s = Skipped { source: doc.source.clone(), reason: "no text to chunk".into() };
+                let s = Skipped {
+                    source: doc.source.clone(),
+                    reason: "no text to chunk".into(),
+                };
                 on_event(IngestEvent::Skipped(&s));
                 report.skipped.push(s);
                 continue;
             }
             let contexts = contextualize(&runtime, ctx, &doc, &spans, &mut report);
-            let outcome = if stored.is_some() { "replaced" } else { "added" };
+            let outcome = if stored.is_some() {
+                "replaced"
+            } else {
+                "added"
+            };
             if stored.is_some() {
                 report.replaced += 1;
             } else {
                 report.added += 1;
             }
             report.chunks += spans.len() as u64;
-            on_event(IngestEvent::Document { id: &doc.id, outcome, chunks: spans.len() });
+            on_event(IngestEvent::Document {
+                id: &doc.id,
+                outcome,
+                chunks: spans.len(),
+            });
             pending_bytes += doc.text.len();
-            pending.push(Prepared { doc, key, spans, contexts, replaced: stored.is_some() });
+            pending.push(Prepared {
+                doc,
+                key,
+                spans,
+                contexts,
+                replaced: stored.is_some(),
+            });
             if pending.len() >= opts.batch_documents || pending_bytes >= opts.batch_bytes {
                 self.flush(&mut pending, &mut report, on_event)?;
                 pending_bytes = 0;
@@ -218,7 +246,10 @@ impl Engine {
                     } else {
                         report.added -= 1;
                     }
-                    let s = Skipped { source: p.doc.source.clone(), reason };
+                    let s = Skipped {
+                        source: p.doc.source.clone(),
+                        reason,
+                    };
                     on_event(IngestEvent::Skipped(&s));
                     report.skipped.push(s);
                 }
@@ -252,27 +283,40 @@ fn contextualize(
         text: &doc.text,
         content_hash: &doc.content_hash,
     };
-    let chunks: Vec<ChunkView<'_>> =
-        spans.iter().map(|s| ChunkView { span: s, text: &doc.text[s.byte_start..s.byte_end] }).collect();
+    let chunks: Vec<ChunkView<'_>> = spans
+        .iter()
+        .map(|s| ChunkView {
+            span: s,
+            text: &doc.text[s.byte_start..s.byte_end],
+        })
+        .collect();
     let failed = |why: String| ChunkContext {
         text: None,
         status: ContextStatus::Failed,
         provenance: None,
         notes: vec![why],
     };
-    let out: std::result::Result<DocumentContexts, String> =
-        runtime.block_on(ctx.contextualize(view, &chunks)).map_err(|e| e.to_string());
+    let out: std::result::Result<DocumentContexts, String> = runtime
+        .block_on(ctx.contextualize(view, &chunks))
+        .map_err(|e| e.to_string());
     let contexts = match out {
         Ok(d) if d.contexts.len() == spans.len() => {
             report.usage.add(&d.usage);
             d.contexts
         }
         Ok(d) => {
-            let why = format!("contextualizer returned {} contexts for {} chunks", d.contexts.len(), spans.len());
+            let why = format!(
+                "contextualizer returned {} contexts for {} chunks",
+                d.contexts.len(),
+                spans.len()
+            );
             vec![failed(why); spans.len()]
         }
         Err(why) => vec![failed(why); spans.len()],
     };
-    report.context_failures += contexts.iter().filter(|c| c.status == ContextStatus::Failed).count() as u64;
+    report.context_failures += contexts
+        .iter()
+        .filter(|c| c.status == ContextStatus::Failed)
+        .count() as u64;
     contexts
 }

@@ -51,7 +51,9 @@ pub enum EngineError {
     #[error("no situate index at {0} (create one with `situate init` or `situate ingest`)")]
     NoIndex(PathBuf),
     /// Another process is writing.
-    #[error("the index at {0} is being written by another situate process; try again when it has finished")]
+    #[error(
+        "the index at {0} is being written by another situate process; try again when it has finished"
+    )]
     Locked(PathBuf),
     /// A document or chunk does not exist.
     #[error("{0}")]
@@ -87,7 +89,11 @@ pub enum EngineError {
 pub type Result<T> = std::result::Result<T, EngineError>;
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
-    move |source| EngineError::Io { op, path: path.to_path_buf(), source }
+    move |source| EngineError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Settings fixed when an index is created (stored in it).
@@ -127,7 +133,10 @@ impl Engine {
     /// Creates an index in `dir` (which may exist and be empty of an index).
     pub fn create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
         if Engine::exists(dir) {
-            return Err(EngineError::Invalid(format!("an index already exists at {}", dir.display())));
+            return Err(EngineError::Invalid(format!(
+                "an index already exists at {}",
+                dir.display()
+            )));
         }
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         let store = Store::open(&dir.join(STORE_FILE))?;
@@ -150,10 +159,19 @@ impl Engine {
             Some(c) => c.parse().map_err(EngineError::Invalid)?,
             None => ChineseTokenizer::default(),
         };
-        let bm25_name = store.meta("bm25_dir")?.unwrap_or_else(|| "bm25-1".to_string());
+        let bm25_name = store
+            .meta("bm25_dir")?
+            .unwrap_or_else(|| "bm25-1".to_string());
         let bm25 = Bm25Index::open(&dir.join(&bm25_name), chinese)?;
         let languages = store.languages()?;
-        let mut engine = Engine { dir: dir.to_path_buf(), store, bm25, chinese, languages, _lock: lock };
+        let mut engine = Engine {
+            dir: dir.to_path_buf(),
+            store,
+            bm25,
+            chinese,
+            languages,
+            _lock: lock,
+        };
         if engine._lock.is_some() {
             engine.remove_stale_index_dirs(&bm25_name);
             engine.sync_index()?;
@@ -171,7 +189,11 @@ impl Engine {
 
     /// Opens the index, creating it with `settings` if there is none.
     pub fn open_or_create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
-        if Engine::exists(dir) { Engine::open(dir, Access::Write) } else { Engine::create(dir, settings) }
+        if Engine::exists(dir) {
+            Engine::open(dir, Access::Write)
+        } else {
+            Engine::create(dir, settings)
+        }
     }
 
     /// The index directory.
@@ -194,7 +216,9 @@ impl Engine {
     }
 
     fn remove_stale_index_dirs(&self, current: &str) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("bm25-")
@@ -202,7 +226,10 @@ impl Engine {
                 && e.path().is_dir()
                 && let Err(err) = std::fs::remove_dir_all(e.path())
             {
-                tracing::warn!("could not remove the stale index {}: {err}", e.path().display());
+                tracing::warn!(
+                    "could not remove the stale index {}: {err}",
+                    e.path().display()
+                );
             }
         }
     }
@@ -215,7 +242,11 @@ impl Engine {
         if index_gen == store_gen {
             return Ok(());
         }
-        let trimmed_to: u64 = self.store.meta("journal_trimmed_to")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let trimmed_to: u64 = self
+            .store
+            .meta("journal_trimmed_to")?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         if index_gen > store_gen || index_gen < trimmed_to {
             tracing::warn!(
                 "BM25 index at generation {index_gen}, store at {store_gen}: rebuilding the index from the cards"
@@ -227,13 +258,20 @@ impl Engine {
             self.bm25.delete_document(doc)?;
             let bm25 = &mut self.bm25;
             self.store.for_each_index_row_of(doc, |row| {
-                Ok(bm25.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?)
+                Ok(bm25.add_chunk(
+                    row.card,
+                    &row.document_id,
+                    row.language,
+                    row.context.as_deref(),
+                    &row.original,
+                )?)
             })?;
         }
         crash_point("index-commit");
         self.bm25.commit(store_gen)?;
         self.store.trim_journal(store_gen)?;
-        self.store.set_meta("journal_trimmed_to", &store_gen.to_string())?;
+        self.store
+            .set_meta("journal_trimmed_to", &store_gen.to_string())?;
         self.languages = self.store.languages()?;
         Ok(())
     }
@@ -241,7 +279,10 @@ impl Engine {
     /// Rebuilds the BM25 index from the cards alone (no contextualizer runs). `progress` is
     /// called with (chunks done, chunks total). Returns the number of chunks indexed.
     pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
-        let current = self.store.meta("bm25_dir")?.unwrap_or_else(|| "bm25-1".to_string());
+        let current = self
+            .store
+            .meta("bm25_dir")?
+            .unwrap_or_else(|| "bm25-1".to_string());
         let n: u64 = current.trim_start_matches("bm25-").parse().unwrap_or(1);
         let next = format!("bm25-{}", n + 1);
         let next_path = self.dir.join(&next);
@@ -252,7 +293,13 @@ impl Engine {
         let mut fresh = Bm25Index::open(&next_path, self.chinese)?;
         let mut done = 0u64;
         self.store.for_each_index_row(|row| {
-            fresh.add_chunk(row.card, &row.document_id, row.language, row.context.as_deref(), &row.original)?;
+            fresh.add_chunk(
+                row.card,
+                &row.document_id,
+                row.language,
+                row.context.as_deref(),
+                &row.original,
+            )?;
             done += 1;
             if done.is_multiple_of(1000) {
                 progress(done, total);
@@ -267,7 +314,8 @@ impl Engine {
         // new one. Leftovers are removed on the next open.
         self.store.set_meta("bm25_dir", &next)?;
         self.store.trim_journal(store_gen)?;
-        self.store.set_meta("journal_trimmed_to", &store_gen.to_string())?;
+        self.store
+            .set_meta("journal_trimmed_to", &store_gen.to_string())?;
         let old = std::mem::replace(&mut self.bm25, fresh);
         drop(old);
         self.remove_stale_index_dirs(&next);
@@ -281,7 +329,9 @@ impl Engine {
         self.require_writer()?;
         let mut batch = self.store.batch()?;
         if !batch.remove_document(document_id)? {
-            return Err(EngineError::NotFound(format!("no document {document_id:?} in the index")));
+            return Err(EngineError::NotFound(format!(
+                "no document {document_id:?} in the index"
+            )));
         }
         batch.commit()?;
         self.sync_index()
@@ -289,7 +339,9 @@ impl Engine {
 
     fn require_writer(&self) -> Result<()> {
         if self._lock.is_none() {
-            return Err(EngineError::Invalid("this engine was opened read-only".into()));
+            return Err(EngineError::Invalid(
+                "this engine was opened read-only".into(),
+            ));
         }
         Ok(())
     }
@@ -304,8 +356,12 @@ impl Engine {
         if langs.is_empty() {
             return Ok(Vec::new()); // nothing ingested yet
         }
-        let req = SearchRequest { languages: &langs, ..req.clone() };
-        situate_search::search(&self.bm25, &StoreCards(&self.store), &req).map_err(EngineError::Search)
+        let req = SearchRequest {
+            languages: &langs,
+            ..req.clone()
+        };
+        situate_search::search(&self.bm25, &StoreCards(&self.store), &req)
+            .map_err(EngineError::Search)
     }
 
     /// The raw BM25 leg (card keys and scores), for benchmarks and evaluation.
@@ -327,7 +383,9 @@ impl Engine {
 
     /// A stored document.
     pub fn document(&self, id: &str) -> Result<StoredDocument> {
-        self.store.document(id)?.ok_or_else(|| EngineError::NotFound(format!("no document {id:?} in the index")))
+        self.store
+            .document(id)?
+            .ok_or_else(|| EngineError::NotFound(format!("no document {id:?} in the index")))
     }
 
     /// Counts over the index.
@@ -426,12 +484,18 @@ fn take_lock(dir: &Path) -> Result<File> {
     match f.try_lock() {
         Ok(()) => Ok(f),
         Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked(dir.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => Err(EngineError::Io { op: "cannot lock", path, source: e }),
+        Err(std::fs::TryLockError::Error(e)) => Err(EngineError::Io {
+            op: "cannot lock",
+            path,
+            source: e,
+        }),
     }
 }
 
 fn dir_size(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     entries
         .flatten()
         .map(|e| match e.metadata() {
@@ -457,7 +521,9 @@ pub fn parse_match_on(s: &str) -> Result<MatchOn> {
     match s {
         "plain" => Ok(MatchOn::Plain),
         "contextual" => Ok(MatchOn::Contextual),
-        _ => Err(EngineError::Invalid(format!("unknown BM25 mode {s:?}: expected plain or contextual"))),
+        _ => Err(EngineError::Invalid(format!(
+            "unknown BM25 mode {s:?}: expected plain or contextual"
+        ))),
     }
 }
 

@@ -28,11 +28,22 @@ pub enum EvalDataError {
     },
 }
 
-fn lines(path: &Path) -> Result<impl Iterator<Item = (usize, Result<String, EvalDataError>)>, EvalDataError> {
+fn lines(
+    path: &Path,
+) -> Result<impl Iterator<Item = (usize, Result<String, EvalDataError>)>, EvalDataError> {
     let p = path.display().to_string();
-    let f = std::fs::File::open(path).map_err(|source| EvalDataError::Io { path: p.clone(), source })?;
+    let f = std::fs::File::open(path).map_err(|source| EvalDataError::Io {
+        path: p.clone(),
+        source,
+    })?;
     Ok(BufReader::new(f).lines().enumerate().map(move |(i, l)| {
-        (i + 1, l.map_err(|source| EvalDataError::Io { path: p.clone(), source }))
+        (
+            i + 1,
+            l.map_err(|source| EvalDataError::Io {
+                path: p.clone(),
+                source,
+            }),
+        )
     }))
 }
 
@@ -44,16 +55,21 @@ pub fn read_queries(path: &Path) -> Result<BTreeMap<String, String>, EvalDataErr
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
-            path: path.display().to_string(),
-            line: n,
-            message: e.to_string(),
-        })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
+                path: path.display().to_string(),
+                line: n,
+                message: e.to_string(),
+            })?;
         let id = match &v["_id"] {
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Number(x) => x.to_string(),
             _ => {
-                return Err(EvalDataError::Parse { path: path.display().to_string(), line: n, message: "no _id".into() });
+                return Err(EvalDataError::Parse {
+                    path: path.display().to_string(),
+                    line: n,
+                    message: "no _id".into(),
+                });
             }
         };
         let text = v["text"].as_str().unwrap_or_default().to_string();
@@ -72,12 +88,21 @@ pub fn read_qrels(path: &Path) -> Result<HashMap<String, Judgments>, EvalDataErr
         if line.trim().is_empty() || (n == 1 && cols.first() == Some(&"query-id")) {
             continue;
         }
-        let err = |m: &str| EvalDataError::Parse { path: path.display().to_string(), line: n, message: m.into() };
+        let err = |m: &str| EvalDataError::Parse {
+            path: path.display().to_string(),
+            line: n,
+            message: m.into(),
+        };
         if cols.len() < 3 {
-            return Err(err("expected query-id, corpus-id and score separated by tabs"));
+            return Err(err(
+                "expected query-id, corpus-id and score separated by tabs",
+            ));
         }
         let grade: f64 = cols[2].parse().map_err(|_| err("score is not a number"))?;
-        out.entry(cols[0].to_string()).or_default().0.insert(cols[1].to_string(), grade);
+        out.entry(cols[0].to_string())
+            .or_default()
+            .0
+            .insert(cols[1].to_string(), grade);
     }
     Ok(out)
 }
@@ -90,8 +115,16 @@ mod tests {
     fn reads_queries_and_qrels() {
         let dir = std::env::temp_dir().join(format!("situate-eval-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(dir.join("q.jsonl"), "{\"_id\":\"1\",\"text\":\"cats?\"}\n{\"_id\":2,\"text\":\"dogs\"}\n").expect("w");
-        std::fs::write(dir.join("t.tsv"), "query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t2\n2\td3\t0\n").expect("w");
+        std::fs::write(
+            dir.join("q.jsonl"),
+            "{\"_id\":\"1\",\"text\":\"cats?\"}\n{\"_id\":2,\"text\":\"dogs\"}\n",
+        )
+        .expect("w");
+        std::fs::write(
+            dir.join("t.tsv"),
+            "query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t2\n2\td3\t0\n",
+        )
+        .expect("w");
         let q = read_queries(&dir.join("q.jsonl")).expect("queries");
         assert_eq!(q.get("2").map(String::as_str), Some("dogs"));
         let r = read_qrels(&dir.join("t.tsv")).expect("qrels");

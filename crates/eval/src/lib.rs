@@ -36,7 +36,11 @@ pub fn recall_at(retrieved: &[String], rel: &Judgments, k: usize) -> f64 {
     if n == 0 {
         return 0.0;
     }
-    let found = retrieved.iter().take(k).filter(|id| rel.grade(id) > 0.0).count();
+    let found = retrieved
+        .iter()
+        .take(k)
+        .filter(|id| rel.grade(id) > 0.0)
+        .count();
     found as f64 / n as f64
 }
 
@@ -45,12 +49,19 @@ pub fn precision_at(retrieved: &[String], rel: &Judgments, k: usize) -> f64 {
     if k == 0 {
         return 0.0;
     }
-    retrieved.iter().take(k).filter(|id| rel.grade(id) > 0.0).count() as f64 / k as f64
+    retrieved
+        .iter()
+        .take(k)
+        .filter(|id| rel.grade(id) > 0.0)
+        .count() as f64
+        / k as f64
 }
 
 /// 1 if any relevant id is in the top `k`.
 pub fn hit_at(retrieved: &[String], rel: &Judgments, k: usize) -> f64 {
-    f64::from(u8::from(retrieved.iter().take(k).any(|id| rel.grade(id) > 0.0)))
+    f64::from(u8::from(
+        retrieved.iter().take(k).any(|id| rel.grade(id) > 0.0),
+    ))
 }
 
 /// Reciprocal rank of the first relevant id in the top `k` (0 if none).
@@ -73,7 +84,12 @@ pub fn ndcg_at(retrieved: &[String], rel: &Judgments, k: usize) -> f64 {
         .sum();
     let mut ideal: Vec<f64> = rel.0.values().copied().filter(|g| *g > 0.0).collect();
     ideal.sort_by(|a, b| b.total_cmp(a));
-    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, g)| g / (i as f64 + 2.0).log2()).sum();
+    let idcg: f64 = ideal
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, g)| g / (i as f64 + 2.0).log2())
+        .sum();
     if idcg == 0.0 { 0.0 } else { dcg / idcg }
 }
 
@@ -96,14 +112,20 @@ pub fn average_precision(retrieved: &[String], rel: &Judgments) -> f64 {
 
 /// Mean of a list (0 for an empty list).
 pub fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
 }
 
 /// Removes repeated ids, keeping the first (best-ranked) occurrence: used when several
 /// chunks of one document are retrieved and the judgments are per document.
 pub fn dedup_ranked(ids: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
-    ids.into_iter().filter(|id| seen.insert(id.clone())).collect()
+    ids.into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -154,8 +176,13 @@ mod tests {
     #[test]
     fn average_precision_and_dedup() {
         let j = rel(&[("a", 1.0), ("b", 1.0)]);
-        assert!((average_precision(&ids(&["a", "x", "b"]), &j) - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12);
-        assert_eq!(dedup_ranked(ids(&["a", "b", "a", "c", "b"])), ids(&["a", "b", "c"]));
+        assert!(
+            (average_precision(&ids(&["a", "x", "b"]), &j) - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12
+        );
+        assert_eq!(
+            dedup_ranked(ids(&["a", "b", "a", "c", "b"])),
+            ids(&["a", "b", "c"])
+        );
         assert_eq!(mean(&[]), 0.0);
     }
 }

@@ -34,7 +34,9 @@ impl std::str::FromStr for ChineseTokenizer {
         match s {
             "bigram" => Ok(ChineseTokenizer::Bigram),
             "jieba" => Ok(ChineseTokenizer::Jieba),
-            _ => Err(format!("unknown Chinese tokenizer {s:?}: expected bigram or jieba")),
+            _ => Err(format!(
+                "unknown Chinese tokenizer {s:?}: expected bigram or jieba"
+            )),
         }
     }
 }
@@ -62,10 +64,12 @@ pub fn analyzer(lang: Language, chinese: ChineseTokenizer) -> TextAnalyzer {
                 .filter(RemoveLongFilter::limit(MAX_TERM_BYTES))
                 .filter(LowerCaser)
                 .build(),
-            ChineseTokenizer::Jieba => TextAnalyzer::builder(WordsOnly(tantivy_jieba::JiebaTokenizer::with_search_mode(true)))
-                .filter(RemoveLongFilter::limit(MAX_TERM_BYTES))
-                .filter(LowerCaser)
-                .build(),
+            ChineseTokenizer::Jieba => TextAnalyzer::builder(WordsOnly(
+                tantivy_jieba::JiebaTokenizer::with_search_mode(true),
+            ))
+            .filter(RemoveLongFilter::limit(MAX_TERM_BYTES))
+            .filter(LowerCaser)
+            .build(),
         },
         Language::Other => TextAnalyzer::builder(SimpleTokenizer::default())
             .filter(RemoveLongFilter::limit(MAX_TERM_BYTES))
@@ -201,33 +205,56 @@ mod tests {
 
     #[test]
     fn english_stems_and_drops_stop_words() {
-        assert_eq!(terms(Language::En, Default::default(), "The Runners are running"), vec!["runner", "run"]);
+        assert_eq!(
+            terms(Language::En, Default::default(), "The Runners are running"),
+            vec!["runner", "run"]
+        );
     }
 
     #[test]
     fn russian_is_stemmed() {
         let t = terms(Language::Ru, Default::default(), "Красивые книги и книга");
-        assert_eq!(t.iter().filter(|x| x.as_str() == "книг").count(), 2, "{t:?}");
+        assert_eq!(
+            t.iter().filter(|x| x.as_str() == "книг").count(),
+            2,
+            "{t:?}"
+        );
         assert!(!t.contains(&"и".to_string()), "{t:?}");
     }
 
     #[test]
     fn chinese_bigrams_and_latin_words() {
         assert_eq!(
-            terms(Language::Zh, ChineseTokenizer::Bigram, "北京大学 in Beijing"),
-            vec!["北", "京", "北京", "大", "京大", "学", "大学", "in", "beijing"]
+            terms(
+                Language::Zh,
+                ChineseTokenizer::Bigram,
+                "北京大学 in Beijing"
+            ),
+            vec![
+                "北", "京", "北京", "大", "京大", "学", "大学", "in", "beijing"
+            ]
         );
     }
 
     #[test]
     fn chinese_jieba_segments_words_without_punctuation() {
-        let t = terms(Language::Zh, ChineseTokenizer::Jieba, "我来到北京清华大学。");
-        assert!(t.contains(&"北京".to_string()) && t.contains(&"清华".to_string()), "{t:?}");
+        let t = terms(
+            Language::Zh,
+            ChineseTokenizer::Jieba,
+            "我来到北京清华大学。",
+        );
+        assert!(
+            t.contains(&"北京".to_string()) && t.contains(&"清华".to_string()),
+            "{t:?}"
+        );
         assert!(!t.iter().any(|x| x == "。"), "{t:?}");
     }
 
     #[test]
     fn other_languages_fold_accents() {
-        assert_eq!(terms(Language::Other, Default::default(), "Café Über"), vec!["cafe", "uber"]);
+        assert_eq!(
+            terms(Language::Other, Default::default(), "Café Über"),
+            vec!["cafe", "uber"]
+        );
     }
 }

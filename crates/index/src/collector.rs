@@ -33,7 +33,10 @@ impl Eq for Entry {}
 impl Ord for Entry {
     /// "Greater" is worse, so a max-heap's top is the worst entry kept.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.score.total_cmp(&self.score).then(self.card.cmp(&other.card))
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.card.cmp(&other.card))
     }
 }
 
@@ -54,7 +57,11 @@ impl Collector for TopCards {
     type Fruit = Vec<(Score, u64)>;
     type Child = TopCardsSegment;
 
-    fn for_segment(&self, _ord: SegmentOrdinal, segment: &SegmentReader) -> tantivy::Result<TopCardsSegment> {
+    fn for_segment(
+        &self,
+        _ord: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<TopCardsSegment> {
         Ok(TopCardsSegment {
             limit: self.limit,
             cards: segment.fast_fields().u64("card")?,
@@ -67,7 +74,11 @@ impl Collector for TopCards {
     }
 
     fn merge_fruits(&self, fruits: Vec<Vec<(Score, u64)>>) -> tantivy::Result<Vec<(Score, u64)>> {
-        let mut all: Vec<Entry> = fruits.into_iter().flatten().map(|(score, card)| Entry { score, card }).collect();
+        let mut all: Vec<Entry> = fruits
+            .into_iter()
+            .flatten()
+            .map(|(score, card)| Entry { score, card })
+            .collect();
         all.sort();
         all.truncate(self.limit);
         Ok(all.into_iter().map(|e| (e.score, e.card)).collect())
@@ -78,10 +89,14 @@ impl SegmentCollector for TopCardsSegment {
     type Fruit = Vec<(Score, u64)>;
 
     fn collect(&mut self, doc: DocId, score: Score) {
-        if self.heap.len() == self.limit && self.heap.peek().is_some_and(|worst| score <= worst.score) {
+        if self.heap.len() == self.limit
+            && self.heap.peek().is_some_and(|worst| score <= worst.score)
+        {
             return;
         }
-        let Some(card) = self.cards.first(doc) else { return };
+        let Some(card) = self.cards.first(doc) else {
+            return;
+        };
         self.heap.push(Entry { score, card });
         if self.heap.len() > self.limit {
             self.heap.pop();
@@ -89,7 +104,11 @@ impl SegmentCollector for TopCardsSegment {
     }
 
     fn harvest(self) -> Vec<(Score, u64)> {
-        self.heap.into_vec().into_iter().map(|e| (e.score, e.card)).collect()
+        self.heap
+            .into_vec()
+            .into_iter()
+            .map(|e| (e.score, e.card))
+            .collect()
     }
 }
 
@@ -99,7 +118,20 @@ mod tests {
 
     #[test]
     fn ordering_is_best_first_with_stable_ties() {
-        let mut v = vec![Entry { score: 1.0, card: 5 }, Entry { score: 3.0, card: 9 }, Entry { score: 3.0, card: 2 }];
+        let mut v = [
+            Entry {
+                score: 1.0,
+                card: 5,
+            },
+            Entry {
+                score: 3.0,
+                card: 9,
+            },
+            Entry {
+                score: 3.0,
+                card: 2,
+            },
+        ];
         v.sort();
         assert_eq!(v.iter().map(|e| e.card).collect::<Vec<_>>(), vec![2, 9, 5]);
     }

@@ -22,8 +22,8 @@ mod collector;
 pub use analyzers::ChineseTokenizer;
 
 use situate_core::{IndexError, IndexHit, Language, LexicalIndex, LexicalQuery, MatchOn};
-use std::path::Path;
 use std::collections::HashMap;
+use std::path::Path;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -107,9 +107,8 @@ fn schema() -> Schema {
 impl Bm25Index {
     /// Opens the index in `dir`, creating it (and the directory) if it does not exist.
     pub fn open(dir: &Path, chinese: ChineseTokenizer) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Bm25Error::Format(format!("cannot create {}: {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Bm25Error::Format(format!("cannot create {}: {e}", dir.display())))?;
         let index = if dir.join("meta.json").exists() {
             Index::open_in_dir(dir).op("opening")?
         } else {
@@ -118,10 +117,16 @@ impl Bm25Index {
         let s = index.schema();
         let field = |name: &str| {
             s.get_field(name).map_err(|_| {
-                Bm25Error::Format(format!("{} has no field {name}: not a situate index of this version", dir.display()))
+                Bm25Error::Format(format!(
+                    "{} has no field {name}: not a situate index of this version",
+                    dir.display()
+                ))
             })
         };
-        let mut fields = [LangFields { context: field("doc")?, original: field("doc")? }; 4];
+        let mut fields = [LangFields {
+            context: field("doc")?,
+            original: field("doc")?,
+        }; 4];
         for lang in Language::ALL {
             fields[lang_slot(lang)] = LangFields {
                 context: field(&format!("ctx_{}", lang.code()))?,
@@ -130,7 +135,10 @@ impl Bm25Index {
         }
         let analyzers = Language::ALL.map(|l| analyzers::analyzer(l, chinese));
         for lang in Language::ALL {
-            index.tokenizers().register(analyzers::tokenizer_name(lang), analyzers[lang_slot(lang)].clone());
+            index.tokenizers().register(
+                analyzers::tokenizer_name(lang),
+                analyzers[lang_slot(lang)].clone(),
+            );
         }
         let reader = index
             .reader_builder()
@@ -162,7 +170,10 @@ impl Bm25Index {
     fn writer(&mut self) -> Result<&mut IndexWriter> {
         if self.writer.is_none() {
             // One indexing thread: the second core chunks and contextualizes meanwhile.
-            let w: IndexWriter = self.index.writer_with_num_threads(1, WRITER_MEMORY).op("opening the writer")?;
+            let w: IndexWriter = self
+                .index
+                .writer_with_num_threads(1, WRITER_MEMORY)
+                .op("opening the writer")?;
             // Merge eagerly (two segments of a level suffice): every query pays per segment,
             // and ingests end by waiting for the merges (`finish_merges`).
             let mut policy = tantivy::merge_policy::LogMergePolicy::default();
@@ -270,13 +281,18 @@ impl Bm25Index {
     /// the original field and (contextual BM25) the context field. A term that occurs twice
     /// weighs twice, as two clauses would in Lucene, but is scored once.
     fn weighted_terms(&self, q: &LexicalQuery<'_>) -> Vec<(Term, f32)> {
-        let langs: &[Language] = if q.languages.is_empty() { &Language::ALL } else { q.languages };
+        let langs: &[Language] = if q.languages.is_empty() {
+            &Language::ALL
+        } else {
+            q.languages
+        };
         let mut weights: HashMap<Term, f32> = HashMap::new();
         for &lang in langs {
             let f = self.fields[lang_slot(lang)];
             for term in self.query_terms(q.text, lang, f.original) {
                 if q.match_on == MatchOn::Contextual && q.context_weight > 0.0 {
-                    let ctx = Term::from_field_text(f.context, term.value().as_str().unwrap_or_default());
+                    let ctx =
+                        Term::from_field_text(f.context, term.value().as_str().unwrap_or_default());
                     *weights.entry(ctx).or_default() += q.context_weight;
                 }
                 *weights.entry(term).or_default() += 1.0;
@@ -299,8 +315,13 @@ impl LexicalIndex for Bm25Index {
             .weighted_terms(q)
             .into_iter()
             .map(|(term, weight)| {
-                let tq: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
-                let clause = if weight == 1.0 { tq } else { Box::new(BoostQuery::new(tq, weight)) };
+                let tq: Box<dyn Query> =
+                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
+                let clause = if weight == 1.0 {
+                    tq
+                } else {
+                    Box::new(BoostQuery::new(tq, weight))
+                };
                 (Occur::Should, clause)
             })
             .collect();
@@ -309,9 +330,15 @@ impl LexicalIndex for Bm25Index {
         }
         let searcher = self.reader.searcher();
         let top = searcher
-            .search(&BooleanQuery::new(clauses), &collector::TopCards { limit: q.limit })
+            .search(
+                &BooleanQuery::new(clauses),
+                &collector::TopCards { limit: q.limit },
+            )
             .op("searching")?;
-        Ok(top.into_iter().map(|(score, card)| IndexHit { card, score }).collect())
+        Ok(top
+            .into_iter()
+            .map(|(score, card)| IndexHit { card, score })
+            .collect())
     }
 }
 
@@ -320,41 +347,95 @@ mod tests {
     use super::*;
 
     fn q<'a>(text: &'a str, match_on: MatchOn) -> LexicalQuery<'a> {
-        LexicalQuery { text, limit: 10, match_on, context_weight: 1.0, languages: &[] }
+        LexicalQuery {
+            text,
+            limit: 10,
+            match_on,
+            context_weight: 1.0,
+            languages: &[],
+        }
     }
 
     #[test]
     fn plain_and_contextual_bm25_from_one_index() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
-        ix.add_chunk(1, "acme", Language::En, Some("ACME Corp quarterly report, Q2 2023"), "Revenue grew by 3% over the previous quarter.").expect("add");
-        ix.add_chunk(2, "other", Language::En, None, "Revenue of the bakery fell.").expect("add");
+        ix.add_chunk(
+            1,
+            "acme",
+            Language::En,
+            Some("ACME Corp quarterly report, Q2 2023"),
+            "Revenue grew by 3% over the previous quarter.",
+        )
+        .expect("add");
+        ix.add_chunk(
+            2,
+            "other",
+            Language::En,
+            None,
+            "Revenue of the bakery fell.",
+        )
+        .expect("add");
         ix.commit(7).expect("commit");
         assert_eq!(ix.generation().expect("gen"), 7);
-        let plain = ix.search(&q("ACME revenue", MatchOn::Plain)).expect("search");
-        let ctx = ix.search(&q("ACME revenue", MatchOn::Contextual)).expect("search");
-        assert_eq!(ctx[0].card, 1, "context makes the ACME chunk findable: {ctx:?}");
+        let plain = ix
+            .search(&q("ACME revenue", MatchOn::Plain))
+            .expect("search");
+        let ctx = ix
+            .search(&q("ACME revenue", MatchOn::Contextual))
+            .expect("search");
+        assert_eq!(
+            ctx[0].card, 1,
+            "context makes the ACME chunk findable: {ctx:?}"
+        );
         assert_eq!(plain.len(), 2);
         // Without the context, "ACME" matches nothing; the two chunks tie on "revenue" only.
         assert!((plain[0].score - plain[1].score).abs() < 0.5);
-        assert!(ctx[0].score > plain.iter().find(|h| h.card == 1).map(|h| h.score).unwrap_or(0.0));
+        assert!(
+            ctx[0].score
+                > plain
+                    .iter()
+                    .find(|h| h.card == 1)
+                    .map(|h| h.score)
+                    .unwrap_or(0.0)
+        );
     }
 
     #[test]
     fn per_language_analysis_and_deletes() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
-        ix.add_chunk(1, "ru", Language::Ru, None, "Красивые книги лежат на столе.").expect("add");
-        ix.add_chunk(2, "zh", Language::Zh, None, "北京是中国的首都。").expect("add");
-        ix.add_chunk(3, "en", Language::En, None, "Books are on the table.").expect("add");
+        ix.add_chunk(
+            1,
+            "ru",
+            Language::Ru,
+            None,
+            "Красивые книги лежат на столе.",
+        )
+        .expect("add");
+        ix.add_chunk(2, "zh", Language::Zh, None, "北京是中国的首都。")
+            .expect("add");
+        ix.add_chunk(3, "en", Language::En, None, "Books are on the table.")
+            .expect("add");
         ix.commit(1).expect("commit");
-        assert_eq!(ix.search(&q("книга", MatchOn::Plain)).expect("s")[0].card, 1);
+        assert_eq!(
+            ix.search(&q("книга", MatchOn::Plain)).expect("s")[0].card,
+            1
+        );
         assert_eq!(ix.search(&q("首都", MatchOn::Plain)).expect("s")[0].card, 2);
         assert_eq!(ix.search(&q("book", MatchOn::Plain)).expect("s")[0].card, 3);
-        assert!(ix.search(&q("the of and", MatchOn::Plain)).expect("s").is_empty());
+        assert!(
+            ix.search(&q("the of and", MatchOn::Plain))
+                .expect("s")
+                .is_empty()
+        );
         ix.delete_document("ru").expect("delete");
         ix.commit(2).expect("commit");
-        assert!(ix.search(&q("книга", MatchOn::Plain)).expect("s").is_empty());
+        assert!(
+            ix.search(&q("книга", MatchOn::Plain))
+                .expect("s")
+                .is_empty()
+        );
         assert_eq!(ix.num_chunks(), 2);
     }
 
@@ -363,9 +444,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         {
             let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
-            ix.add_chunk(1, "a", Language::En, None, "committed text").expect("add");
+            ix.add_chunk(1, "a", Language::En, None, "committed text")
+                .expect("add");
             ix.commit(1).expect("commit");
-            ix.add_chunk(2, "b", Language::En, None, "uncommitted text").expect("add");
+            ix.add_chunk(2, "b", Language::En, None, "uncommitted text")
+                .expect("add");
             ix.close_writer();
         }
         let ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("reopen");
@@ -377,8 +460,22 @@ mod tests {
     fn context_weight_changes_the_balance() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
-        ix.add_chunk(1, "a", Language::En, Some("about zebras"), "plain words here").expect("add");
-        ix.add_chunk(2, "b", Language::En, None, "zebras mentioned once in a longer original text body").expect("add");
+        ix.add_chunk(
+            1,
+            "a",
+            Language::En,
+            Some("about zebras"),
+            "plain words here",
+        )
+        .expect("add");
+        ix.add_chunk(
+            2,
+            "b",
+            Language::En,
+            None,
+            "zebras mentioned once in a longer original text body",
+        )
+        .expect("add");
         ix.commit(1).expect("commit");
         let mut heavy = q("zebras", MatchOn::Contextual);
         heavy.context_weight = 5.0;

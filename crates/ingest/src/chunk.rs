@@ -36,7 +36,11 @@ pub struct ChunkerConfig {
 
 impl Default for ChunkerConfig {
     fn default() -> Self {
-        ChunkerConfig { max_tokens: 256, overlap_tokens: 32, tokenizer: None }
+        ChunkerConfig {
+            max_tokens: 256,
+            overlap_tokens: 32,
+            tokenizer: None,
+        }
     }
 }
 
@@ -119,9 +123,15 @@ impl Chunker {
                     message: e.to_string(),
                 })?;
                 let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-                    IngestError::Tokenizer { path: path.display().to_string(), message: e.to_string() }
+                    IngestError::Tokenizer {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    }
                 })?;
-                (TokenCounter::Tokenizer(Arc::new(tok)), situate_core::content_hash(&bytes))
+                (
+                    TokenCounter::Tokenizer(Arc::new(tok)),
+                    situate_core::content_hash(&bytes),
+                )
             }
         };
         let make = || {
@@ -206,7 +216,9 @@ impl Chunker {
                 current = Some((start, end));
             } else {
                 out.extend(
-                    self.text.chunk_indices(item).map(|(s, c)| (start + s, start + s + c.len())),
+                    self.text
+                        .chunk_indices(item)
+                        .map(|(s, c)| (start + s, start + s + c.len())),
                 );
             }
         }
@@ -344,12 +356,19 @@ mod tests {
     use super::*;
 
     fn chunker(max: usize, overlap: usize) -> Chunker {
-        Chunker::new(ChunkerConfig { max_tokens: max, overlap_tokens: overlap, tokenizer: None })
-            .expect("valid config")
+        Chunker::new(ChunkerConfig {
+            max_tokens: max,
+            overlap_tokens: overlap,
+            tokenizer: None,
+        })
+        .expect("valid config")
     }
 
     fn texts<'a>(text: &'a str, spans: &[ChunkSpan]) -> Vec<&'a str> {
-        spans.iter().map(|s| &text[s.byte_start..s.byte_end]).collect()
+        spans
+            .iter()
+            .map(|s| &text[s.byte_start..s.byte_end])
+            .collect()
     }
 
     #[test]
@@ -375,13 +394,22 @@ mod tests {
     fn a_configured_tokenizer_counts_the_tokens() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = word_level_tokenizer(dir.path());
-        let c = Chunker::new(ChunkerConfig { max_tokens: 10, overlap_tokens: 0, tokenizer: Some(path) }).expect("loads");
+        let c = Chunker::new(ChunkerConfig {
+            max_tokens: 10,
+            overlap_tokens: 0,
+            tokenizer: Some(path),
+        })
+        .expect("loads");
         // One word-level token, where the estimate says four.
         assert_eq!(c.count_tokens("internationalization"), 1);
         assert_eq!(chunker(10, 0).count_tokens("internationalization"), 4);
         let text = "internationalization ".repeat(100);
         let spans = c.chunk(&text, &DocKind::Text);
-        assert_eq!(spans.len(), 10, "ten words per chunk by the tokenizer's count");
+        assert_eq!(
+            spans.len(),
+            10,
+            "ten words per chunk by the tokenizer's count"
+        );
         assert!(c.fingerprint() != chunker(10, 0).fingerprint());
         let missing = Chunker::new(ChunkerConfig {
             max_tokens: 10,
@@ -393,8 +421,22 @@ mod tests {
 
     #[test]
     fn rejects_overlap_not_below_size() {
-        assert!(Chunker::new(ChunkerConfig { max_tokens: 10, overlap_tokens: 10, tokenizer: None }).is_err());
-        assert!(Chunker::new(ChunkerConfig { max_tokens: 0, overlap_tokens: 0, tokenizer: None }).is_err());
+        assert!(
+            Chunker::new(ChunkerConfig {
+                max_tokens: 10,
+                overlap_tokens: 10,
+                tokenizer: None
+            })
+            .is_err()
+        );
+        assert!(
+            Chunker::new(ChunkerConfig {
+                max_tokens: 0,
+                overlap_tokens: 0,
+                tokenizer: None
+            })
+            .is_err()
+        );
     }
 
     #[test]
@@ -418,7 +460,10 @@ mod tests {
         let parts = texts(text, &spans);
         assert!(parts.len() >= 2, "{parts:?}");
         for p in &parts {
-            assert!(p.ends_with(['。', '！', '？']), "chunk {p:?} does not end at a sentence end");
+            assert!(
+                p.ends_with(['。', '！', '？']),
+                "chunk {p:?} does not end at a sentence end"
+            );
         }
     }
 
@@ -432,13 +477,18 @@ mod tests {
                 .find(|s| text[s.byte_start..s.byte_end].contains(needle))
                 .unwrap_or_else(|| panic!("no chunk with {needle}: {spans:?}"))
         };
-        assert_eq!(find("package manager").heading_path, vec!["Guide", "Install", "Linux"]);
+        assert_eq!(
+            find("package manager").heading_path,
+            vec!["Guide", "Install", "Linux"]
+        );
         assert_eq!(find("file name").heading_path, vec!["Guide", "Usage"]);
     }
 
     #[test]
     fn code_is_cut_between_top_level_items() {
-        let f = |name: &str| format!("fn {name}(x: u32) -> u32 {{\n    let y = x + 1;\n\n    y * 2\n}}\n\n");
+        let f = |name: &str| {
+            format!("fn {name}(x: u32) -> u32 {{\n    let y = x + 1;\n\n    y * 2\n}}\n\n")
+        };
         let text = format!("use std::io;\n\n{}{}{}", f("alpha"), f("beta"), f("gamma"));
         let c = chunker(30, 0);
         let spans = c.chunk(&text, &DocKind::Code("rust".into()));
@@ -477,18 +527,30 @@ mod tests {
         // No break at all: cut at a character boundary.
         let solid = "я".repeat(1000);
         let b = blocks(&solid, 301);
-        assert!(b.iter().all(|(s, e)| solid.is_char_boundary(*s) && solid.is_char_boundary(*e) && e - s <= 301));
+        assert!(b.iter().all(|(s, e)| solid.is_char_boundary(*s)
+            && solid.is_char_boundary(*e)
+            && e - s <= 301));
         // Chunks of a long text stay within their blocks and keep exact ranges.
         let c = chunker(20, 0);
         let long = "Alpha beta gamma delta. Epsilon zeta eta theta.\n\n".repeat(20_000);
         let spans = c.chunk(&long, &DocKind::Text);
-        assert!(spans.iter().all(|s| c.count_tokens(&long[s.byte_start..s.byte_end]) <= 20));
-        assert_eq!(spans.last().map(|s| s.char_end), Some(long.trim_end().chars().count()));
+        assert!(
+            spans
+                .iter()
+                .all(|s| c.count_tokens(&long[s.byte_start..s.byte_end]) <= 20)
+        );
+        assert_eq!(
+            spans.last().map(|s| s.char_end),
+            Some(long.trim_end().chars().count())
+        );
     }
 
     #[test]
     fn overlap_repeats_text_between_neighbours() {
-        let text = (0..60).map(|i| format!("Sentence number {i} is here.")).collect::<Vec<_>>().join(" ");
+        let text = (0..60)
+            .map(|i| format!("Sentence number {i} is here."))
+            .collect::<Vec<_>>()
+            .join(" ");
         let spans = chunker(30, 10).chunk(&text, &DocKind::Text);
         assert!(spans.len() > 2);
         assert!(spans.windows(2).any(|w| w[1].byte_start < w[0].byte_end));

@@ -43,14 +43,26 @@ mod tests {
     #[test]
     fn detects_the_three_analyzed_languages() {
         assert_eq!(
-            detect("Tidal turbines convert the motion of the sea into electricity.", Language::Other),
+            detect(
+                "Tidal turbines convert the motion of the sea into electricity.",
+                Language::Other
+            ),
             Language::En
         );
         assert_eq!(
-            detect("Москва является столицей Российской Федерации и крупнейшим городом страны.", Language::En),
+            detect(
+                "Москва является столицей Российской Федерации и крупнейшим городом страны.",
+                Language::En
+            ),
             Language::Ru
         );
-        assert_eq!(detect("北京是中华人民共和国的首都，也是全国的政治和文化中心。", Language::En), Language::Zh);
+        assert_eq!(
+            detect(
+                "北京是中华人民共和国的首都，也是全国的政治和文化中心。",
+                Language::En
+            ),
+            Language::Zh
+        );
     }
 
     #[test]
@@ -58,7 +70,10 @@ mod tests {
         assert_eq!(detect("hello world", Language::En), Language::En);
         assert_eq!(detect("", Language::Ru), Language::Ru);
         assert_eq!(
-            detect("Der schnelle braune Fuchs springt über den faulen Hund und läuft weiter in den Wald.", Language::En),
+            detect(
+                "Der schnelle braune Fuchs springt über den faulen Hund und läuft weiter in den Wald.",
+                Language::En
+            ),
             Language::Other
         );
     }

@@ -12,7 +12,7 @@ pub mod lang;
 pub mod sources;
 
 pub use chunk::{Chunker, ChunkerConfig, TokenCounter};
-pub use sources::{SourceFormat, SourceItem, SourceOptions, Skipped, read_sources};
+pub use sources::{Skipped, SourceFormat, SourceItem, SourceOptions, read_sources};
 
 /// Errors of the ingest stage that stop it as a whole (a bad *input* is a [`Skipped`] item).
 #[derive(Debug, thiserror::Error)]

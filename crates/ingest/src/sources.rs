@@ -36,7 +36,9 @@ impl std::str::FromStr for SourceFormat {
             "files" => Ok(SourceFormat::Files),
             "beir" => Ok(SourceFormat::Beir),
             "anthropic" => Ok(SourceFormat::Anthropic),
-            _ => Err(format!("unknown format {s:?}: expected auto, files, beir or anthropic")),
+            _ => Err(format!(
+                "unknown format {s:?}: expected auto, files, beir or anthropic"
+            )),
         }
     }
 }
@@ -87,7 +89,10 @@ pub enum SourceItem {
 }
 
 fn skipped(source: impl Into<String>, reason: impl Into<String>) -> SourceItem {
-    SourceItem::Skipped(Skipped { source: source.into(), reason: reason.into() })
+    SourceItem::Skipped(Skipped {
+        source: source.into(),
+        reason: reason.into(),
+    })
 }
 
 /// Reads every path lazily, in order.
@@ -103,15 +108,24 @@ pub fn read_sources(
             f => f,
         };
         let item: Box<dyn Iterator<Item = SourceItem>> = if !path.exists() && !path.is_symlink() {
-            Box::new(std::iter::once(skipped(path.display().to_string(), "no such file or directory")))
+            Box::new(std::iter::once(skipped(
+                path.display().to_string(),
+                "no such file or directory",
+            )))
         } else {
             match format {
                 SourceFormat::Beir => {
-                    let file = if path.is_dir() { path.join("corpus.jsonl") } else { path.clone() };
+                    let file = if path.is_dir() {
+                        path.join("corpus.jsonl")
+                    } else {
+                        path.clone()
+                    };
                     Box::new(read_beir(file, opts.clone()))
                 }
                 SourceFormat::Anthropic => Box::new(read_anthropic(path, &opts).into_iter()),
-                SourceFormat::Files | SourceFormat::Auto => Box::new(read_tree(path.clone(), opts.clone())),
+                SourceFormat::Files | SourceFormat::Auto => {
+                    Box::new(read_tree(path.clone(), opts.clone()))
+                }
             }
         };
         per_path.push(item);
@@ -154,9 +168,8 @@ fn kind_of(path: &Path) -> Option<DocKind> {
         Some((_, e)) => e.to_string(),
         None => {
             return match name.as_str() {
-                "readme" | "license" | "licence" | "copying" | "authors" | "changelog" | "notice" => {
-                    Some(DocKind::Text)
-                }
+                "readme" | "license" | "licence" | "copying" | "authors" | "changelog"
+                | "notice" => Some(DocKind::Text),
                 "makefile" | "dockerfile" => Some(DocKind::Code(name)),
                 _ => None,
             };
@@ -203,7 +216,11 @@ fn kind_of(path: &Path) -> Option<DocKind> {
 /// `docs` or `docs/a.md` both give `docs/a.md`, wherever the command runs from.
 fn document_id(root: &Path, path: &Path) -> String {
     let base_name = |p: &Path| -> Option<String> {
-        let p = if p.file_name().is_some() { p.to_path_buf() } else { p.canonicalize().ok()? };
+        let p = if p.file_name().is_some() {
+            p.to_path_buf()
+        } else {
+            p.canonicalize().ok()?
+        };
         Some(p.file_name()?.to_string_lossy().into_owned())
     };
     let mut parts: Vec<String> = Vec::new();
@@ -216,7 +233,10 @@ fn document_id(root: &Path, path: &Path) -> String {
             }));
         }
     } else {
-        let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = root
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         if let Some(p) = base_name(parent) {
             parts.push(p);
         }
@@ -227,8 +247,11 @@ fn document_id(root: &Path, path: &Path) -> String {
 }
 
 fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceItem> {
-    let exclude: Vec<PathBuf> =
-        opts.exclude.iter().filter_map(|p| p.canonicalize().ok()).collect();
+    let exclude: Vec<PathBuf> = opts
+        .exclude
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
     walkdir::WalkDir::new(&root)
         .follow_links(true)
         .sort_by_file_name()
@@ -236,16 +259,27 @@ fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
         .filter_entry(move |e| {
             let hidden = e.depth() > 0 && e.file_name().to_string_lossy().starts_with('.');
             let excluded = e.file_type().is_dir()
-                && e.path().canonicalize().map(|p| exclude.contains(&p)).unwrap_or(false);
+                && e.path()
+                    .canonicalize()
+                    .map(|p| exclude.contains(&p))
+                    .unwrap_or(false);
             !hidden && !excluded
         })
         .filter_map(move |entry| match entry {
             Err(err) => {
-                let source = err.path().map(|p| p.display().to_string()).unwrap_or_default();
+                let source = err
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
                 Some(match err.loop_ancestor() {
-                    Some(anc) => skipped(source, format!("symlink loop (back to {})", anc.display())),
+                    Some(anc) => {
+                        skipped(source, format!("symlink loop (back to {})", anc.display()))
+                    }
                     None => {
-                        let why = err.io_error().map(|e| e.to_string()).unwrap_or_else(|| err.to_string());
+                        let why = err
+                            .io_error()
+                            .map(|e| e.to_string())
+                            .unwrap_or_else(|| err.to_string());
                         skipped(source, format!("unreadable: {why}"))
                     }
                 })
@@ -259,14 +293,31 @@ fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
 fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
     let source = path.display().to_string();
     let Some(kind) = kind_of(path) else {
-        let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
-        return skipped(source, format!("unsupported file type {ext}").trim_end().to_string());
+        let ext = path
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        return skipped(
+            source,
+            format!("unsupported file type {ext}")
+                .trim_end()
+                .to_string(),
+        );
     };
     match std::fs::metadata(path) {
         Err(e) => return skipped(source, format!("unreadable: {e}")),
-        Ok(m) if !m.is_file() => return skipped(source, "not a regular file (device, socket or pipe)"),
+        Ok(m) if !m.is_file() => {
+            return skipped(source, "not a regular file (device, socket or pipe)");
+        }
         Ok(m) if m.len() > opts.max_file_bytes => {
-            return skipped(source, format!("too large: {} bytes (limit {})", m.len(), opts.max_file_bytes));
+            return skipped(
+                source,
+                format!(
+                    "too large: {} bytes (limit {})",
+                    m.len(),
+                    opts.max_file_bytes
+                ),
+            );
         }
         Ok(_) => {}
     }
@@ -281,7 +332,10 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
     let mut text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
-            return skipped(source, format!("invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()));
+            return skipped(
+                source,
+                format!("invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()),
+            );
         }
     };
     if text.starts_with('\u{feff}') {
@@ -329,7 +383,8 @@ fn markdown_title(text: &str) -> Option<String> {
         if t.starts_with("```") || t.starts_with("~~~") {
             in_fence = !in_fence;
         } else if !in_fence && let Some(h) = t.strip_prefix("# ") {
-            return Some(h.trim().trim_end_matches('#').trim().to_string()).filter(|h| !h.is_empty());
+            return Some(h.trim().trim_end_matches('#').trim().to_string())
+                .filter(|h| !h.is_empty());
         }
     }
     None
@@ -340,7 +395,10 @@ fn html_title(html: &str) -> Option<String> {
     let open = lower.find("<title")?;
     let start = open + lower[open..].find('>')? + 1;
     let end = start + lower[start..].find("</title")?;
-    let t = html[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    let t = html[start..end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     (!t.is_empty()).then_some(t)
 }
 
@@ -383,7 +441,10 @@ fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
                 Ok(0) => return None,
                 Err(e) => {
                     reader = None;
-                    return Some(skipped(source, format!("read error, rest of file not read: {e}")));
+                    return Some(skipped(
+                        source,
+                        format!("read error, rest of file not read: {e}"),
+                    ));
                 }
                 Ok(_) => {}
             }
@@ -408,7 +469,10 @@ fn beir_document(line: &str, source: String, opts: &SourceOptions) -> SourceItem
         serde_json::Value::Number(n) => n.to_string(),
         _ => return skipped(source, "missing or empty _id"),
     };
-    let title = rec.title.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+    let title = rec
+        .title
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     let body = rec.text.unwrap_or_default();
     let text = match &title {
         Some(t) if !body.trim().is_empty() => format!("{t}\n\n{body}"),
@@ -419,7 +483,9 @@ fn beir_document(line: &str, source: String, opts: &SourceOptions) -> SourceItem
         return skipped(source, format!("document {id} has no title and no text"));
     }
     let hash = hash_parts(&[title.as_deref().unwrap_or("").as_bytes(), text.as_bytes()]);
-    let language = opts.language.unwrap_or_else(|| lang::detect(&text, opts.default_language));
+    let language = opts
+        .language
+        .unwrap_or_else(|| lang::detect(&text, opts.default_language));
     SourceItem::Document(Box::new(Document {
         id,
         source,
@@ -461,7 +527,12 @@ fn read_anthropic(path: &Path, opts: &SourceOptions) -> Vec<SourceItem> {
     };
     let docs: Vec<serde_json::Value> = match serde_json::from_reader(BufReader::new(file)) {
         Ok(d) => d,
-        Err(e) => return vec![skipped(name, format!("not Anthropic's codebase_chunks.json format: {e}"))],
+        Err(e) => {
+            return vec![skipped(
+                name,
+                format!("not Anthropic's codebase_chunks.json format: {e}"),
+            )];
+        }
     };
     docs.into_iter()
         .enumerate()
@@ -479,7 +550,10 @@ fn read_anthropic(path: &Path, opts: &SourceOptions) -> Vec<SourceItem> {
 /// format's chunks are the document cut in order) so its character range is exact.
 fn anthropic_document(doc: AnthropicDoc, source: String, opts: &SourceOptions) -> SourceItem {
     if doc.content.trim().is_empty() || doc.chunks.is_empty() {
-        return skipped(source, format!("document {} is empty or has no chunks", doc.doc_id));
+        return skipped(
+            source,
+            format!("document {} is empty or has no chunks", doc.doc_id),
+        );
     }
     let mut spans = Vec::with_capacity(doc.chunks.len());
     let mut from = 0usize;
@@ -493,7 +567,10 @@ fn anthropic_document(doc: AnthropicDoc, source: String, opts: &SourceOptions) -
         let Some(start) = found else {
             return skipped(
                 source,
-                format!("chunk {} is not part of document {}'s content", c.chunk_id, doc.doc_id),
+                format!(
+                    "chunk {} is not part of document {}'s content",
+                    c.chunk_id, doc.doc_id
+                ),
             );
         };
         let end = start + c.content.len();
@@ -514,7 +591,10 @@ fn anthropic_document(doc: AnthropicDoc, source: String, opts: &SourceOptions) -
     ordinals.sort_unstable();
     ordinals.dedup();
     if ordinals.len() != spans.len() {
-        return skipped(source, format!("document {} has repeated chunk indexes", doc.doc_id));
+        return skipped(
+            source,
+            format!("document {} has repeated chunk indexes", doc.doc_id),
+        );
     }
     let hash = hash_parts(&hash_input);
     let language = opts.language.unwrap_or(opts.default_language);
@@ -589,7 +669,11 @@ mod tests {
         assert_eq!(docs[0].title.as_deref(), Some("Title"));
         assert_eq!(docs[1].kind, DocKind::Code("rust".into()));
         let reason = |f: &str| {
-            skips.iter().find(|s| s.source.ends_with(f)).map(|s| s.reason.clone()).unwrap_or_default()
+            skips
+                .iter()
+                .find(|s| s.source.ends_with(f))
+                .map(|s| s.reason.clone())
+                .unwrap_or_default()
         };
         assert!(reason("bin.txt").starts_with("binary"), "{skips:?}");
         assert_eq!(reason("latin1.txt"), "invalid UTF-8 at byte 3");
@@ -639,9 +723,14 @@ mod tests {
         assert_eq!(docs[0].id, "d1");
         assert_eq!(docs[0].text, "Cats\n\nCats sleep a lot.");
         assert_eq!(docs[1].id, "7");
-        assert_eq!(docs[1].metadata.get("k").and_then(|v| v.as_str()), Some("v"));
+        assert_eq!(
+            docs[1].metadata.get("k").and_then(|v| v.as_str()),
+            Some("v")
+        );
         assert_eq!(skips.len(), 2);
-        assert!(skips[0].source.ends_with(":2") && skips[0].reason.starts_with("not a BEIR record"));
+        assert!(
+            skips[0].source.ends_with(":2") && skips[0].reason.starts_with("not a BEIR record")
+        );
         assert!(skips[1].source.ends_with(":3"));
     }
 
@@ -661,7 +750,10 @@ mod tests {
         let spans = docs[0].preset_chunks.as_ref().expect("preset");
         assert_eq!(spans[1].chunk_id.as_deref(), Some("doc_1_chunk_1"));
         assert_eq!((spans[1].char_start, spans[1].char_end), (13, 24));
-        assert_eq!(&docs[0].text[spans[1].byte_start..spans[1].byte_end], "second part");
+        assert_eq!(
+            &docs[0].text[spans[1].byte_start..spans[1].byte_end],
+            "second part"
+        );
         assert!(skips[0].reason.contains("not part of document doc_2"));
     }
 }

@@ -5,7 +5,9 @@
 //! stages (fusion, reranking) slot in between the legs and [`build_hits`].
 #![warn(missing_docs)]
 
-use situate_core::{CardRecord, Hit, IndexError, IndexHit, Language, LegScore, LexicalIndex, LexicalQuery, MatchOn};
+use situate_core::{
+    CardRecord, Hit, IndexError, IndexHit, Language, LegScore, LexicalIndex, LexicalQuery, MatchOn,
+};
 use std::collections::HashSet;
 
 /// Where hits find their cards (the card store in the embedded engine).
@@ -60,7 +62,9 @@ pub fn build_hits(
     let mut seen = HashSet::new();
     let mut hits = Vec::with_capacity(k.min(leg.len()));
     for (i, h) in leg.iter().enumerate() {
-        let Some(rec) = by_key.remove(&h.card) else { continue };
+        let Some(rec) = by_key.remove(&h.card) else {
+            continue;
+        };
         if !seen.insert(rec.card.chunk_id.clone()) {
             continue;
         }
@@ -78,7 +82,11 @@ pub fn build_hits(
             char_end: rec.card.char_end,
             heading_path: rec.card.heading_path,
             original_text: rec.card.original_text,
-            legs: vec![LegScore { leg: leg_name.to_string(), rank: i + 1, score: h.score }],
+            legs: vec![LegScore {
+                leg: leg_name.to_string(),
+                rank: i + 1,
+                score: h.score,
+            }],
         });
         if hits.len() == k {
             break;
@@ -95,7 +103,10 @@ mod tests {
     struct Cards(Vec<CardRecord>);
     impl CardSource for Cards {
         fn cards(&self, keys: &[u64]) -> Result<Vec<CardRecord>, IndexError> {
-            Ok(keys.iter().filter_map(|k| self.0.iter().find(|c| c.card.card == *k).cloned()).collect())
+            Ok(keys
+                .iter()
+                .filter_map(|k| self.0.iter().find(|c| c.card.card == *k).cloned())
+                .collect())
         }
     }
 
@@ -126,7 +137,16 @@ mod tests {
             card(1, "a", Some("ctx a"), ContextStatus::Generated),
             card(2, "b", Some("bad"), ContextStatus::Rejected),
         ]);
-        let leg = [IndexHit { card: 2, score: 3.0 }, IndexHit { card: 1, score: 2.0 }];
+        let leg = [
+            IndexHit {
+                card: 2,
+                score: 3.0,
+            },
+            IndexHit {
+                card: 1,
+                score: 2.0,
+            },
+        ];
         let hits = build_hits("bm25", &leg, &cards, 10).expect("hits");
         assert_eq!(hits[0].chunk_id, "b");
         assert_eq!(hits[0].context, None);
@@ -139,15 +159,34 @@ mod tests {
     fn duplicates_and_missing_cards_are_dropped_and_k_is_respected() {
         let mut dup = card(3, "a", None, ContextStatus::Pending);
         dup.card.card = 3;
-        let cards = Cards(vec![card(1, "a", None, ContextStatus::Pending), dup, card(4, "c", None, ContextStatus::Pending)]);
+        let cards = Cards(vec![
+            card(1, "a", None, ContextStatus::Pending),
+            dup,
+            card(4, "c", None, ContextStatus::Pending),
+        ]);
         let leg = [
-            IndexHit { card: 1, score: 5.0 },
-            IndexHit { card: 9, score: 4.0 }, // no card (deleted meanwhile)
-            IndexHit { card: 3, score: 3.0 }, // same chunk id as card 1
-            IndexHit { card: 4, score: 2.0 },
+            IndexHit {
+                card: 1,
+                score: 5.0,
+            },
+            IndexHit {
+                card: 9,
+                score: 4.0,
+            }, // no card (deleted meanwhile)
+            IndexHit {
+                card: 3,
+                score: 3.0,
+            }, // same chunk id as card 1
+            IndexHit {
+                card: 4,
+                score: 2.0,
+            },
         ];
         let hits = build_hits("bm25", &leg, &cards, 10).expect("hits");
-        assert_eq!(hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(), vec!["a", "c"]);
+        assert_eq!(
+            hits.iter().map(|h| h.chunk_id.as_str()).collect::<Vec<_>>(),
+            vec!["a", "c"]
+        );
         assert_eq!(hits.iter().map(|h| h.rank).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(build_hits("bm25", &leg, &cards, 1).expect("hits").len(), 1);
     }

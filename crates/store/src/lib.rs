@@ -14,7 +14,9 @@
 mod schema;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use situate_core::{CardRecord, ChunkCard, ChunkContext, ContextStatus, Document, Language, Provenance};
+use situate_core::{
+    CardRecord, ChunkCard, ChunkContext, ContextStatus, Document, Language, Provenance,
+};
 use std::path::Path;
 use std::str::FromStr;
 
@@ -177,7 +179,10 @@ impl Store {
 
     /// The number of committed batches so far.
     pub fn generation(&self) -> Result<u64> {
-        Ok(self.meta("generation")?.and_then(|g| g.parse().ok()).unwrap_or(0))
+        Ok(self
+            .meta("generation")?
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0))
     }
 
     /// The stored state of a document, if it is stored.
@@ -186,7 +191,12 @@ impl Store {
             .query_row(
                 "SELECT content_hash, ingest_key FROM documents WHERE document_id = ?1",
                 [id],
-                |r| Ok(DocumentState { content_hash: r.get(0)?, ingest_key: r.get(1)? }),
+                |r| {
+                    Ok(DocumentState {
+                        content_hash: r.get(0)?,
+                        ingest_key: r.get(1)?,
+                    })
+                },
             )
             .optional()
             .op("reading a document's state")
@@ -209,15 +219,21 @@ impl Store {
             .prepare_cached("SELECT document_id, generation FROM index_journal WHERE generation > ?1 ORDER BY generation")
             .op("reading the index journal")?;
         let rows = st
-            .query_map([generation as i64], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+            .query_map([generation as i64], |r| {
+                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+            })
             .op("reading the index journal")?;
-        rows.collect::<rusqlite::Result<_>>().op("reading the index journal")
+        rows.collect::<rusqlite::Result<_>>()
+            .op("reading the index journal")
     }
 
     /// Forgets journal entries the indexes have applied (up to `generation`).
     pub fn trim_journal(&self, generation: u64) -> Result<()> {
         self.conn
-            .execute("DELETE FROM index_journal WHERE generation <= ?1", [generation as i64])
+            .execute(
+                "DELETE FROM index_journal WHERE generation <= ?1",
+                [generation as i64],
+            )
             .op("trimming the index journal")?;
         Ok(())
     }
@@ -241,7 +257,9 @@ impl Store {
     ) -> Result<()> {
         let mut st = self
             .conn
-            .prepare_cached(&format!("{INDEX_ROW_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"))
+            .prepare_cached(&format!(
+                "{INDEX_ROW_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"
+            ))
             .op("reading cards")?;
         let mut rows = st.query([document_id]).op("reading cards")?;
         while let Some(r) = rows.next().op("reading cards")? {
@@ -251,7 +269,10 @@ impl Store {
     }
 
     /// Calls `f` with every card's index row, streaming (for rebuilds).
-    pub fn for_each_index_row(&self, mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>) -> Result<()> {
+    pub fn for_each_index_row(
+        &self,
+        mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>,
+    ) -> Result<()> {
         let mut st = self
             .conn
             .prepare(&format!("{INDEX_ROW_SELECT} ORDER BY c.id"))
@@ -273,7 +294,11 @@ impl Store {
             .op("reading cards")?;
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
-            if let Some(c) = st.query_row([*k as i64], card_with_document).optional().op("reading cards")? {
+            if let Some(c) = st
+                .query_row([*k as i64], card_with_document)
+                .optional()
+                .op("reading cards")?
+            {
                 out.push(c);
             }
         }
@@ -283,7 +308,11 @@ impl Store {
     /// A card by chunk id.
     pub fn card_by_chunk_id(&self, chunk_id: &str) -> Result<Option<CardRecord>> {
         self.conn
-            .query_row(&format!("{CARD_SELECT} WHERE c.chunk_id = ?1"), [chunk_id], card_with_document)
+            .query_row(
+                &format!("{CARD_SELECT} WHERE c.chunk_id = ?1"),
+                [chunk_id],
+                card_with_document,
+            )
             .optional()
             .op("reading a card")
     }
@@ -292,7 +321,9 @@ impl Store {
     pub fn cards_of(&self, document_id: &str) -> Result<Vec<ChunkCard>> {
         let mut st = self
             .conn
-            .prepare_cached(&format!("{CARD_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"))
+            .prepare_cached(&format!(
+                "{CARD_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"
+            ))
             .op("reading cards")?;
         let rows = st
             .query_map([document_id], |r| card_with_document(r).map(|c| c.card))
@@ -330,7 +361,11 @@ impl Store {
     /// A stored document's whole text.
     pub fn document_text(&self, id: &str) -> Result<Option<String>> {
         self.conn
-            .query_row("SELECT text FROM documents WHERE document_id = ?1", [id], |r| r.get(0))
+            .query_row(
+                "SELECT text FROM documents WHERE document_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
             .optional()
             .op("reading a document's text")
     }
@@ -338,12 +373,17 @@ impl Store {
     /// Counts over the store.
     pub fn stats(&self) -> Result<Stats> {
         let one = |sql: &str| -> Result<u64> {
-            self.conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|v| v as u64).op("counting")
+            self.conn
+                .query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|v| v as u64)
+                .op("counting")
         };
         let groups = |sql: &str| -> Result<Vec<(String, u64)>> {
             let mut st = self.conn.prepare(sql).op("counting")?;
             let rows = st
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))
+                .query_map([], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+                })
                 .op("counting")?;
             rows.collect::<rusqlite::Result<_>>().op("counting")
         };
@@ -351,8 +391,12 @@ impl Store {
             documents: one("SELECT count(*) FROM documents")?,
             chunks: one("SELECT count(*) FROM chunks")?,
             chunk_chars: one("SELECT coalesce(sum(char_end - char_start), 0) FROM chunks")?,
-            languages: groups("SELECT language, count(*) FROM documents GROUP BY language ORDER BY 2 DESC")?,
-            context_status: groups("SELECT context_status, count(*) FROM chunks GROUP BY 1 ORDER BY 2 DESC")?,
+            languages: groups(
+                "SELECT language, count(*) FROM documents GROUP BY language ORDER BY 2 DESC",
+            )?,
+            context_status: groups(
+                "SELECT context_status, count(*) FROM chunks GROUP BY 1 ORDER BY 2 DESC",
+            )?,
             context_methods: groups(
                 "SELECT coalesce(context_method, 'none'), count(*) FROM chunks GROUP BY 1 ORDER BY 2 DESC",
             )?,
@@ -362,8 +406,13 @@ impl Store {
 
     /// Languages that have at least one document.
     pub fn languages(&self) -> Result<Vec<Language>> {
-        let mut st = self.conn.prepare_cached("SELECT DISTINCT language FROM documents").op("reading languages")?;
-        let rows = st.query_map([], |r| r.get::<_, String>(0)).op("reading languages")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT language FROM documents")
+            .op("reading languages")?;
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .op("reading languages")?;
         let mut out: Vec<Language> = rows
             .collect::<rusqlite::Result<Vec<_>>>()
             .op("reading languages")?
@@ -380,7 +429,9 @@ const INDEX_ROW_SELECT: &str = "SELECT c.id, c.document_id, d.language, c.genera
 fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
     let lang: String = r.get(2)?;
     let status: String = r.get(4)?;
-    let indexed = ContextStatus::from_str(&status).map(|s| s.is_indexed()).unwrap_or(false);
+    let indexed = ContextStatus::from_str(&status)
+        .map(|s| s.is_indexed())
+        .unwrap_or(false);
     let context: Option<String> = r.get(3)?;
     Ok(IndexRow {
         card: r.get::<_, i64>(0)? as u64,
@@ -437,9 +488,15 @@ impl Batch<'_> {
     ///
     /// All or nothing per document (a savepoint): on error the batch is as before the call
     /// and may go on with other documents.
-    pub fn put_document(&mut self, doc: &Document, ingest_key: &str, chunks: &[NewChunk<'_>]) -> Result<()> {
+    pub fn put_document(
+        &mut self,
+        doc: &Document,
+        ingest_key: &str,
+        chunks: &[NewChunk<'_>],
+    ) -> Result<()> {
         let sp = self.tx.savepoint().op("starting a document write")?;
-        sp.execute("DELETE FROM chunks WHERE document_id = ?1", [&doc.id]).op("removing chunks")?;
+        sp.execute("DELETE FROM chunks WHERE document_id = ?1", [&doc.id])
+            .op("removing chunks")?;
         sp.execute(
             "INSERT INTO documents(document_id, source, title, language, kind, content_hash, ingest_key, chunk_count, char_count, ingested_at, metadata, text)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
@@ -492,13 +549,18 @@ impl Batch<'_> {
                     serde_json::to_string(&c.context.notes).unwrap_or_else(|_| "[]".into()),
                 ])
                 .map_err(|source| match &source {
-                    rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                    rusqlite::Error::SqliteFailure(e, _)
+                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
                         StoreError::Conflict(format!(
                             "chunk id {} of document {} is already used by another chunk",
                             c.chunk_id, doc.id
                         ))
                     }
-                    _ => StoreError::Sqlite { op: "writing chunks", source },
+                    _ => StoreError::Sqlite {
+                        op: "writing chunks",
+                        source,
+                    },
                 })?;
             }
         }
@@ -510,8 +572,13 @@ impl Batch<'_> {
 
     /// Removes a document and its chunks; `false` when it was not stored.
     pub fn remove_document(&mut self, id: &str) -> Result<bool> {
-        self.tx.execute("DELETE FROM chunks WHERE document_id = ?1", [id]).op("removing chunks")?;
-        let n = self.tx.execute("DELETE FROM documents WHERE document_id = ?1", [id]).op("removing a document")?;
+        self.tx
+            .execute("DELETE FROM chunks WHERE document_id = ?1", [id])
+            .op("removing chunks")?;
+        let n = self
+            .tx
+            .execute("DELETE FROM documents WHERE document_id = ?1", [id])
+            .op("removing a document")?;
         if n > 0 {
             journal(&self.tx, id)?;
             self.changed += 1;
@@ -531,10 +598,13 @@ impl Batch<'_> {
             .op("advancing the generation")?;
         let g: String = self
             .tx
-            .query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| {
+                r.get(0)
+            })
             .op("advancing the generation")?;
         self.tx.commit().op("committing")?;
-        g.parse().map_err(|_| StoreError::Format(format!("generation {g:?} is not a number")))
+        g.parse()
+            .map_err(|_| StoreError::Format(format!("generation {g:?} is not a number")))
     }
 }
 
@@ -568,7 +638,12 @@ fn now_rfc3339() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

@@ -52,17 +52,27 @@ CREATE INDEX IF NOT EXISTS index_journal_generation ON index_journal(generation)
 
 pub fn prepare(conn: &Connection) -> Result<()> {
     // WAL lets searches read while an ingest writes; FULL sync makes each commit durable.
-    conn.pragma_update(None, "journal_mode", "WAL").op("enabling WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL").op("setting synchronous")?;
-    conn.pragma_update(None, "foreign_keys", "ON").op("enabling foreign keys")?;
-    conn.busy_timeout(std::time::Duration::from_secs(30)).op("setting the busy timeout")?;
-    conn.execute_batch(&format!("BEGIN IMMEDIATE;{SCHEMA}
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .op("enabling WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .op("setting synchronous")?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .op("enabling foreign keys")?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))
+        .op("setting the busy timeout")?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;{SCHEMA}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
-        COMMIT;"))
-        .op("creating the schema")?;
+        COMMIT;"
+    ))
+    .op("creating the schema")?;
     let version: String = conn
-        .query_row("SELECT value FROM meta WHERE key = 'format_version'", [], |r| r.get(0))
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
         .op("reading the format version")?;
     if version != FORMAT_VERSION.to_string() {
         return Err(StoreError::Format(format!(

@@ -39,14 +39,20 @@ fn replacing_a_document_replaces_its_chunks_and_journals_it() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut s = Store::open(&dir.path().join("s.db")).expect("open");
     let d = doc("a", "one two three");
-    assert_eq!(put(&mut s, &d, &["one", "two", "three"], &ChunkContext::none()), 1);
+    assert_eq!(
+        put(&mut s, &d, &["one", "two", "three"], &ChunkContext::none()),
+        1
+    );
     assert_eq!(s.index_rows_of("a").expect("rows").len(), 3);
     let g = put(&mut s, &d, &["only"], &ChunkContext::none());
     assert_eq!(g, 2);
     let rows = s.index_rows_of("a").expect("rows");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].original, "only");
-    assert_eq!(s.journal_after(0).expect("journal"), vec![("a".to_string(), 2)]);
+    assert_eq!(
+        s.journal_after(0).expect("journal"),
+        vec![("a".to_string(), 2)]
+    );
     s.trim_journal(2).expect("trim");
     assert!(s.journal_after(0).expect("journal").is_empty());
     assert_eq!(s.stats().expect("stats").chunks, 1);
@@ -69,14 +75,36 @@ fn uncommitted_batches_leave_nothing() {
 fn only_indexed_statuses_reach_the_index_rows() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut s = Store::open(&dir.path().join("s.db")).expect("open");
-    let prov = Provenance { method: "m".into(), model: None, prompt_version: None, input_hash: "h".into() };
-    let good = ChunkContext { text: Some("ctx".into()), status: ContextStatus::Generated, provenance: Some(prov.clone()), notes: vec![] };
-    let bad = ChunkContext { text: Some("wrong".into()), status: ContextStatus::Rejected, provenance: Some(prov), notes: vec!["made up".into()] };
+    let prov = Provenance {
+        method: "m".into(),
+        model: None,
+        prompt_version: None,
+        input_hash: "h".into(),
+    };
+    let good = ChunkContext {
+        text: Some("ctx".into()),
+        status: ContextStatus::Generated,
+        provenance: Some(prov.clone()),
+        notes: vec![],
+    };
+    let bad = ChunkContext {
+        text: Some("wrong".into()),
+        status: ContextStatus::Rejected,
+        provenance: Some(prov),
+        notes: vec!["made up".into()],
+    };
     put(&mut s, &doc("g", "x"), &["x"], &good);
     put(&mut s, &doc("r", "y"), &["y"], &bad);
-    assert_eq!(s.index_rows_of("g").expect("rows")[0].context.as_deref(), Some("ctx"));
+    assert_eq!(
+        s.index_rows_of("g").expect("rows")[0].context.as_deref(),
+        Some("ctx")
+    );
     assert_eq!(s.index_rows_of("r").expect("rows")[0].context, None);
-    let card = s.card_by_chunk_id("r#0").expect("read").expect("exists").card;
+    let card = s
+        .card_by_chunk_id("r#0")
+        .expect("read")
+        .expect("exists")
+        .card;
     assert_eq!(card.generated_context.as_deref(), Some("wrong"));
     assert_eq!(card.context_notes, vec!["made up"]);
     assert_eq!(card.provenance.map(|p| p.method), Some("m".into()));
@@ -89,9 +117,19 @@ fn chunk_ids_are_unique_across_documents() {
     put(&mut s, &doc("a", "x"), &["x"], &ChunkContext::none());
     let d = doc("b", "y");
     let ctx = ChunkContext::none();
-    let chunk = NewChunk { chunk_id: "a#0".into(), ordinal: 0, char_start: 0, char_end: 1, heading_path: &[], original_text: "y", context: &ctx };
+    let chunk = NewChunk {
+        chunk_id: "a#0".into(),
+        ordinal: 0,
+        char_start: 0,
+        char_end: 1,
+        heading_path: &[],
+        original_text: "y",
+        context: &ctx,
+    };
     let mut b = s.batch().expect("batch");
-    let err = b.put_document(&d, "k", &[chunk]).expect_err("duplicate chunk id");
+    let err = b
+        .put_document(&d, "k", &[chunk])
+        .expect_err("duplicate chunk id");
     assert!(err.to_string().contains("already used"), "{err}");
 }
 
@@ -110,7 +148,10 @@ fn removal_and_reopen() {
     let s = Store::open(&path).expect("reopen");
     assert_eq!(s.document("a").expect("read"), None);
     assert_eq!(s.generation().expect("gen"), 2);
-    assert_eq!(s.journal_after(1).expect("journal"), vec![("a".to_string(), 2)]);
+    assert_eq!(
+        s.journal_after(1).expect("journal"),
+        vec![("a".to_string(), 2)]
+    );
 }
 
 #[test]
