@@ -3,6 +3,8 @@
 
 mod bench;
 mod config;
+mod eval;
+mod evalset;
 mod output;
 
 use anyhow::{Context, Result, bail};
@@ -33,7 +35,7 @@ struct Global {
     index: Option<PathBuf>,
     /// Settings file [default: ./situate.toml when it exists]
     #[arg(long, global = true)]
-    config: Option<PathBuf>,
+    settings: Option<PathBuf>,
     /// Print one JSON document instead of text
     #[arg(long, global = true)]
     json: bool,
@@ -68,6 +70,11 @@ enum Command {
     },
     /// Rebuild every index from the chunk cards (no LLM calls)
     Rebuild,
+    /// Evaluate retrieval on a data set: Pass@k, recall, MRR, nDCG, MAP per configuration
+    Eval(eval::EvalArgs),
+    /// Build and check a team's own evaluation set against this index
+    #[command(subcommand, name = "eval-set")]
+    EvalSet(evalset::EvalSetCommand),
     /// Benchmarks (see BENCHMARKS.md)
     #[command(subcommand, hide = true)]
     Bench(bench::BenchCommand),
@@ -148,7 +155,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let settings = Settings::load(cli.global.config.as_deref())?;
+    let settings = Settings::load(cli.global.settings.as_deref())?;
     let index = cli
         .global
         .index
@@ -252,6 +259,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Eval(a) => eval::run(a, &index, g.json, g.quiet),
+        Command::EvalSet(c) => evalset::run(c, &index),
         Command::Bench(b) => bench::run(b, &index),
     }
 }
@@ -337,4 +346,13 @@ fn ingest(
 /// Whether progress bars can be drawn (stderr is a terminal).
 fn interactive() -> bool {
     std::io::stderr().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -157,9 +157,9 @@ fn anthropic_and_beir_corpora() {
             .arg(fixtures().join("anthropic/codebase_chunks.json")),
         0,
     );
-    assert_eq!(v["report"]["added"], 2);
+    assert_eq!(v["report"]["added"], 3);
     assert_eq!(
-        v["report"]["chunks"], 5,
+        v["report"]["chunks"], 6,
         "the file's own chunk boundaries are kept"
     );
     let hits = json(

@@ -2,6 +2,7 @@
 //! they write themselves. One test binary (see ripgrep's layout) with a module per area.
 
 mod crash;
+mod eval;
 mod ingest;
 mod search;
 
@@ -23,7 +24,13 @@ pub fn situate(index: &Path) -> Command {
         .arg(index)
         .env_remove("SITUATE_INDEX")
         .env_remove("SITUATE_CRASH_AT");
-    c.current_dir(index.parent().unwrap_or(Path::new("/")));
+    // Run beside the index (where no situate.toml is, unless a test writes one).
+    c.current_dir(
+        index
+            .parent()
+            .filter(|p| p.is_dir())
+            .unwrap_or(Path::new("/")),
+    );
     c
 }
 

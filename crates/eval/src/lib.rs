@@ -7,6 +7,9 @@
 #![warn(missing_docs)]
 
 pub mod beir;
+pub mod dataset;
+pub mod plot;
+pub mod report;
 
 use std::collections::HashMap;
 

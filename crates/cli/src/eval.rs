@@ -1,0 +1,385 @@
+//! `situate eval`: runs an evaluation set through every configuration asked for and writes
+//! `report.md`, `report.json`, `failure.svg` and one `queries-<configuration>.jsonl` per
+//! configuration into `--out`.
+//!
+//! A configuration is `MODE+CONTEXT[+RERANK]`. Today: MODE `bm25`; CONTEXT `none` (the
+//! original text alone: plain BM25), `structural`, or, for a set evaluated against an
+//! existing index, `indexed` (whatever contexts that index holds); RERANK `none`. The
+//! embedding, hybrid, LLM-context and reranker rows join with their issues. The first
+//! configuration is the baseline of the "reduction" column.
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use situate_core::MatchOn;
+use situate_engine::{Access, CreateSettings, Engine, IngestOptions};
+use situate_eval::dataset::{Corpus, EvalQuery, EvalSet, Level, Matching};
+use situate_eval::report::{self, ConfigReport, Retrieved};
+use situate_eval::{Judgments, beir};
+use situate_search::SearchRequest;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// The evaluation set: a BEIR folder, Anthropic's folder (evaluation_set.jsonl +
+    /// codebase_chunks.json) or a .jsonl file of questions (needs --index)
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Where the reports go
+    #[arg(long)]
+    out: PathBuf,
+    /// Configurations, comma-separated; the first is the baseline
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bm25+none,bm25+structural"
+    )]
+    config: Vec<String>,
+    /// Only the first N queries (a quick look)
+    #[arg(long)]
+    queries: Option<usize>,
+    /// The qrels split of a BEIR folder
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Match golden chunks by `id` or by stripped `text` (the cookbook's way) [default: text
+    /// for Anthropic's set, id otherwise]
+    #[arg(long)]
+    matching: Option<String>,
+    /// Questions known to be unanswerable in this corpus (a queries.jsonl, or a .jsonl of
+    /// situate's format, or a text file with one question per line), for the abstain report
+    #[arg(long)]
+    controls: Option<PathBuf>,
+    /// Where the evaluation indexes are built and kept between runs [default: OUT/indexes]
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Largest chunk in tokens when the corpus is chunked
+    #[arg(long, default_value_t = 256)]
+    max_tokens: usize,
+    /// Overlap in tokens when the corpus is chunked
+    #[arg(long, default_value_t = 32)]
+    overlap: usize,
+    /// Weight of the context fields in contextual BM25
+    #[arg(long, default_value_t = situate_core::DEFAULT_CONTEXT_WEIGHT)]
+    context_weight: f32,
+}
+
+/// One parsed configuration.
+struct Config {
+    name: String,
+    mode: String,
+    context: String,
+    rerank: String,
+}
+
+fn parse_config(s: &str, existing_index: bool) -> Result<Config> {
+    let parts: Vec<&str> = s.split('+').map(str::trim).collect();
+    let (mode, context, rerank) = match parts.as_slice() {
+        [m, c] => (*m, *c, "none"),
+        [m, c, r] => (*m, *c, *r),
+        _ => bail!("configuration {s:?}: expected MODE+CONTEXT[+RERANK], e.g. bm25+structural"),
+    };
+    match mode {
+        "bm25" => {}
+        "embeddings" | "vector" | "hybrid" => bail!(
+            "configuration {s:?}: the {mode} mode is not built yet (the embeddings issue adds it)"
+        ),
+        _ => bail!(
+            "configuration {s:?}: unknown mode {mode:?} (bm25; embeddings and hybrid are coming)"
+        ),
+    }
+    match (context, existing_index) {
+        ("none", _) | ("structural", false) | ("indexed", true) => {}
+        ("structural", true) => bail!(
+            "configuration {s:?}: a set without a corpus is evaluated on its index as it is: use none or indexed"
+        ),
+        ("indexed", false) => bail!(
+            "configuration {s:?}: `indexed` is for sets evaluated against an existing --index"
+        ),
+        (c, _) if c.starts_with("llm") || c.starts_with("file:") => {
+            bail!(
+                "configuration {s:?}: LLM contexts are not built yet (the LLM contextualization issue adds them)"
+            )
+        }
+        _ => bail!("configuration {s:?}: unknown context {context:?} (none, structural, indexed)"),
+    }
+    if rerank != "none" {
+        bail!("configuration {s:?}: rerankers are not built yet (the reranking issue adds them)");
+    }
+    Ok(Config {
+        name: format!("{mode}+{context}+{rerank}"),
+        mode: mode.into(),
+        context: context.into(),
+        rerank: rerank.into(),
+    })
+}
+
+/// Reads unanswerable control questions.
+fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let texts: Vec<(String, String)> = if name == "queries.jsonl" {
+        beir::read_queries(path)?.into_iter().collect()
+    } else if name.ends_with(".jsonl") {
+        situate_eval::dataset::read_own(path)?
+            .into_iter()
+            .map(|q| (q.query.id, q.query.text))
+            .collect()
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| (format!("line{}", i + 1), l.trim().to_string()))
+            .collect()
+    };
+    Ok(texts
+        .into_iter()
+        .map(|(id, text)| EvalQuery {
+            id: format!("control:{id}"),
+            text,
+            judgments: Judgments::default(),
+            golden_texts: vec![],
+            unanswerable: true,
+        })
+        .collect())
+}
+
+pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::process::ExitCode> {
+    let mut set = EvalSet::load(&a.dataset, &a.split)?;
+    if let Some(n) = a.queries {
+        set.truncate(n);
+    }
+    let existing = set.corpus == Corpus::Existing;
+    let configs = a
+        .config
+        .iter()
+        .map(|c| parse_config(c, existing))
+        .collect::<Result<Vec<_>>>()?;
+    if configs.is_empty() {
+        bail!("no configuration given");
+    }
+    let mut names = HashSet::new();
+    for c in &configs {
+        if !names.insert(c.name.clone()) {
+            bail!("configuration {} is listed twice", c.name);
+        }
+    }
+    let matching = match a.matching.as_deref() {
+        Some("id") => Matching::Id,
+        Some("text") => Matching::StrippedText,
+        Some(m) => bail!("--matching is id or text, not {m:?}"),
+        None if set.format == "anthropic" => Matching::StrippedText,
+        None => Matching::Id,
+    };
+    if matching == Matching::StrippedText && set.format != "anthropic" {
+        bail!("text matching needs golden chunk texts, which only Anthropic's set has");
+    }
+    let mut queries = set.queries.clone();
+    if let Some(c) = &a.controls {
+        queries.extend(read_controls(c)?);
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let work = a.work.clone().unwrap_or_else(|| a.out.join("indexes"));
+
+    let bar = crate::output::progress_bar(
+        quiet || json,
+        Some((configs.len() * queries.len()) as u64),
+        "evaluating",
+    );
+    let mut rows = Vec::new();
+    for cfg in &configs {
+        let engine = match &set.corpus {
+            Corpus::Existing => Engine::open(index, Access::Read).with_context(|| {
+                format!(
+                    "{} has no corpus of its own: evaluating against --index {}",
+                    set.name,
+                    index.display()
+                )
+            })?,
+            corpus => build_index(corpus, &work, &set.name, cfg, &a)?,
+        };
+        let match_on = if cfg.context == "none" {
+            MatchOn::Plain
+        } else {
+            MatchOn::Contextual
+        };
+        let started = Instant::now();
+        let mut rankings = Vec::with_capacity(queries.len());
+        for q in &queries {
+            let hits = engine.search(&SearchRequest {
+                text: &q.text,
+                k: 100,
+                match_on,
+                context_weight: a.context_weight,
+                languages: &[],
+            })?;
+            let mut seen = HashSet::new();
+            let ranking: Vec<Retrieved> = hits
+                .into_iter()
+                .filter_map(|h| {
+                    let id = match set.level {
+                        Level::Chunk => h.chunk_id,
+                        Level::Document => h.document_id,
+                    };
+                    seen.insert(id.clone()).then(|| Retrieved {
+                        rank: 0,
+                        id,
+                        score: h.score,
+                        legs: h
+                            .legs
+                            .into_iter()
+                            .map(|l| report::Leg {
+                                leg: l.leg,
+                                rank: l.rank,
+                                score: l.score,
+                            })
+                            .collect(),
+                        text: (matching == Matching::StrippedText).then_some(h.original_text),
+                    })
+                })
+                .enumerate()
+                .map(|(i, mut r)| {
+                    r.rank = i + 1;
+                    r
+                })
+                .collect();
+            rankings.push(ranking);
+            bar.inc(1);
+        }
+        let qps = queries.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let (metrics, records) = report::score(&queries, &rankings, matching);
+        let top = |unanswerable: bool| -> Vec<Option<f32>> {
+            queries
+                .iter()
+                .zip(&rankings)
+                .filter(|(q, _)| q.unanswerable == unanswerable)
+                .map(|(_, r)| r.first().map(|x| x.score))
+                .collect()
+        };
+        let abstain = report::abstain(&top(false), &top(true));
+        let path = a.out.join(format!("queries-{}.jsonl", cfg.name));
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for r in &records {
+            serde_json::to_writer(&mut f, r)?;
+            writeln!(f)?;
+        }
+        f.flush()?;
+        rows.push(ConfigReport {
+            name: cfg.name.clone(),
+            mode: cfg.mode.clone(),
+            context: cfg.context.clone(),
+            rerank: cfg.rerank.clone(),
+            metrics,
+            failure_reduction: None,
+            queries_per_second: qps,
+            abstain,
+        });
+    }
+    bar.finish_and_clear();
+    let baseline = rows[0].name.clone();
+    report::add_reductions(&mut rows, &baseline);
+    let answerable = queries.iter().filter(|q| !q.unanswerable).count();
+    let table = report::markdown_table(&rows, matching, set.level);
+    let title = format!("{} — {} answerable queries", set.name, answerable);
+    situate_eval::plot::failure_chart(&rows, &title, &a.out.join("failure.svg"))
+        .map_err(|e| anyhow!("drawing the plot: {e}"))?;
+
+    let mut md = format!("# Evaluation: {}\n\n", set.name);
+    md.push_str(&format!(
+        "Data set `{}` ({} format), {} answerable and {} unanswerable queries; chunks of at most {} tokens \
+         ({} overlap); context weight {}.\n\n",
+        a.dataset.display(),
+        set.format,
+        answerable,
+        queries.len() - answerable,
+        a.max_tokens,
+        a.overlap,
+        a.context_weight
+    ));
+    md.push_str(&table);
+    md.push_str("\n![failure rate](failure.svg)\n");
+    for r in rows.iter().filter(|r| r.abstain.is_some()) {
+        let ab = r.abstain.as_ref().expect("filtered");
+        md.push_str(&format!(
+            "\n## Unanswerable queries: {}\n\nThreshold {:.3} (the top score 95% of answerable queries reach): {:.1}% of \
+             answerable queries lost, {:.1}% of unanswerable queries still answered.\n\n| answerable quantile | threshold | answerable lost | unanswerable abstained |\n|---|---|---|---|\n",
+            r.name,
+            ab.threshold,
+            ab.answerable_lost * 100.0,
+            ab.unanswerable_above_threshold * 100.0
+        ));
+        for (q, t, lost, abst) in &ab.curve {
+            md.push_str(&format!(
+                "| {q:.2} | {t:.3} | {:.1}% | {:.1}% |\n",
+                lost * 100.0,
+                abst * 100.0
+            ));
+        }
+    }
+    std::fs::write(a.out.join("report.md"), &md).context("writing report.md")?;
+    let report = serde_json::json!({
+        "dataset": a.dataset,
+        "name": set.name,
+        "format": set.format,
+        "matching": matching,
+        "level": set.level,
+        "answerable_queries": answerable,
+        "unanswerable_queries": queries.len() - answerable,
+        "max_tokens": a.max_tokens,
+        "overlap": a.overlap,
+        "context_weight": a.context_weight,
+        "configurations": rows,
+    });
+    std::fs::write(
+        a.out.join("report.json"),
+        serde_json::to_string_pretty(&report)?,
+    )
+    .context("writing report.json")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{table}");
+        println!("reports in {}", a.out.display());
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Builds (or reuses: ingest skips what is unchanged) the index of a corpus for one context.
+fn build_index(
+    corpus: &Corpus,
+    work: &Path,
+    set: &str,
+    cfg: &Config,
+    a: &EvalArgs,
+) -> Result<Engine> {
+    let (input, format) = match corpus {
+        Corpus::Beir(dir) => (dir.clone(), situate_ingest::SourceFormat::Beir),
+        Corpus::Anthropic(file) => (file.clone(), situate_ingest::SourceFormat::Anthropic),
+        Corpus::Existing => unreachable!("handled by the caller"),
+    };
+    let context = if cfg.context == "none" {
+        "none"
+    } else {
+        cfg.context.as_str()
+    };
+    let dir = work.join(format!("{set}-{context}-{}-{}", a.max_tokens, a.overlap));
+    let mut engine = Engine::open_or_create(&dir, CreateSettings::default())
+        .with_context(|| format!("opening the evaluation index {}", dir.display()))?;
+    let mut opts =
+        IngestOptions::new(situate_contextualize::by_name(context).map_err(anyhow::Error::msg)?);
+    opts.sources.format = format;
+    opts.chunker.max_tokens = a.max_tokens;
+    opts.chunker.overlap_tokens = a.overlap;
+    let report = engine.ingest(std::slice::from_ref(&input), opts, &mut |_| {})?;
+    if report.documents_ok() == 0 {
+        bail!("nothing could be ingested from {}", input.display());
+    }
+    Ok(engine)
+}
