@@ -5,8 +5,10 @@
 //! chunk collections whose posting lists are mostly short; there WAND's bookkeeping (sorting
 //! scorers at every pivot) costs more than it saves. Measured on SciFact (300 queries, one
 //! thread, one segment): `TopDocs` 6.3k queries/s, this collector 13k, same results
-//! (BENCHMARKS.md). A term-at-a-time accumulator over the same postings was also tried and
-//! measured slower (6.8k): the union's buffered blocks beat a callback per posting. The
+//! (BENCHMARKS.md). Also tried and measured slower: a term-at-a-time accumulator over the
+//! same postings (6.8k: a callback per posting) and MaxScore pruning document at a time over
+//! `Weight::scorer` (about half this collector's rate: virtual calls per posting, and loose
+//! bounds since tantivy keeps its term scorers' maxima private). The
 //! collector also reads each kept hit's card key from the fast field while the segment is at
 //! hand.
 
