@@ -230,15 +230,7 @@ pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::pr
                         rank: 0,
                         id,
                         score: h.score,
-                        legs: h
-                            .legs
-                            .into_iter()
-                            .map(|l| report::Leg {
-                                leg: l.leg,
-                                rank: l.rank,
-                                score: l.score,
-                            })
-                            .collect(),
+                        legs: h.legs,
                         text: (matching == Matching::StrippedText).then_some(h.original_text),
                     })
                 })

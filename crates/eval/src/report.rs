@@ -4,6 +4,7 @@
 use crate::dataset::{EvalQuery, Level, Matching};
 use crate::{average_precision, hit_at, mean, mrr_at, ndcg_at, precision_at, recall_at};
 use serde::Serialize;
+use situate_core::LegScore;
 use std::collections::BTreeMap;
 
 /// One retrieved item of a query, after reduction to the judged level.
@@ -16,21 +17,10 @@ pub struct Retrieved {
     /// The final score.
     pub score: f32,
     /// Each retrieval leg's view of it.
-    pub legs: Vec<Leg>,
+    pub legs: Vec<LegScore>,
     /// The chunk's text (kept only for text matching).
     #[serde(skip)]
     pub text: Option<String>,
-}
-
-/// One retrieval leg's rank and score for an item.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Leg {
-    /// The leg (`bm25`, later `vector`).
-    pub leg: String,
-    /// 1-based rank in that leg.
-    pub rank: usize,
-    /// The leg's score.
-    pub score: f32,
 }
 
 /// Per-query record, exported as JSONL for error analysis.
