@@ -60,6 +60,18 @@ pub fn prepare(conn: &Connection) -> Result<()> {
         .op("enabling foreign keys")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))
         .op("setting the busy timeout")?;
+    // An existing store is only read here: a search opening the store must not queue
+    // behind an ingest's write transaction.
+    let existing: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .ok();
+    if let Some(version) = existing {
+        return check_version(&version);
+    }
     conn.execute_batch(&format!(
         "BEGIN IMMEDIATE;{SCHEMA}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
@@ -74,6 +86,10 @@ pub fn prepare(conn: &Connection) -> Result<()> {
             |r| r.get(0),
         )
         .op("reading the format version")?;
+    check_version(&version)
+}
+
+fn check_version(version: &str) -> Result<()> {
     if version != FORMAT_VERSION.to_string() {
         return Err(StoreError::Format(format!(
             "format version {version} is not supported by this build (it reads version {FORMAT_VERSION}); \

@@ -160,3 +160,19 @@ fn timestamps_are_rfc3339() {
     assert_eq!(t.len(), 20);
     assert!(t.starts_with("20") && t.ends_with('Z'));
 }
+
+#[test]
+fn a_store_of_another_format_version_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.db");
+    drop(Store::open(&path).expect("create"));
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    conn.execute(
+        "UPDATE meta SET value = '99' WHERE key = 'format_version'",
+        [],
+    )
+    .expect("set");
+    drop(conn);
+    let err = Store::open(&path).err().expect("refused").to_string();
+    assert!(err.contains("format version 99"), "{err}");
+}
