@@ -5,6 +5,7 @@ mod bench;
 mod config;
 mod eval;
 mod evalset;
+mod models;
 mod output;
 
 use anyhow::{Context, Result, bail};
@@ -75,6 +76,9 @@ enum Command {
     /// Build and check a team's own evaluation set against this index
     #[command(subcommand, name = "eval-set")]
     EvalSet(evalset::EvalSetCommand),
+    /// Install and list local models (embedders)
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
     /// Benchmarks (see BENCHMARKS.md)
     #[command(subcommand, hide = true)]
     Bench(bench::BenchCommand),
@@ -261,6 +265,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Eval(a) => eval::run(a, &index, g.json, g.quiet),
         Command::EvalSet(c) => evalset::run(c, &index),
+        Command::Models(c) => models::run(c, g.json),
         Command::Bench(b) => bench::run(b, &index),
     }
 }

@@ -20,12 +20,14 @@
 #![warn(missing_docs)]
 
 mod context;
+mod embed;
 mod model;
 
 pub use context::{
     ChunkContext, ChunkView, ContextError, Contextualizer, DocumentContexts, DocumentView,
     TokenUsage,
 };
+pub use embed::{EmbedError, EmbedKind, Embedder};
 pub use model::{
     CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore,
     Provenance,

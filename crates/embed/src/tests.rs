@@ -1,0 +1,199 @@
+use crate::bert::{BertEmbedder, BertOptions};
+use candle_core::{DType, Device, Tensor};
+use situate_core::{EmbedKind, Embedder};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Writes a tiny, randomly initialised BERT (hidden size 8, one layer) with a word-level
+/// tokenizer: the loader and the pooling are tested without any downloaded model.
+fn tiny_bert(dir: &Path) {
+    let words = [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "cats", "sleep", "a", "lot", "tax", "filing",
+        "deadline", "dogs", "bark",
+    ];
+    let vocab: serde_json::Map<String, serde_json::Value> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.to_string(), serde_json::json!(i)))
+        .collect();
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [
+            {"id": 0, "content": "[PAD]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+            {"id": 2, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+            {"id": 3, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+        ],
+        "normalizer": {"type": "Lowercase"},
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {
+                "[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}
+            }
+        },
+        "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    });
+    std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).expect("tokenizer");
+    let (h, inter, vocab_n, max_pos) = (8usize, 16usize, words.len(), 64usize);
+    let config = serde_json::json!({
+        "vocab_size": vocab_n, "hidden_size": h, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": inter, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+        "max_position_embeddings": max_pos, "type_vocab_size": 2, "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12, "pad_token_id": 0, "model_type": "bert"
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).expect("config");
+    let dev = Device::Cpu;
+    let rand = |shape: &[usize]| Tensor::randn(0f32, 0.5, shape, &dev).expect("randn");
+    let ones = |n: usize| Tensor::ones(n, DType::F32, &dev).expect("ones");
+    let zeros = |n: usize| Tensor::zeros(n, DType::F32, &dev).expect("zeros");
+    let mut t: HashMap<String, Tensor> = HashMap::new();
+    t.insert(
+        "embeddings.word_embeddings.weight".into(),
+        rand(&[vocab_n, h]),
+    );
+    t.insert(
+        "embeddings.position_embeddings.weight".into(),
+        rand(&[max_pos, h]),
+    );
+    t.insert(
+        "embeddings.token_type_embeddings.weight".into(),
+        rand(&[2, h]),
+    );
+    t.insert("embeddings.LayerNorm.weight".into(), ones(h));
+    t.insert("embeddings.LayerNorm.bias".into(), zeros(h));
+    let l = "encoder.layer.0";
+    for (name, (o, i)) in [
+        ("attention.self.query", (h, h)),
+        ("attention.self.key", (h, h)),
+        ("attention.self.value", (h, h)),
+        ("attention.output.dense", (h, h)),
+        ("intermediate.dense", (inter, h)),
+        ("output.dense", (h, inter)),
+    ] {
+        t.insert(format!("{l}.{name}.weight"), rand(&[o, i]));
+        t.insert(format!("{l}.{name}.bias"), zeros(o));
+    }
+    for ln in ["attention.output.LayerNorm", "output.LayerNorm"] {
+        t.insert(format!("{l}.{ln}.weight"), ones(h));
+        t.insert(format!("{l}.{ln}.bias"), zeros(h));
+    }
+    candle_core::safetensors::save(&t, dir.join("model.safetensors")).expect("weights");
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[tokio::test]
+async fn tiny_random_bert_loads_pools_over_real_tokens_and_normalises() {
+    let dir = tempfile::tempdir().expect("tmp");
+    tiny_bert(dir.path());
+    let e = BertEmbedder::load(
+        dir.path(),
+        BertOptions {
+            max_tokens: 6,
+            ..Default::default()
+        },
+    )
+    .expect("loads");
+    assert_eq!(e.dim(), 8);
+    assert_eq!(e.token_ids("cats sleep").expect("ids"), vec![2, 4, 5, 3]);
+    // Truncated at 6 tokens, special tokens included.
+    assert_eq!(
+        e.token_ids("cats sleep a lot dogs bark cats")
+            .expect("ids")
+            .len(),
+        6
+    );
+    let alone = e
+        .embed(&["cats sleep"], EmbedKind::Passage)
+        .await
+        .expect("embeds");
+    let batched = e
+        .embed(
+            &["cats sleep", "tax filing deadline dogs bark"],
+            EmbedKind::Passage,
+        )
+        .await
+        .expect("embeds");
+    assert_eq!(batched.len(), 2);
+    for v in &batched {
+        assert!((dot(v, v) - 1.0).abs() < 1e-5, "unit length");
+    }
+    // Padding the short text to the batch's longest must not change it: the mask works.
+    for (a, b) in alone[0].iter().zip(&batched[0]) {
+        assert!((a - b).abs() < 1e-5, "{:?} vs {:?}", alone[0], batched[0]);
+    }
+    let missing = BertEmbedder::load(&dir.path().join("nope"), BertOptions::default())
+        .err()
+        .expect("missing dir");
+    assert!(
+        missing.to_string().contains("config.json is missing"),
+        "{missing}"
+    );
+}
+
+/// The installed all-MiniLM-L6-v2 (`situate models install all-minilm-l6-v2`; `.ci/run` and
+/// `scripts/test.sh` install it) against sentence-transformers' reference values
+/// (shared/BASELINES.md).
+#[tokio::test]
+async fn all_minilm_matches_the_sentence_transformers_reference() {
+    let dir: PathBuf = crate::install::models_dir().join("all-minilm-l6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "all-MiniLM-L6-v2 is not installed in {}: run `situate models install all-minilm-l6-v2` (scripts/test.sh does)",
+        dir.display()
+    );
+    let e = BertEmbedder::load(&dir, BertOptions::default()).expect("loads");
+    assert_eq!(e.dim(), 384);
+    let revenue = "The company's revenue grew by 3% over the previous quarter.";
+    assert_eq!(
+        e.token_ids(revenue).expect("ids"),
+        vec![
+            101, 1996, 2194, 1005, 1055, 6599, 3473, 2011, 1017, 1003, 2058, 1996, 3025, 4284,
+            1012, 102
+        ]
+    );
+    let raw = e
+        .embed_sync(&[revenue], EmbedKind::Passage, false)
+        .expect("raw");
+    let want_raw = [0.171765, -0.264016, -0.249014, -0.161079, 0.089427];
+    for (g, w) in raw[0].iter().zip(want_raw) {
+        assert!((g - w).abs() < 1e-4, "unnormalised {:?}", &raw[0][..5]);
+    }
+    let pairs = [
+        (
+            "How do I reset my password?",
+            "Steps to change a forgotten password",
+            0.809510,
+        ),
+        (revenue, "ACME Corp revenue Q2 2023", 0.452231),
+        (
+            "cats sleep a lot",
+            "quarterly tax filing deadline",
+            0.018741,
+        ),
+    ];
+    for (a, b, want) in pairs {
+        let v = e.embed(&[a, b], EmbedKind::Passage).await.expect("embeds");
+        let cos = dot(&v[0], &v[1]);
+        assert!(
+            (cos - want).abs() < 1e-4,
+            "cos({a:?}, {b:?}) = {cos}, sentence-transformers: {want}"
+        );
+    }
+    // A text far over 256 tokens is truncated, not refused.
+    let long = "word ".repeat(2000);
+    assert_eq!(e.token_ids(&long).expect("ids").len(), 256);
+    assert_eq!(
+        e.embed(&[long.as_str()], EmbedKind::Query)
+            .await
+            .expect("embeds")[0]
+            .len(),
+        384
+    );
+}
