@@ -1,9 +1,12 @@
 //! The query path: run the retrieval legs and turn their hits into [`Hit`]s.
 //!
 //! Today there is one leg, BM25 (plain or contextual). Hits are built from the chunk cards,
-//! so every hit carries the card's context and original text apart. Later legs (vectors) and
-//! stages (fusion, reranking) slot in between the legs and [`build_hits`].
+//! so every hit carries the card's context and original text apart. [`fusion`] (weighted RRF
+//! and min-max fusion) is ready for the vector leg; reranking will slot in between fusion and
+//! [`build_hits`].
 #![warn(missing_docs)]
+
+pub mod fusion;
 
 use situate_core::{
     CardRecord, Hit, IndexError, IndexHit, Language, LegScore, LexicalIndex, LexicalQuery, MatchOn,
