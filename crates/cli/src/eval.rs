@@ -356,11 +356,7 @@ fn build_index(
         Corpus::Anthropic(file) => (file.clone(), situate_ingest::SourceFormat::Anthropic),
         Corpus::Existing => unreachable!("handled by the caller"),
     };
-    let context = if cfg.context == "none" {
-        "none"
-    } else {
-        cfg.context.as_str()
-    };
+    let context = cfg.context.as_str();
     let dir = work.join(format!("{set}-{context}-{}-{}", a.max_tokens, a.overlap));
     let mut engine = Engine::open_or_create(&dir, CreateSettings::default())
         .with_context(|| format!("opening the evaluation index {}", dir.display()))?;

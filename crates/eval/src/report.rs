@@ -58,7 +58,7 @@ pub fn score(
     rankings: &[Vec<Retrieved>],
     matching: Matching,
 ) -> (BTreeMap<String, f64>, Vec<QueryRecord>) {
-    let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut records = Vec::with_capacity(queries.len());
     for (q, ranking) in queries.iter().zip(rankings) {
         let ids: Vec<String> = ranking.iter().map(|r| r.id.clone()).collect();
@@ -93,27 +93,27 @@ pub fn score(
         let mrr10 = mrr_at(&ids, &q.judgments, 10);
         if !q.unanswerable {
             for k in [1, 5, 10, 20] {
-                m.entry(PASS[k_index(k)])
+                m.entry(format!("pass@{k}"))
                     .or_default()
                     .push(pass_at(&keys, &golden, k));
             }
-            m.entry("recall@10")
+            m.entry("recall@10".to_string())
                 .or_default()
                 .push(recall_at(&ids, &q.judgments, 10));
-            m.entry("recall@20")
+            m.entry("recall@20".to_string())
                 .or_default()
                 .push(recall_at(&ids, &q.judgments, 20));
-            m.entry("mrr@10").or_default().push(mrr10);
-            m.entry("ndcg@10")
+            m.entry("mrr@10".to_string()).or_default().push(mrr10);
+            m.entry("ndcg@10".to_string())
                 .or_default()
                 .push(ndcg_at(&ids, &q.judgments, 10));
-            m.entry("map")
+            m.entry("map".to_string())
                 .or_default()
                 .push(average_precision(&ids, &q.judgments));
-            m.entry("hit_rate@10")
+            m.entry("hit_rate@10".to_string())
                 .or_default()
                 .push(hit_at(&ids, &q.judgments, 10));
-            m.entry("precision@10")
+            m.entry("precision@10".to_string())
                 .or_default()
                 .push(precision_at(&ids, &q.judgments, 10));
         }
@@ -135,17 +135,6 @@ pub fn score(
         out.insert("failure_rate@20".into(), 1.0 - p20);
     }
     (out, records)
-}
-
-const PASS: [&str; 4] = ["pass@1", "pass@5", "pass@10", "pass@20"];
-
-fn k_index(k: usize) -> usize {
-    match k {
-        1 => 0,
-        5 => 1,
-        10 => 2,
-        _ => 3,
-    }
 }
 
 /// One row of the comparison.
