@@ -114,6 +114,7 @@ fn bm25_bench(
             .iter()
             .map(|(_, t)| {
                 let q = LexicalQuery {
+                    filter: None,
                     text: t,
                     limit: fetch,
                     match_on,

@@ -17,6 +17,16 @@
 //! k = 10
 //! bm25 = "contextual"         # plain | contextual
 //! context_weight = 0.5
+//! mode = "hybrid"             # bm25 | vector | hybrid
+//! fetch = 150                 # hits per leg before fusion
+//! fusion = "rrf"              # rrf | minmax
+//! rrf_k = 60
+//! bm25_weight = 1.0
+//! vector_weight = 1.0
+//!
+//! [embed]
+//! embedder = "auto"           # auto | none | all-minilm-l6-v2 | multilingual-e5-small | DIR
+//! vector_index = "auto"       # auto | exact | hnsw (used when an index is created)
 //!
 //! [bm25]
 //! chinese = "bigram"          # bigram | jieba, used when an index is created
@@ -39,6 +49,15 @@ pub struct Settings {
     pub search: SearchSettings,
     #[serde(default)]
     pub bm25: Bm25Settings,
+    #[serde(default)]
+    pub embed: EmbedSettings,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedSettings {
+    pub embedder: Option<String>,
+    pub vector_index: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -63,6 +82,12 @@ pub struct SearchSettings {
     pub k: Option<usize>,
     pub bm25: Option<String>,
     pub context_weight: Option<f32>,
+    pub mode: Option<String>,
+    pub fetch: Option<usize>,
+    pub fusion: Option<String>,
+    pub rrf_k: Option<f32>,
+    pub bm25_weight: Option<f32>,
+    pub vector_weight: Option<f32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -63,6 +63,16 @@ pub struct EvalArgs {
     /// Weight of the context fields in contextual BM25
     #[arg(long, default_value_t = situate_core::DEFAULT_CONTEXT_WEIGHT)]
     context_weight: f32,
+    /// Embedder of the vector and hybrid configurations (auto: MiniLM for English sets,
+    /// multilingual-e5 otherwise; or a model name or directory)
+    #[arg(long, default_value = "auto")]
+    embedder: String,
+    /// Weight of the BM25 leg in hybrid configurations
+    #[arg(long, default_value_t = 1.0)]
+    bm25_weight: f32,
+    /// Weight of the vector leg in hybrid configurations
+    #[arg(long, default_value_t = 1.0)]
+    vector_weight: f32,
 }
 
 /// One parsed configuration.
@@ -80,15 +90,11 @@ fn parse_config(s: &str, existing_index: bool) -> Result<Config> {
         [m, c, r] => (*m, *c, *r),
         _ => bail!("configuration {s:?}: expected MODE+CONTEXT[+RERANK], e.g. bm25+structural"),
     };
-    match mode {
-        "bm25" => {}
-        "embeddings" | "vector" | "hybrid" => bail!(
-            "configuration {s:?}: the {mode} mode is not built yet (the embeddings issue adds it)"
-        ),
-        _ => bail!(
-            "configuration {s:?}: unknown mode {mode:?} (bm25; embeddings and hybrid are coming)"
-        ),
-    }
+    let mode = match mode {
+        "bm25" | "vector" | "hybrid" => mode,
+        "embeddings" => "vector",
+        _ => bail!("configuration {s:?}: unknown mode {mode:?} (bm25, vector or hybrid)"),
+    };
     match (context, existing_index) {
         ("none", _) | ("structural", false) | ("indexed", true) => {}
         ("structural", true) => bail!(
@@ -208,16 +214,17 @@ pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::pr
         } else {
             MatchOn::Contextual
         };
+        let mode: situate_search::Mode = cfg.mode.parse().map_err(anyhow::Error::msg)?;
         let started = Instant::now();
         let mut rankings = Vec::with_capacity(queries.len());
         for q in &queries {
-            let hits = engine.search(&SearchRequest {
-                text: &q.text,
-                k: 100,
-                match_on,
-                context_weight: a.context_weight,
-                languages: &[],
-            })?;
+            let mut req = SearchRequest::new(&q.text, 100);
+            req.match_on = match_on;
+            req.context_weight = a.context_weight;
+            req.mode = Some(mode);
+            req.bm25_weight = a.bm25_weight;
+            req.vector_weight = a.vector_weight;
+            let hits = engine.search(&req)?;
             let mut seen = HashSet::new();
             let ranking: Vec<Retrieved> = hits
                 .into_iter()
@@ -357,8 +364,32 @@ fn build_index(
         Corpus::Existing => unreachable!("handled by the caller"),
     };
     let context = cfg.context.as_str();
-    let dir = work.join(format!("{set}-{context}-{}-{}", a.max_tokens, a.overlap));
-    let mut engine = Engine::open_or_create(&dir, CreateSettings::default())
+    // BM25-only configurations need no embeddings; the others share one index per
+    // (context, embedder).
+    let embedder = if cfg.mode == "bm25" {
+        "none"
+    } else {
+        a.embedder.as_str()
+    };
+    let tag: String = embedder
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = work.join(format!(
+        "{set}-{context}-{tag}-{}-{}",
+        a.max_tokens, a.overlap
+    ));
+    let create = CreateSettings {
+        embedder: embedder.to_string(),
+        ..CreateSettings::default()
+    };
+    let mut engine = Engine::open_or_create(&dir, create)
         .with_context(|| format!("opening the evaluation index {}", dir.display()))?;
     let mut opts =
         IngestOptions::new(situate_contextualize::by_name(context).map_err(anyhow::Error::msg)?);

@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use situate_core::MatchOn;
 use situate_engine::{Access, Engine};
 use situate_eval::dataset::{Level, read_own};
 use situate_search::SearchRequest;
@@ -101,13 +100,7 @@ fn add(
         Vec::new()
     };
     let engine = Engine::open(index, Access::Read)?;
-    let hits = engine.search(&SearchRequest {
-        text: query,
-        k: k.max(1),
-        match_on: MatchOn::Contextual,
-        context_weight: situate_core::DEFAULT_CONTEXT_WEIGHT,
-        languages: &[],
-    })?;
+    let hits = engine.search(&SearchRequest::new(query, k.max(1)))?;
     let mut err = std::io::stderr().lock();
     for (i, h) in hits.iter().enumerate() {
         let preview: String = h

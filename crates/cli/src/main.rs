@@ -52,6 +52,8 @@ enum Command {
         /// How Chinese is tokenized for BM25 (fixed for the index's life): bigram or jieba
         #[arg(long)]
         chinese: Option<String>,
+        #[command(flatten)]
+        embed: EmbedArgs,
     },
     /// Ingest files, directory trees or corpus files (BEIR corpus.jsonl, Anthropic codebase_chunks.json)
     Ingest(IngestArgs),
@@ -85,6 +87,19 @@ enum Command {
 }
 
 #[derive(Args)]
+struct EmbedArgs {
+    /// Embedder, fixed when the index is created: auto (all-minilm-l6-v2 for English
+    /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name, or a
+    /// Hugging Face model directory [default: auto]
+    #[arg(long)]
+    embedder: Option<String>,
+    /// Vector index, fixed when the index is created: auto (exact when small, HNSW when
+    /// large), exact or hnsw [default: auto]
+    #[arg(long)]
+    vector_index: Option<String>,
+}
+
+#[derive(Args)]
 struct IngestArgs {
     /// Files and directories to ingest
     #[arg(required = true)]
@@ -113,6 +128,12 @@ struct IngestArgs {
     /// Exit non-zero when any input was skipped
     #[arg(long)]
     strict: bool,
+    /// Metadata for every document of this ingest, KEY=VALUE (repeatable; filter on it
+    /// with `search --meta`)
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    meta: Vec<String>,
+    #[command(flatten)]
+    embed: EmbedArgs,
 }
 
 #[derive(Args)]
@@ -131,6 +152,73 @@ struct SearchArgs {
     /// Only documents of this language (repeatable)
     #[arg(long)]
     language: Vec<String>,
+    /// bm25, vector or hybrid [default: hybrid when the index has vectors, else bm25]
+    #[arg(long)]
+    mode: Option<String>,
+    /// Show each hit's rank and score in every leg and the fused score
+    #[arg(long)]
+    explain: bool,
+    /// Hits each leg contributes to the fusion [default: 150]
+    #[arg(long)]
+    fetch: Option<usize>,
+    /// Fusion: rrf (weighted reciprocal rank, ranks from 1) or minmax (weighted sum of
+    /// min-max normalised scores) [default: rrf]
+    #[arg(long)]
+    fusion: Option<String>,
+    /// RRF's k [default: 60]
+    #[arg(long)]
+    rrf_k: Option<f32>,
+    /// Weight of the BM25 leg [default: 1]
+    #[arg(long)]
+    bm25_weight: Option<f32>,
+    /// Weight of the vector leg [default: 1]
+    #[arg(long)]
+    vector_weight: Option<f32>,
+    /// Only this document (repeatable)
+    #[arg(long)]
+    document: Vec<String>,
+    /// Only documents whose id (the path, for files) matches this glob (repeatable)
+    #[arg(long)]
+    path: Vec<String>,
+    /// Only documents with this metadata, KEY=VALUE (repeatable; all must match)
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    meta: Vec<String>,
+}
+
+/// Parses repeated KEY=VALUE arguments.
+fn key_values(flag: &str, items: &[String]) -> Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => bail!("{flag} {kv:?}: expected KEY=VALUE"),
+        })
+        .collect()
+}
+
+fn create_settings(
+    settings: &Settings,
+    chinese: Option<String>,
+    embed: &EmbedArgs,
+) -> Result<CreateSettings> {
+    let chinese = chinese
+        .or(settings.bm25.chinese.clone())
+        .unwrap_or_else(|| "bigram".into());
+    let embedder = embed
+        .embedder
+        .clone()
+        .or(settings.embed.embedder.clone())
+        .unwrap_or_else(|| "auto".into());
+    let vector_index = embed
+        .vector_index
+        .clone()
+        .or(settings.embed.vector_index.clone())
+        .unwrap_or_else(|| "auto".into());
+    Ok(CreateSettings {
+        chinese: chinese.parse().map_err(anyhow::Error::msg)?,
+        embedder,
+        vector_index: vector_index.parse().map_err(anyhow::Error::msg)?,
+    })
 }
 
 fn main() -> ExitCode {
@@ -167,19 +255,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
         .unwrap_or_else(|| settings.index_dir());
     let g = &cli.global;
     match cli.command {
-        Command::Init { chinese } => {
-            let chinese = chinese
-                .or(settings.bm25.chinese.clone())
-                .unwrap_or_else(|| "bigram".into());
-            let create = CreateSettings {
-                chinese: chinese.parse().map_err(anyhow::Error::msg)?,
-            };
+        Command::Init { chinese, embed } => {
+            let create = create_settings(&settings, chinese, &embed)?;
+            let embedder = create.embedder.clone();
             let e = Engine::create(&index, create)?;
             output::message(
                 g.json,
-                &format!("created an index at {}", e.dir().display()),
+                &format!(
+                    "created an index at {} (embedder: {embedder})",
+                    e.dir().display()
+                ),
                 &serde_json::json!({
-                    "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str()
+                    "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str(),
+                    "embedder": embedder,
                 }),
             )?;
             Ok(ExitCode::SUCCESS)
@@ -207,15 +295,58 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if !(context_weight.is_finite() && context_weight >= 0.0) {
                 bail!("--context-weight must be a number >= 0");
             }
+            let mut req = situate_search::SearchRequest::new(&a.query, k);
+            req.match_on = match_on;
+            req.context_weight = context_weight;
+            req.languages = &languages;
+            req.mode = match a.mode.or(settings.search.mode.clone()) {
+                Some(m) => Some(m.parse().map_err(anyhow::Error::msg)?),
+                None => None,
+            };
+            req.fetch = a.fetch.or(settings.search.fetch).unwrap_or(req.fetch);
+            if req.fetch == 0 {
+                bail!("--fetch must be at least 1");
+            }
+            let rrf_k = a.rrf_k.or(settings.search.rrf_k).unwrap_or(60.0);
+            if !(rrf_k.is_finite() && rrf_k >= 0.0) {
+                bail!("--rrf-k must be a number >= 0");
+            }
+            req.fusion = match a.fusion.or(settings.search.fusion.clone()).as_deref() {
+                None | Some("rrf") => situate_search::fusion::Fusion::Rrf { k: rrf_k },
+                Some("minmax") => situate_search::fusion::Fusion::MinMax,
+                Some(f) => bail!("unknown fusion {f:?}: expected rrf or minmax"),
+            };
+            req.bm25_weight = a.bm25_weight.or(settings.search.bm25_weight).unwrap_or(1.0);
+            req.vector_weight = a
+                .vector_weight
+                .or(settings.search.vector_weight)
+                .unwrap_or(1.0);
+            for (flag, w) in [
+                ("--bm25-weight", req.bm25_weight),
+                ("--vector-weight", req.vector_weight),
+            ] {
+                if !(w.is_finite() && w >= 0.0) {
+                    bail!("{flag} must be a number >= 0");
+                }
+            }
+            let filter = situate_core::DocumentFilter {
+                document_ids: a.document.clone(),
+                path_globs: a.path.clone(),
+                languages: languages.clone(),
+                metadata: key_values("--meta", &a.meta)?,
+            };
+            let mode = e.mode_for(req.mode)?;
             let started = Instant::now();
-            let hits = e.search(&situate_search::SearchRequest {
-                text: &a.query,
-                k,
+            let hits = e.search_filtered(&req, &filter)?;
+            output::hits(
+                g.json,
+                &a.query,
                 match_on,
-                context_weight,
-                languages: &languages,
-            })?;
-            output::hits(g.json, &a.query, match_on, &hits, started.elapsed())?;
+                mode,
+                a.explain,
+                &hits,
+                started.elapsed(),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { chunk_id } => {
@@ -251,15 +382,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let total = e.store().stats()?.chunks;
             let bar = output::progress_bar(g.quiet || g.json, Some(total), "indexing cards");
             let started = Instant::now();
-            let n = e.rebuild(&mut |done, _| bar.set_position(done))?;
+            let r = e.rebuild(&mut |done, _| bar.set_position(done))?;
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             output::message(
                 g.json,
                 &format!(
-                    "rebuilt the BM25 index from {n} chunk cards in {secs:.1} s (no LLM calls)"
+                    "rebuilt the indexes from {} chunk cards in {secs:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
+                    r.chunks, r.vectors, r.embedded
                 ),
-                &serde_json::json!({"chunks": n, "seconds": secs}),
+                &serde_json::json!({"chunks": r.chunks, "vectors": r.vectors, "embedded": r.embedded, "seconds": secs}),
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -306,20 +438,37 @@ fn ingest(
         bail!("--batch must be at least 1");
     }
     opts.batch_documents = a.batch;
+    opts.metadata = key_values("--meta", &a.meta)?;
+    if let Some((k, _)) = opts
+        .metadata
+        .iter()
+        .find(|(k, _)| !k.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)))
+    {
+        bail!("--meta key {k:?}: use letters, digits, '_', '-' and '.' only");
+    }
 
     let created = !Engine::exists(index);
-    let chinese = settings
-        .bm25
-        .chinese
-        .clone()
-        .unwrap_or_else(|| "bigram".into());
-    let mut e = Engine::open_or_create(
-        index,
-        CreateSettings {
-            chinese: chinese.parse().map_err(anyhow::Error::msg)?,
-        },
-    )
-    .with_context(|| format!("opening the index at {}", index.display()))?;
+    let create = create_settings(settings, None, &a.embed)?;
+    let mut e = Engine::open_or_create(index, create)
+        .with_context(|| format!("opening the index at {}", index.display()))?;
+    if !created {
+        // Creation settings may be repeated (re-running a command), not changed.
+        let (embedder, backend) = e.embed_creation_settings()?;
+        for (flag, given, stored) in [
+            ("--embedder", &a.embed.embedder, &embedder),
+            ("--vector-index", &a.embed.vector_index, &backend),
+        ] {
+            if let Some(g) = given
+                && g != stored
+                && g != "auto"
+            {
+                bail!(
+                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
+                    index.display()
+                );
+            }
+        }
+    }
     let bar = output::progress_bar(g.quiet || g.json, None, "ingesting");
     let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
     let started = Instant::now();
@@ -331,6 +480,13 @@ fn ingest(
             }
             IngestEvent::Skipped(_) => skipped += 1,
             IngestEvent::Committed { .. } => {}
+            IngestEvent::Embedding { done, total } => {
+                bar.set_message(format!(
+                    "{docs} documents, {chunks} chunks, {skipped} skipped; embedding {done}/{total}"
+                ));
+                bar.tick();
+                return;
+            }
         }
         bar.set_message(format!(
             "{docs} documents, {chunks} chunks, {skipped} skipped"

@@ -58,12 +58,17 @@ pub fn hits(
     json: bool,
     query: &str,
     match_on: MatchOn,
+    mode: situate_engine::Mode,
+    explain: bool,
     hits: &[Hit],
     took: Duration,
 ) -> Result<()> {
     if json {
+        // Every hit carries `score` (fused in hybrid mode) and `legs` (each leg's rank and
+        // score), with or without --explain.
         return print_json(&serde_json::json!({
             "query": query,
+            "mode": mode,
             "bm25": match_on.to_string(),
             "took_ms": took.as_secs_f64() * 1000.0,
             "hits": hits,
@@ -80,6 +85,22 @@ pub fn hits(
             "{:>2}. {}  [{}]  score {:.3}",
             h.rank, h.chunk_id, h.source, h.score
         )?;
+        if explain {
+            let legs: Vec<String> = ["bm25", "vector"]
+                .iter()
+                .filter(|l| mode == situate_engine::Mode::Hybrid || mode.to_string() == **l)
+                .map(|l| match h.legs.iter().find(|x| x.leg == *l) {
+                    Some(x) => format!("{l} #{} ({:.4})", x.rank, x.score),
+                    None => format!("{l} —"),
+                })
+                .collect();
+            let fused = if mode == situate_engine::Mode::Hybrid {
+                format!(" · fused {:.5}", h.score)
+            } else {
+                String::new()
+            };
+            writeln!(out, "    explain   {}{fused}", legs.join(" · "))?;
+        }
         if !h.heading_path.is_empty() {
             writeln!(out, "    section   {}", h.heading_path.join(" > "))?;
         }
@@ -94,9 +115,14 @@ pub fn hits(
         )?;
         writeln!(out)?;
     }
+    let how = match mode {
+        situate_engine::Mode::Bm25 => format!("{match_on} BM25"),
+        situate_engine::Mode::Vector => "vectors".to_string(),
+        situate_engine::Mode::Hybrid => format!("hybrid ({match_on} BM25 + vectors, fused)"),
+    };
     writeln!(
         out,
-        "{} hits, {match_on} BM25, {:.1} ms",
+        "{} hits, {how}, {:.1} ms",
         hits.len(),
         took.as_secs_f64() * 1000.0
     )?;
@@ -195,11 +221,19 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
         "bm25        {} chunks in {} segments, Chinese tokenizer {}",
         s.bm25_chunks, s.bm25_segments, s.chinese_tokenizer
     )?;
+    match (&s.embed_model, &s.vector_index) {
+        (Some(m), Some(kind)) => writeln!(
+            out,
+            "vectors     {} chunks ({kind}), embedder {m}",
+            s.vectors
+        )?,
+        _ => writeln!(out, "vectors     none (embedder {})", s.embedder)?,
+    }
     writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
     if check.is_consistent() {
         writeln!(
             out,
-            "consistency the BM25 index holds exactly the store's cards (generation {})",
+            "consistency the indexes hold exactly the store's cards (generation {})",
             check.store_generation
         )?;
     } else {
@@ -213,6 +247,13 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
             check.missing_from_index,
             check.not_in_store
         )?;
+        if !check.missing_from_vectors.is_empty() || !check.not_in_store_vectors.is_empty() {
+            writeln!(
+                out,
+                "            vectors: {} held; missing {:?}, extra {:?}",
+                check.vector_chunks, check.missing_from_vectors, check.not_in_store_vectors
+            )?;
+        }
     }
     Ok(())
 }
@@ -255,6 +296,21 @@ pub fn ingest_report(
             out,
             "{} chunks have no context (failed); they are indexed with their original text",
             r.context_failures
+        )?;
+    }
+    if let Some(m) = &r.embed_model {
+        writeln!(
+            out,
+            "embedded {} new texts with {m} (cached ones reused)",
+            r.embedded
+        )?;
+    }
+    if r.embedding_failures > 0 {
+        writeln!(
+            out,
+            "{} chunks could not be embedded ({}); they are searchable by BM25 only until `situate rebuild` embeds them",
+            r.embedding_failures,
+            r.embedding_error.as_deref().unwrap_or("unknown error")
         )?;
     }
     if !r.skipped.is_empty() {

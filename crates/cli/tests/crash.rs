@@ -1,5 +1,6 @@
 //! A process killed mid-ingest leaves a consistent index; re-running finishes the job with
-//! nothing lost and nothing duplicated.
+//! nothing lost and nothing duplicated. The indexes have vectors from the hashing embedder
+//! (`hash:64`: the vector protocol without a model's time).
 
 use crate::*;
 use std::time::{Duration, Instant};
@@ -23,10 +24,12 @@ fn corpus(root: &Path, files: usize) {
 fn reference_chunks(tmp: &Path, root: &Path) -> u64 {
     let index = tmp.join("reference");
     let v = json(
-        situate(&index)
-            .arg("ingest")
-            .arg(root)
-            .args(["--max-tokens", "40"]),
+        situate(&index).arg("ingest").arg(root).args([
+            "--max-tokens",
+            "40",
+            "--embedder",
+            "hash:64",
+        ]),
         0,
     );
     v["report"]["chunks"].as_u64().expect("n")
@@ -37,6 +40,7 @@ fn assert_complete(index: &Path, files: u64, chunks: u64) {
     assert_eq!(s["stats"]["store"]["documents"], files, "{s:#}");
     assert_eq!(s["stats"]["store"]["chunks"], chunks, "{s:#}");
     assert_eq!(s["stats"]["bm25_chunks"], chunks, "{s:#}");
+    assert_eq!(s["stats"]["vectors"], chunks, "{s:#}");
 }
 
 #[test]
@@ -45,12 +49,19 @@ fn crash_points_between_store_and_index() {
     let root = tmp.path().join("reports");
     corpus(&root, 30);
     let want = reference_chunks(tmp.path(), &root);
-    for point in ["store-commit", "index-commit"] {
+    for point in ["store-commit", "index-commit", "vector-switch"] {
         let index = tmp.path().join(format!("idx-{point}"));
         let out = situate(&index)
             .arg("ingest")
             .arg(&root)
-            .args(["--max-tokens", "40", "--batch", "7"])
+            .args([
+                "--max-tokens",
+                "40",
+                "--batch",
+                "7",
+                "--embedder",
+                "hash:64",
+            ])
             .env("SITUATE_CRASH_AT", point)
             .output()
             .expect("runs");
@@ -62,10 +73,14 @@ fn crash_points_between_store_and_index() {
             "the first batch survived: {s:#}"
         );
         let v = json(
-            situate(&index)
-                .arg("ingest")
-                .arg(&root)
-                .args(["--max-tokens", "40", "--batch", "7"]),
+            situate(&index).arg("ingest").arg(&root).args([
+                "--max-tokens",
+                "40",
+                "--batch",
+                "7",
+                "--embedder",
+                "hash:64",
+            ]),
             0,
         );
         assert!(v["report"]["unchanged"].as_u64().expect("n") >= 7, "{v:#}");
@@ -80,10 +95,12 @@ fn crash_during_rebuild_keeps_the_old_index() {
     corpus(&root, 5);
     let index = tmp.path().join("idx");
     let want = json(
-        situate(&index)
-            .arg("ingest")
-            .arg(&root)
-            .args(["--max-tokens", "40"]),
+        situate(&index).arg("ingest").arg(&root).args([
+            "--max-tokens",
+            "40",
+            "--embedder",
+            "hash:64",
+        ]),
         0,
     )["report"]["chunks"]
         .as_u64()
@@ -122,7 +139,15 @@ fn kill_9_at_several_moments_then_resume() {
         let mut child = situate(&index)
             .arg("ingest")
             .arg(&root)
-            .args(["--max-tokens", "40", "--batch", "10", "--quiet"])
+            .args([
+                "--max-tokens",
+                "40",
+                "--batch",
+                "10",
+                "--quiet",
+                "--embedder",
+                "hash:64",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -140,10 +165,14 @@ fn kill_9_at_several_moments_then_resume() {
             consistent_stats(&index);
         }
         run(
-            situate(&index)
-                .arg("ingest")
-                .arg(&root)
-                .args(["--max-tokens", "40", "--batch", "10"]),
+            situate(&index).arg("ingest").arg(&root).args([
+                "--max-tokens",
+                "40",
+                "--batch",
+                "10",
+                "--embedder",
+                "hash:64",
+            ]),
             0,
         );
         assert_complete(&index, 300, want);

@@ -113,7 +113,7 @@ fn unanswerable_controls_get_an_abstain_report() {
 fn configurations_not_built_yet_are_refused_clearly() {
     let tmp = tempfile::tempdir().expect("tmp");
     for (config, says) in [
-        ("hybrid+none", "not built yet"),
+        ("fancy+none", "unknown mode"),
         ("bm25+llm", "not built yet"),
         ("bm25+none+cohere", "not built yet"),
         ("bm25", "MODE+CONTEXT"),

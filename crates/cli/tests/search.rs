@@ -163,7 +163,7 @@ fn anthropic_and_beir_corpora() {
         "the file's own chunk boundaries are kept"
     );
     let hits = json(
-        situate(&index).args(["search", "salt SecureRandom bytes"]),
+        situate(&index).args(["search", "salt SecureRandom bytes", "--mode", "bm25"]),
         0,
     );
     assert_eq!(hits["hits"][0]["chunk_id"], "doc_1_chunk_2");
@@ -192,4 +192,153 @@ fn anthropic_and_beir_corpora() {
         vec!["d1#0"]
     );
     consistent_stats(&index);
+}
+
+/// A small English corpus where one document answers a question in other words.
+fn paraphrase_corpus(root: &Path) {
+    std::fs::create_dir_all(root.join("help")).expect("mkdir");
+    std::fs::create_dir_all(root.join("misc")).expect("mkdir");
+    std::fs::write(
+        root.join("help/account.md"),
+        "To change a forgotten password, open Settings and choose Recover account.",
+    )
+    .expect("w");
+    std::fs::write(
+        root.join("help/taxes.md"),
+        "The quarterly tax filing deadline is the last day of the month.",
+    )
+    .expect("w");
+    std::fs::write(
+        root.join("misc/cats.md"),
+        "Cats sleep for most of the day and hunt at dusk.",
+    )
+    .expect("w");
+}
+
+#[test]
+fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    paraphrase_corpus(tmp.path());
+    let index = tmp.path().join("idx");
+    let v = json(
+        situate(&index).current_dir(tmp.path()).args([
+            "ingest",
+            "help",
+            "misc",
+            "--meta",
+            "team=support",
+        ]),
+        0,
+    );
+    assert_eq!(v["report"]["embed_model"], "all-minilm-l6-v2@0.1.0");
+    assert_eq!(v["report"]["embedded"], 3);
+    // No word in common with the answer: BM25 finds nothing, the real MiniLM finds it.
+    let q = "I cannot remember my login credentials";
+    assert!(search_ids(&index, q, &[]).is_empty());
+    let vec = search_ids(&index, q, &["--mode", "vector"]);
+    assert_eq!(vec[0], "help/account.md#0", "{vec:?}");
+    // Hybrid (the default): fused score = sum of 1/(60 + rank) over the legs that found it.
+    let v = json(
+        situate(&index).args(["search", "forgotten password settings"]),
+        0,
+    );
+    assert_eq!(v["mode"], "hybrid");
+    let top = &v["hits"][0];
+    assert_eq!(top["chunk_id"], "help/account.md#0");
+    let legs = top["legs"].as_array().expect("legs");
+    assert_eq!(legs.len(), 2, "{legs:?}");
+    let fused: f64 = legs
+        .iter()
+        .map(|l| 1.0 / (60.0 + l["rank"].as_f64().expect("rank")))
+        .sum();
+    assert!((top["score"].as_f64().expect("score") - fused).abs() < 1e-6);
+    let out = run(
+        situate(&index).args([
+            "search",
+            "forgotten password settings",
+            "--explain",
+            "-k",
+            "1",
+        ]),
+        0,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("explain   bm25 #1") && text.contains("vector #1") && text.contains("fused"),
+        "{text}"
+    );
+    // Filters reach both legs: by path glob, document, and ingest metadata.
+    let cats = search_ids(
+        &index,
+        "password",
+        &["--mode", "hybrid", "--path", "misc/*"],
+    );
+    assert_eq!(cats, vec!["misc/cats.md#0"]);
+    let doc = search_ids(
+        &index,
+        "password",
+        &["--mode", "vector", "--document", "help/taxes.md"],
+    );
+    assert_eq!(doc, vec!["help/taxes.md#0"]);
+    assert_eq!(
+        search_ids(
+            &index,
+            "cats",
+            &["--mode", "hybrid", "--meta", "team=support"]
+        )
+        .len(),
+        3
+    );
+    assert!(
+        search_ids(
+            &index,
+            "cats",
+            &["--mode", "hybrid", "--meta", "team=sales"]
+        )
+        .is_empty()
+    );
+    let out = run(situate(&index).args(["search", "x", "--meta", "nokey"]), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KEY=VALUE"));
+    // Removing a document keeps every index in step (stats exits 0 only when consistent).
+    run(situate(&index).args(["rm", "help/taxes.md"]), 0);
+    let s = json(situate(&index).arg("stats"), 0);
+    assert_eq!(s["consistency"]["vector_chunks"], 2);
+    assert_eq!(s["stats"]["vector_index"], "exact");
+}
+
+#[test]
+fn an_index_without_embeddings_says_so_when_asked_for_vectors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    paraphrase_corpus(tmp.path());
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index)
+            .current_dir(tmp.path())
+            .args(["ingest", "help", "--embedder", "none"]),
+        0,
+    );
+    let v = json(situate(&index).args(["search", "password"]), 0);
+    assert_eq!(v["mode"], "bm25", "no vectors: BM25 by default");
+    let out = run(
+        situate(&index).args(["search", "password", "--mode", "hybrid"]),
+        1,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--embedder none"));
+    // Embedder settings belong to index creation.
+    let out = run(
+        situate(&index).current_dir(tmp.path()).args([
+            "ingest",
+            "misc",
+            "--embedder",
+            "all-minilm-l6-v2",
+        ]),
+        1,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    run(
+        situate(&index)
+            .current_dir(tmp.path())
+            .args(["ingest", "misc", "--embedder", "none"]),
+        0,
+    );
 }

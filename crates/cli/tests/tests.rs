@@ -67,8 +67,15 @@ pub fn consistent_stats(index: &Path) -> Value {
 }
 
 /// The chunk ids of a search, best first.
+/// Chunk ids found for `query`; BM25 unless `extra` names another `--mode` (these tests are
+/// about lexical matching; hybrid search has its own tests).
 pub fn search_ids(index: &Path, query: &str, extra: &[&str]) -> Vec<String> {
-    let v = json(situate(index).arg("search").arg(query).args(extra), 0);
+    let mut cmd = situate(index);
+    cmd.arg("search").arg(query).args(extra);
+    if !extra.contains(&"--mode") {
+        cmd.args(["--mode", "bm25"]);
+    }
+    let v = json(&mut cmd, 0);
     v["hits"]
         .as_array()
         .expect("hits array")

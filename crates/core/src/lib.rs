@@ -22,6 +22,7 @@
 mod context;
 mod embed;
 mod model;
+mod vector;
 
 pub use context::{
     ChunkContext, ChunkView, ContextError, Contextualizer, DocumentContexts, DocumentView,
@@ -32,6 +33,7 @@ pub use model::{
     CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore,
     Provenance,
 };
+pub use vector::{CardSet, DocumentFilter, VectorIndex, VectorQuery};
 
 use std::fmt;
 
@@ -113,6 +115,8 @@ pub struct LexicalQuery<'a> {
     pub context_weight: f32,
     /// Analyse and match only documents of these languages (empty: every language present).
     pub languages: &'a [Language],
+    /// Only these cards (a metadata filter), or all.
+    pub filter: Option<&'a CardSet>,
 }
 
 /// Errors of a lexical index, boxed so the trait stays independent of the engine behind it.

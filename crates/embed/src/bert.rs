@@ -122,6 +122,12 @@ impl BertEmbedder {
         })
     }
 
+    /// Replaces the model id (the embedding cache key): catalog models use `name@version`.
+    pub fn with_id(mut self, id: String) -> Self {
+        self.id = id;
+        self
+    }
+
     /// Token ids of one text as the model sees it (special tokens included, truncated).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let enc = self

@@ -8,9 +8,12 @@
 #![warn(missing_docs)]
 
 pub mod bert;
+pub mod hashing;
 pub mod install;
+pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};
+pub use resolve::{ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT, default_for, resolve};
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 use crate::{Engine, EngineError, Result, crash_point};
 use situate_core::{
     ChunkContext, ChunkSpan, ChunkView, ContextStatus, Contextualizer, Document, DocumentContexts,
-    DocumentView, TokenUsage, hash_parts,
+    DocumentView, TokenUsage, content_hash, hash_parts, indexed_text,
 };
 use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
 use situate_store::NewChunk;
@@ -22,6 +22,9 @@ pub struct IngestOptions {
     pub batch_documents: usize,
     /// Bytes of document text per committed batch.
     pub batch_bytes: usize,
+    /// Metadata added to every document of this ingest (`--meta key=value`), usable in
+    /// search filters.
+    pub metadata: Vec<(String, String)>,
 }
 
 impl IngestOptions {
@@ -33,6 +36,7 @@ impl IngestOptions {
             contextualizer,
             batch_documents: 256,
             batch_bytes: 32 << 20,
+            metadata: Vec::new(),
         }
     }
 }
@@ -51,6 +55,13 @@ pub enum IngestEvent<'a> {
     },
     /// An input was skipped.
     Skipped(&'a Skipped),
+    /// Chunks are being embedded (texts done, texts to embed in this batch).
+    Embedding {
+        /// Texts embedded so far in this batch.
+        done: usize,
+        /// Texts to embed in this batch (cached ones are not counted).
+        total: usize,
+    },
     /// A batch was committed to the store and the index.
     Committed {
         /// The store generation now.
@@ -75,6 +86,15 @@ pub struct IngestReport {
     pub skipped: Vec<Skipped>,
     /// Tokens the contextualizer spent.
     pub usage: TokenUsage,
+    /// Texts embedded (cache misses).
+    pub embedded: u64,
+    /// Chunks whose embedding failed (stored and BM25-indexed without a vector;
+    /// `situate rebuild` embeds them).
+    pub embedding_failures: u64,
+    /// The first embedding failure's reason.
+    pub embedding_error: Option<String>,
+    /// The embedder model used, if any.
+    pub embed_model: Option<String>,
 }
 
 impl IngestReport {
@@ -137,6 +157,11 @@ impl Engine {
                 continue;
             }
             seen.insert(doc.id.clone(), doc.source.clone());
+            for (k, v) in &opts.metadata {
+                doc.metadata
+                    .insert(k.clone(), serde_json::Value::String(v.clone()));
+            }
+            let metadata = serde_json::Value::Object(doc.metadata.clone()).to_string();
 
             let chunk_settings = if doc.preset_chunks.is_some() {
                 "preset"
@@ -149,6 +174,7 @@ impl Engine {
                 ctx.fingerprint().as_bytes(),
                 doc.language.code().as_bytes(),
                 doc.kind.as_stored().as_bytes(),
+                metadata.as_bytes(),
             ]);
             let stored = self.store.document_state(&doc.id)?;
             if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
@@ -199,18 +225,21 @@ impl Engine {
                 replaced: stored.is_some(),
             });
             if pending.len() >= opts.batch_documents || pending_bytes >= opts.batch_bytes {
-                self.flush(&mut pending, &mut report, on_event)?;
+                self.flush(&runtime, &mut pending, &mut report, on_event)?;
                 pending_bytes = 0;
             }
         }
-        self.flush(&mut pending, &mut report, on_event)?;
+        self.flush(&runtime, &mut pending, &mut report, on_event)?;
         self.bm25.finish_merges()?;
+        self.save_vectors()?;
+        report.embed_model = self.embed_settings()?.model;
         Ok(report)
     }
 
     /// Commits the pending documents to the store, then brings the index up to date.
     fn flush(
         &mut self,
+        runtime: &tokio::runtime::Runtime,
         pending: &mut Vec<Prepared>,
         report: &mut IngestReport,
         on_event: &mut dyn FnMut(IngestEvent<'_>),
@@ -218,7 +247,39 @@ impl Engine {
         if pending.is_empty() {
             return Ok(());
         }
+        // Embeddings first (the slow part), outside the store transaction; they are
+        // cached in the same transaction as the cards.
+        let languages: Vec<situate_core::Language> =
+            pending.iter().map(|p| p.doc.language).collect();
+        self.choose_embedder(&languages)?;
+        let texts: Vec<(String, String)> = pending
+            .iter()
+            .flat_map(|p| {
+                p.spans.iter().zip(&p.contexts).map(|(s, c)| {
+                    let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
+                    let text = indexed_text(ctx, &p.doc.text[s.byte_start..s.byte_end]);
+                    (content_hash(text.as_bytes()), text)
+                })
+            })
+            .collect();
+        let (vectors, failed, reason) =
+            self.embed_missing(runtime, texts, &mut |done, total| {
+                on_event(IngestEvent::Embedding { done, total })
+            })?;
+        report.embedded += vectors.len() as u64;
+        report.embedding_failures += failed as u64;
+        if report.embedding_error.is_none() {
+            report.embedding_error = reason;
+        }
+        let model = self.embed_settings()?.model;
         let mut batch = self.store.batch()?;
+        if let Some(model) = &model {
+            let items: Vec<(&str, &[f32])> = vectors
+                .iter()
+                .map(|(h, v)| (h.as_str(), v.as_slice()))
+                .collect();
+            batch.put_embeddings(model, &items)?;
+        }
         for p in pending.iter() {
             let ids: Vec<String> = p.spans.iter().map(|s| s.id_in(&p.doc.id)).collect();
             let chunks: Vec<NewChunk<'_>> = p

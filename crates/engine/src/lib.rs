@@ -31,18 +31,25 @@
 #![warn(missing_docs)]
 
 mod ingest;
+mod vectors;
 
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use situate_index::ChineseTokenizer;
+pub use situate_search::{Mode, SearchRequest};
 pub use situate_store::{Stats, StoredDocument};
+pub use situate_vector::Backend as VectorBackend;
 
-use situate_core::{CardRecord, Hit, IndexError, Language, LexicalIndex, MatchOn};
+use situate_core::{
+    CardRecord, DocumentFilter, Embedder, Hit, IndexError, Language, LexicalIndex, MatchOn,
+};
 use situate_index::Bm25Index;
-use situate_search::{CardSource, SearchRequest};
+use situate_search::{CardSource, Legs};
 use situate_store::Store;
+use situate_vector::{Backend, Vectors};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 /// Engine errors, with what failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +80,9 @@ pub enum EngineError {
     /// A search failed.
     #[error("search failed: {0}")]
     Search(IndexError),
+    /// The vector index failed.
+    #[error(transparent)]
+    Vector(#[from] situate_vector::VectorError),
     /// A file-system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -97,10 +107,25 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> En
 }
 
 /// Settings fixed when an index is created (stored in it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateSettings {
     /// How Chinese text is tokenized for BM25.
     pub chinese: ChineseTokenizer,
+    /// The embedder: `auto` (MiniLM for English corpora, multilingual-e5 otherwise, chosen
+    /// at the first ingest), `none` (BM25 only), a model name or a model directory.
+    pub embedder: String,
+    /// The vector index backend (`auto`: exact when small, HNSW when large).
+    pub vector_index: Backend,
+}
+
+impl Default for CreateSettings {
+    fn default() -> Self {
+        CreateSettings {
+            chinese: ChineseTokenizer::default(),
+            embedder: "auto".to_string(),
+            vector_index: Backend::Auto,
+        }
+    }
 }
 
 /// Whether a command may write.
@@ -119,6 +144,13 @@ pub struct Engine {
     bm25: Bm25Index,
     chinese: ChineseTokenizer,
     languages: Vec<Language>,
+    embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, String>>,
+    vectors: Option<Vectors>,
+    /// The store generation the in-memory vectors reflect.
+    vector_gen: u64,
+    /// The generation of the vector snapshot on disk.
+    vector_saved: Option<u64>,
+    vector_backend: Backend,
     _lock: Option<File>,
 }
 
@@ -141,6 +173,8 @@ impl Engine {
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         let store = Store::open(&dir.join(STORE_FILE))?;
         store.set_meta("chinese_tokenizer", settings.chinese.as_str())?;
+        store.set_meta("embedder", &settings.embedder)?;
+        store.set_meta("vector_index", settings.vector_index.as_str())?;
         drop(store);
         Engine::open(dir, Access::Write)
     }
@@ -164,27 +198,100 @@ impl Engine {
             .unwrap_or_else(|| "bm25-1".to_string());
         let bm25 = Bm25Index::open(&dir.join(&bm25_name), chinese)?;
         let languages = store.languages()?;
+        let vector_backend = match store.meta("vector_index")? {
+            Some(b) => b.parse().map_err(EngineError::Invalid)?,
+            None => Backend::Auto,
+        };
         let mut engine = Engine {
             dir: dir.to_path_buf(),
             store,
             bm25,
             chinese,
             languages,
+            embedder: OnceLock::new(),
+            vectors: None,
+            vector_gen: 0,
+            vector_saved: None,
+            vector_backend,
             _lock: lock,
         };
+        engine.load_vectors()?;
         if engine._lock.is_some() {
             engine.remove_stale_index_dirs(&bm25_name);
             engine.sync_index()?;
+            engine.save_vectors()?;
         } else if engine.index_is_behind()? {
             // A crashed writer left the index behind; catch up if nobody is writing now.
             if let Ok(lock) = take_lock(dir) {
                 engine._lock = Some(lock);
                 engine.sync_index()?;
+                engine.save_vectors()?;
                 engine.bm25.close_writer();
                 engine._lock = None;
+            } else {
+                // A writer is busy: catch the vectors up in memory only.
+                engine.sync_vectors()?;
             }
         }
         Ok(engine)
+    }
+
+    /// Loads the vector snapshot (if the index has vectors): memory-mapped when it is
+    /// current and this engine only reads, so a search touches only the pages it needs.
+    fn load_vectors(&mut self) -> Result<()> {
+        let s = self.embed_settings()?;
+        let (Some(_), Some(dim)) = (s.model, s.dim) else {
+            return Ok(());
+        };
+        let store_gen = self.store.generation()?;
+        let snapshot = self.store.meta("vector_file")?;
+        let gen_of = |stem: &str| stem.trim_start_matches("vectors-").parse::<u64>().ok();
+        match snapshot
+            .as_deref()
+            .and_then(|st| gen_of(st).map(|g| (st, g)))
+        {
+            Some((stem, g)) => {
+                let view = self._lock.is_none() && g == store_gen;
+                match Vectors::load(&self.dir, stem, self.vector_backend, view) {
+                    Ok(v) => {
+                        self.vectors = Some(v);
+                        self.vector_gen = g;
+                        self.vector_saved = Some(g);
+                    }
+                    Err(e) => {
+                        tracing::warn!("{e}; reloading the vectors from the embedding cache");
+                        self.reload_vectors()?;
+                    }
+                }
+            }
+            None => {
+                self.vectors = Some(Vectors::new(dim, self.vector_backend)?);
+                self.reload_vectors()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn journal_trimmed_to(&self) -> Result<u64> {
+        Ok(self
+            .store
+            .meta("journal_trimmed_to")?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// Trims the journal up to the oldest generation any saved index reflects.
+    fn trim_journal(&mut self) -> Result<()> {
+        let mut upto = self.bm25.generation()?;
+        if self.vectors.is_some() {
+            upto = upto.min(self.vector_saved.unwrap_or(0));
+        }
+        if upto > self.journal_trimmed_to()? {
+            self.store.trim_journal(upto)?;
+            self.store
+                .set_meta("journal_trimmed_to", &upto.to_string())?;
+        }
+        Ok(())
     }
 
     /// Opens the index, creating it with `settings` if there is none.
@@ -240,18 +347,14 @@ impl Engine {
         let store_gen = self.store.generation()?;
         let index_gen = self.bm25.generation()?;
         if index_gen == store_gen {
-            return Ok(());
+            return self.sync_vectors();
         }
-        let trimmed_to: u64 = self
-            .store
-            .meta("journal_trimmed_to")?
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let trimmed_to = self.journal_trimmed_to()?;
         if index_gen > store_gen || index_gen < trimmed_to {
             tracing::warn!(
                 "BM25 index at generation {index_gen}, store at {store_gen}: rebuilding the index from the cards"
             );
-            return self.rebuild(&mut |_, _| {}).map(|_| ());
+            return self.rebuild_bm25(&mut |_, _| {}).map(|_| ());
         }
         let changes = self.store.journal_after(index_gen)?;
         for (doc, _) in &changes {
@@ -269,16 +372,35 @@ impl Engine {
         }
         crash_point("index-commit");
         self.bm25.commit(store_gen)?;
-        self.store.trim_journal(store_gen)?;
-        self.store
-            .set_meta("journal_trimmed_to", &store_gen.to_string())?;
+        self.sync_vectors()?;
+        self.trim_journal()?;
         self.languages = self.store.languages()?;
         Ok(())
     }
 
-    /// Rebuilds the BM25 index from the cards alone (no contextualizer runs). `progress` is
-    /// called with (chunks done, chunks total). Returns the number of chunks indexed.
-    pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+    /// Rebuilds every index from the cards alone: BM25, and the vectors from the embedding
+    /// cache (embedding only chunks that have no cached vector, e.g. after an embedding
+    /// failure). No contextualizer runs. `progress` is called with (chunks done, chunks
+    /// total). Returns the number of chunks indexed.
+    pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<RebuildReport> {
+        self.require_writer()?;
+        let chunks = self.rebuild_bm25(progress)?;
+        let mut embedded = 0;
+        if self.embed_settings()?.model.is_some() {
+            embedded = self.embed_uncached()?;
+            self.reload_vectors()?;
+            self.vector_saved = None;
+            self.save_vectors()?;
+        }
+        Ok(RebuildReport {
+            chunks,
+            embedded,
+            vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
+        })
+    }
+
+    /// Rebuilds the BM25 index from the cards alone.
+    fn rebuild_bm25(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
         let current = self
             .store
             .meta("bm25_dir")?
@@ -313,11 +435,9 @@ impl Engine {
         // The switch is one store write: before it the old index is current, after it the
         // new one. Leftovers are removed on the next open.
         self.store.set_meta("bm25_dir", &next)?;
-        self.store.trim_journal(store_gen)?;
-        self.store
-            .set_meta("journal_trimmed_to", &store_gen.to_string())?;
         let old = std::mem::replace(&mut self.bm25, fresh);
         drop(old);
+        self.trim_journal()?;
         self.remove_stale_index_dirs(&next);
         progress(done, total);
         self.languages = self.store.languages()?;
@@ -334,7 +454,8 @@ impl Engine {
             )));
         }
         batch.commit()?;
-        self.sync_index()
+        self.sync_index()?;
+        self.save_vectors()
     }
 
     fn require_writer(&self) -> Result<()> {
@@ -346,21 +467,66 @@ impl Engine {
         Ok(())
     }
 
-    /// Searches with contextual (or plain) BM25.
+    /// The mode a request runs in: as asked, or hybrid when the index has vectors and BM25
+    /// when it has none. Asking for the vector leg of an index without vectors is an error.
+    pub fn mode_for(&self, asked: Option<Mode>) -> Result<Mode> {
+        match asked {
+            None if self.vectors.is_some() => Ok(Mode::Hybrid),
+            None => Ok(Mode::Bm25),
+            Some(Mode::Bm25) => Ok(Mode::Bm25),
+            Some(m) if self.vectors.is_some() => Ok(m),
+            Some(m) => Err(EngineError::Invalid(format!(
+                "--mode {m} needs vectors, and this index has none (it was created with --embedder none); use --mode bm25, or re-create the index with an embedder"
+            ))),
+        }
+    }
+
+    /// Searches: BM25, vectors or both fused (see [`SearchRequest`]), restricted to the
+    /// documents `filter` allows.
     pub fn search(&self, req: &SearchRequest<'_>) -> Result<Vec<Hit>> {
+        self.search_filtered(req, &DocumentFilter::default())
+    }
+
+    /// [`Engine::search`] with a metadata filter, applied inside each leg.
+    pub fn search_filtered(
+        &self,
+        req: &SearchRequest<'_>,
+        filter: &DocumentFilter,
+    ) -> Result<Vec<Hit>> {
+        let mode = self.mode_for(req.mode)?;
         let langs: Vec<Language> = if req.languages.is_empty() {
             self.languages.clone()
         } else {
             req.languages.to_vec()
         };
-        if langs.is_empty() {
+        if langs.is_empty() || req.k == 0 {
             return Ok(Vec::new()); // nothing ingested yet
         }
+        let cards = if filter.is_empty() {
+            None
+        } else {
+            let set = self.store.filter_cards(filter)?;
+            if set.is_empty() {
+                return Ok(Vec::new());
+            }
+            Some(set)
+        };
         let req = SearchRequest {
             languages: &langs,
             ..req.clone()
         };
-        situate_search::search(&self.bm25, &StoreCards(&self.store), &req)
+        let qvec = match mode {
+            Mode::Bm25 => None,
+            _ => Some(self.embed_query(req.text)?),
+        };
+        let legs = Legs {
+            lexical: &self.bm25,
+            vector: match (&self.vectors, &qvec) {
+                (Some(v), Some(q)) => Some((v as &dyn situate_core::VectorIndex, q.as_slice())),
+                _ => None,
+            },
+        };
+        situate_search::search(&legs, &StoreCards(&self.store), &req, mode, cards.as_ref())
             .map_err(EngineError::Search)
     }
 
@@ -397,6 +563,10 @@ impl Engine {
             bm25_generation: self.bm25.generation()?,
             chinese_tokenizer: self.chinese.as_str().to_string(),
             disk_bytes: dir_size(&self.dir),
+            embedder: self.embed_settings()?.spec,
+            embed_model: self.embed_settings()?.model,
+            vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
+            vector_index: self.vectors.as_ref().map(|v| v.kind().to_string()),
         })
     }
 
@@ -410,7 +580,28 @@ impl Engine {
         let in_index: BTreeSet<u64> = self.bm25.card_keys()?.into_iter().collect();
         let missing: Vec<u64> = in_store.difference(&in_index).copied().take(20).collect();
         let extra: Vec<u64> = in_index.difference(&in_store).copied().take(20).collect();
+        // Vectors: exactly the cards that have a cached embedding.
+        let (mut vector_missing, mut vector_extra) = (Vec::new(), Vec::new());
+        if let Some(v) = &self.vectors {
+            let want = self.cards_with_embeddings()?;
+            let have: BTreeSet<u64> = v.keys().into_iter().collect();
+            vector_missing = want
+                .iter()
+                .filter(|(k, cached)| **cached && !have.contains(k))
+                .map(|(k, _)| *k)
+                .take(20)
+                .collect();
+            vector_extra = have
+                .iter()
+                .filter(|k| want.get(k) != Some(&true))
+                .copied()
+                .take(20)
+                .collect();
+        }
         Ok(Consistency {
+            vector_chunks: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
+            missing_from_vectors: vector_missing,
+            not_in_store_vectors: vector_extra,
             store_chunks: in_store.len() as u64,
             index_chunks: self.bm25.num_chunks(),
             missing_from_index: missing,
@@ -419,6 +610,17 @@ impl Engine {
             index_generation: self.bm25.generation()?,
         })
     }
+}
+
+/// What [`Engine::rebuild`] did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RebuildReport {
+    /// Chunks indexed in BM25.
+    pub chunks: u64,
+    /// Texts that had to be embedded (not in the cache; normally 0).
+    pub embedded: u64,
+    /// Vectors in the rebuilt vector index.
+    pub vectors: u64,
 }
 
 /// What [`Engine::check`] found.
@@ -432,6 +634,12 @@ pub struct Consistency {
     pub missing_from_index: Vec<u64>,
     /// Up to 20 card keys in the index but not in the store.
     pub not_in_store: Vec<u64>,
+    /// Vectors in the vector index.
+    pub vector_chunks: u64,
+    /// Up to 20 card keys with a cached embedding but no vector.
+    pub missing_from_vectors: Vec<u64>,
+    /// Up to 20 vector keys that are not a card with a cached embedding.
+    pub not_in_store_vectors: Vec<u64>,
     /// The store's generation.
     pub store_generation: u64,
     /// The generation the index reflects.
@@ -444,6 +652,8 @@ impl Consistency {
         self.store_chunks == self.index_chunks
             && self.missing_from_index.is_empty()
             && self.not_in_store.is_empty()
+            && self.missing_from_vectors.is_empty()
+            && self.not_in_store_vectors.is_empty()
             && self.store_generation == self.index_generation
     }
 }
@@ -463,6 +673,14 @@ pub struct EngineStats {
     pub chinese_tokenizer: String,
     /// Size of the index directory on disk.
     pub disk_bytes: u64,
+    /// The embedder setting (`none`, `auto`, a model).
+    pub embedder: String,
+    /// The model id of the cached embeddings, once chosen.
+    pub embed_model: Option<String>,
+    /// Vectors in the vector index.
+    pub vectors: u64,
+    /// The vector index's backend now (`exact`, `hnsw`), if any.
+    pub vector_index: Option<String>,
 }
 
 struct StoreCards<'a>(&'a Store);

@@ -1,5 +1,4 @@
 use super::*;
-use situate_core::MatchOn;
 use std::path::PathBuf;
 
 fn opts(method: &str) -> IngestOptions {
@@ -9,14 +8,29 @@ fn opts(method: &str) -> IngestOptions {
 }
 
 fn search(e: &Engine, q: &str) -> Vec<Hit> {
-    e.search(&SearchRequest {
-        text: q,
-        k: 5,
-        match_on: MatchOn::Contextual,
-        context_weight: 1.0,
-        languages: &[],
-    })
-    .expect("search")
+    let mut req = SearchRequest::new(q, 5);
+    req.context_weight = 1.0;
+    req.mode = Some(Mode::Bm25);
+    e.search(&req).expect("search")
+}
+
+fn search_mode(e: &Engine, q: &str, mode: Mode, filter: &DocumentFilter) -> Vec<Hit> {
+    let mut req = SearchRequest::new(q, 5);
+    req.mode = Some(mode);
+    e.search_filtered(&req, filter).expect("search")
+}
+
+/// An index whose vectors come from the hashing embedder (no model needed).
+fn hashed(backend: Backend) -> CreateSettings {
+    CreateSettings {
+        embedder: "hash:64".into(),
+        vector_index: backend,
+        ..CreateSettings::default()
+    }
+}
+
+fn ids(hits: &[Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.document_id.as_str()).collect()
 }
 
 fn corpus(dir: &Path) -> PathBuf {
@@ -41,7 +55,7 @@ fn ingest_search_reingest_replace_remove() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = corpus(tmp.path());
     let idx = tmp.path().join("idx");
-    let mut e = Engine::create(&idx, CreateSettings::default()).expect("create");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
     let r = e
         .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
         .expect("ingest");
@@ -98,7 +112,7 @@ fn an_index_behind_the_store_catches_up_on_open() {
     let root = corpus(tmp.path());
     let idx = tmp.path().join("idx");
     {
-        let mut e = Engine::create(&idx, CreateSettings::default()).expect("create");
+        let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
         e.ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
             .expect("ingest");
     }
@@ -121,7 +135,7 @@ fn rebuild_from_cards_gives_the_same_results_in_a_new_directory() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = corpus(tmp.path());
     let idx = tmp.path().join("idx");
-    let mut e = Engine::create(&idx, CreateSettings::default()).expect("create");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
     e.ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
         .expect("ingest");
     let before: Vec<(String, f32)> = search(&e, "penguins swim")
@@ -129,7 +143,7 @@ fn rebuild_from_cards_gives_the_same_results_in_a_new_directory() {
         .map(|h| (h.chunk_id, h.score))
         .collect();
     let n = e.rebuild(&mut |_, _| {}).expect("rebuild");
-    assert_eq!(n, 3);
+    assert_eq!(n.chunks, 3);
     let after: Vec<(String, f32)> = search(&e, "penguins swim")
         .into_iter()
         .map(|h| (h.chunk_id, h.score))
@@ -145,7 +159,7 @@ fn rebuild_from_cards_gives_the_same_results_in_a_new_directory() {
 fn a_second_writer_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");
     let idx = tmp.path().join("idx");
-    let _e = Engine::create(&idx, CreateSettings::default()).expect("create");
+    let _e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
     assert!(matches!(
         Engine::open(&idx, Access::Write),
         Err(EngineError::Locked(_))
@@ -155,4 +169,198 @@ fn a_second_writer_is_refused() {
         Engine::open(&tmp.path().join("nope"), Access::Read),
         Err(EngineError::NoIndex(_))
     ));
+}
+
+#[test]
+fn vectors_follow_the_store_through_replace_remove_and_reopen() {
+    for backend in [Backend::Exact, Backend::Hnsw] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = corpus(tmp.path());
+        let idx = tmp.path().join("idx");
+        let mut e = Engine::create(&idx, hashed(backend)).expect("create");
+        let r = e
+            .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+            .expect("ingest");
+        assert_eq!((r.embedded, r.embed_model.as_deref()), (3, Some("hash:64")));
+        let none = DocumentFilter::default();
+        assert_eq!(
+            ids(&search_mode(&e, "owls hunt", Mode::Vector, &none))[0],
+            "notes/c.txt"
+        );
+        // Replace c.txt: its old vector goes, the new one comes; nothing else is embedded.
+        std::fs::write(root.join("c.txt"), "Bats hunt insects in the dark.").expect("w");
+        let r = e
+            .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+            .expect("again");
+        assert_eq!((r.replaced, r.unchanged, r.embedded), (1, 2, 1));
+        let c = e.check().expect("check");
+        assert!(c.is_consistent(), "{backend:?}: {c:?}");
+        assert_eq!(c.vector_chunks, 3);
+        assert_eq!(
+            ids(&search_mode(&e, "bats insects", Mode::Vector, &none))[0],
+            "notes/c.txt"
+        );
+        e.remove("notes/c.txt").expect("rm");
+        assert!(e.check().expect("check").is_consistent());
+        assert!(
+            !ids(&search_mode(&e, "bats insects", Mode::Vector, &none)).contains(&"notes/c.txt")
+        );
+        drop(e);
+        // A reader maps the snapshot as it is; the answers are the same.
+        let e = Engine::open(&idx, Access::Read).expect("reopen");
+        let c = e.check().expect("check");
+        assert!(c.is_consistent(), "{backend:?}: {c:?}");
+        assert_eq!(
+            (c.vector_chunks, e.stats().expect("stats").vector_index),
+            (2, Some(backend.as_str().to_string()))
+        );
+        let hits = search_mode(&e, "penguins swim", Mode::Hybrid, &none);
+        assert_eq!(hits[0].document_id, "notes/b.txt");
+        let legs: Vec<&str> = hits[0].legs.iter().map(|l| l.leg.as_str()).collect();
+        assert_eq!(legs, vec!["bm25", "vector"]);
+        assert!(hits[0].legs.iter().all(|l| l.rank == 1));
+        assert!(
+            (hits[0].score - 2.0 / 61.0).abs() < 1e-6,
+            "RRF of two first ranks"
+        );
+    }
+}
+
+#[test]
+fn a_crash_after_the_store_commit_is_replayed_into_the_vectors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    {
+        let mut e = Engine::create(&idx, hashed(Backend::Exact)).expect("create");
+        e.ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
+            .expect("ingest");
+    }
+    {
+        let mut store = Store::open(&idx.join(STORE_FILE)).expect("store");
+        let mut b = store.batch().expect("batch");
+        assert!(b.remove_document("notes/b.txt").expect("rm"));
+        b.commit().expect("commit");
+    }
+    // A reader while a writer holds the lock: catches up in memory only.
+    let lock = take_lock(&idx).expect("lock");
+    let e = Engine::open(&idx, Access::Read).expect("open");
+    let none = DocumentFilter::default();
+    assert!(!ids(&search_mode(&e, "penguins", Mode::Vector, &none)).contains(&"notes/b.txt"));
+    let c = e.check().expect("check");
+    // BM25 (on disk) waits for the writer; the vectors caught up in memory.
+    assert_eq!(c.index_generation + 1, c.store_generation);
+    assert!(c.missing_from_vectors.is_empty() && c.not_in_store_vectors.is_empty());
+    assert_eq!(c.vector_chunks, 2);
+    drop((e, lock));
+    // A writer catches up and saves a snapshot of the new generation.
+    let e = Engine::open(&idx, Access::Write).expect("open");
+    assert!(e.check().expect("check").is_consistent());
+    assert_eq!(
+        e.store().meta("vector_file").expect("meta").as_deref(),
+        Some("vectors-3")
+    );
+    assert!(idx.join("vectors-3.flat").is_file() && !idx.join("vectors-2.flat").exists());
+}
+
+#[test]
+fn rebuild_and_reingest_reuse_cached_embeddings() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    assert_eq!(r.embedded, 3);
+    // Other contexts change the indexed texts: new embeddings. Going back reuses the cache.
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
+        .expect("none");
+    assert_eq!((r.replaced, r.embedded), (3, 3));
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("structural again");
+    assert_eq!((r.replaced, r.embedded), (3, 0));
+    // A lost snapshot and a rebuild: all from the cache.
+    for f in std::fs::read_dir(&idx).expect("ls").flatten() {
+        if f.file_name().to_string_lossy().starts_with("vectors-") {
+            std::fs::remove_file(f.path()).expect("rm");
+        }
+    }
+    let r = e.rebuild(&mut |_, _| {}).expect("rebuild");
+    assert_eq!((r.chunks, r.vectors, r.embedded), (3, 3, 0));
+    drop(e);
+    let e = Engine::open(&idx, Access::Read).expect("open");
+    assert!(e.check().expect("check").is_consistent());
+}
+
+#[test]
+fn filters_apply_to_both_legs_before_fusion() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    let mut o = opts("none");
+    o.metadata = vec![("team".into(), "zoo".into())];
+    e.ingest(std::slice::from_ref(&root), o, &mut |_| {})
+        .expect("ingest");
+    let only_c = DocumentFilter {
+        document_ids: vec!["notes/c.txt".into()],
+        ..Default::default()
+    };
+    for mode in [Mode::Bm25, Mode::Vector, Mode::Hybrid] {
+        // The query matches a.md best, but the filter leaves only c.txt.
+        let hits = search_mode(&e, "zebras stripes", mode, &only_c);
+        assert!(
+            ids(&hits).iter().all(|d| *d == "notes/c.txt"),
+            "{mode}: {:?}",
+            ids(&hits)
+        );
+    }
+    assert_eq!(
+        ids(&search_mode(&e, "owls", Mode::Hybrid, &only_c)),
+        vec!["notes/c.txt"]
+    );
+    let glob = DocumentFilter {
+        path_globs: vec!["notes/*.txt".into()],
+        ..Default::default()
+    };
+    let hits = search_mode(&e, "zebras penguins owls", Mode::Hybrid, &glob);
+    let mut got = ids(&hits);
+    got.sort();
+    assert_eq!(got, vec!["notes/b.txt", "notes/c.txt"]);
+    let meta = |v: &str| DocumentFilter {
+        metadata: vec![("team".into(), v.into())],
+        ..Default::default()
+    };
+    assert_eq!(search_mode(&e, "owls", Mode::Hybrid, &meta("zoo")).len(), 3);
+    assert!(search_mode(&e, "owls", Mode::Hybrid, &meta("farm")).is_empty());
+    let bad = DocumentFilter {
+        metadata: vec![("a'b".into(), "x".into())],
+        ..Default::default()
+    };
+    let mut req = SearchRequest::new("owls", 3);
+    req.mode = Some(Mode::Hybrid);
+    assert!(e.search_filtered(&req, &bad).is_err());
+}
+
+#[test]
+fn an_index_without_an_embedder_searches_bm25_and_refuses_the_vector_leg() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let settings = CreateSettings {
+        embedder: "none".into(),
+        ..CreateSettings::default()
+    };
+    let mut e = Engine::create(&idx, settings).expect("create");
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
+        .expect("ingest");
+    assert_eq!((r.embedded, r.embed_model), (0, None));
+    assert_eq!(e.mode_for(None).expect("mode"), Mode::Bm25);
+    let err = e.mode_for(Some(Mode::Hybrid)).expect_err("refused");
+    assert!(err.to_string().contains("--embedder none"), "{err}");
+    assert!(e.check().expect("check").is_consistent());
 }

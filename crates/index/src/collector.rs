@@ -12,8 +12,10 @@
 //! collector also reads each kept hit's card key from the fast field while the segment is at
 //! hand.
 
+use situate_core::CardSet;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
 use tantivy::{DocId, Score, SegmentOrdinal, SegmentReader};
@@ -22,6 +24,9 @@ use tantivy::{DocId, Score, SegmentOrdinal, SegmentReader};
 pub struct TopCards {
     /// How many to keep (at least 1).
     pub limit: usize,
+    /// Keep only these cards (a metadata filter), or all. Shared (tantivy's segment
+    /// collectors must own what they hold).
+    pub filter: Option<Arc<CardSet>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -51,6 +56,7 @@ impl PartialOrd for Entry {
 /// One segment's part of [`TopCards`].
 pub struct TopCardsSegment {
     limit: usize,
+    filter: Option<Arc<CardSet>>,
     cards: Column<u64>,
     heap: BinaryHeap<Entry>,
 }
@@ -66,6 +72,7 @@ impl Collector for TopCards {
     ) -> tantivy::Result<TopCardsSegment> {
         Ok(TopCardsSegment {
             limit: self.limit,
+            filter: self.filter.clone(),
             cards: segment.fast_fields().u64("card")?,
             heap: BinaryHeap::with_capacity(self.limit + 1),
         })
@@ -99,6 +106,9 @@ impl SegmentCollector for TopCardsSegment {
         let Some(card) = self.cards.first(doc) else {
             return;
         };
+        if self.filter.as_ref().is_some_and(|f| !f.contains(card)) {
+            return;
+        }
         self.heap.push(Entry { score, card });
         if self.heap.len() > self.limit {
             self.heap.pop();

@@ -332,7 +332,10 @@ impl LexicalIndex for Bm25Index {
         let top = searcher
             .search(
                 &BooleanQuery::new(clauses),
-                &collector::TopCards { limit: q.limit },
+                &collector::TopCards {
+                    limit: q.limit,
+                    filter: q.filter.map(|f| std::sync::Arc::new(f.clone())),
+                },
             )
             .op("searching")?;
         Ok(top
@@ -353,6 +356,7 @@ mod tests {
             match_on,
             context_weight: 1.0,
             languages: &[],
+            filter: None,
         }
     }
 

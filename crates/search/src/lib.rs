@@ -1,15 +1,20 @@
-//! The query path: run the retrieval legs and turn their hits into [`Hit`]s.
+//! The query path: run the retrieval legs, fuse them, and turn the result into [`Hit`]s.
 //!
-//! Today there is one leg, BM25 (plain or contextual). Hits are built from the chunk cards,
-//! so every hit carries the card's context and original text apart. [`fusion`] (weighted RRF
-//! and min-max fusion) is ready for the vector leg; reranking will slot in between fusion and
-//! [`build_hits`].
+//! Two legs: BM25 (plain or contextual, [`LexicalIndex`]) and vectors ([`VectorIndex`]).
+//! [`Mode::Hybrid`] asks each leg for its best `fetch` (150 by default, as in the paper),
+//! fuses the two lists with [`fusion`] (weighted RRF by default) and keeps `k`. A metadata
+//! filter ([`CardSet`]) is applied *inside* each leg, so both return `fetch` allowed hits
+//! and `k` survive however selective the filter. Hits are built from the chunk cards, so
+//! every hit carries the card's context and original text apart, each leg's rank and
+//! score, and the fused score. Reranking will slot in between fusion and [`build_hits`].
 #![warn(missing_docs)]
 
 pub mod fusion;
 
+use fusion::{Fused, Fusion, RankedList, fuse};
 use situate_core::{
-    CardRecord, Hit, IndexError, IndexHit, Language, LegScore, LexicalIndex, LexicalQuery, MatchOn,
+    CardRecord, CardSet, Hit, IndexError, IndexHit, Language, LegScore, LexicalIndex, LexicalQuery,
+    MatchOn, VectorIndex, VectorQuery,
 };
 use std::collections::HashSet;
 
@@ -18,6 +23,46 @@ pub trait CardSource {
     /// Cards by row key, in the order asked; keys without a card are left out.
     fn cards(&self, keys: &[u64]) -> Result<Vec<CardRecord>, IndexError>;
 }
+
+/// Which legs a search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// BM25 only.
+    Bm25,
+    /// Vectors only.
+    Vector,
+    /// Both, fused (the default when the index has vectors).
+    #[default]
+    Hybrid,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bm25" => Ok(Mode::Bm25),
+            "vector" => Ok(Mode::Vector),
+            "hybrid" => Ok(Mode::Hybrid),
+            _ => Err(format!(
+                "unknown mode {s:?}: expected bm25, vector or hybrid"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Bm25 => "bm25",
+            Mode::Vector => "vector",
+            Mode::Hybrid => "hybrid",
+        })
+    }
+}
+
+/// The default number of hits each leg contributes to the fusion (the paper's 150).
+pub const DEFAULT_FETCH: usize = 150;
 
 /// A search request.
 #[derive(Debug, Clone)]
@@ -30,24 +75,129 @@ pub struct SearchRequest<'a> {
     pub match_on: MatchOn,
     /// Weight of the context relative to the original.
     pub context_weight: f32,
-    /// Restrict to documents of these languages (empty: all).
+    /// Analyse the query in these languages for BM25 (empty: every language in the index).
     pub languages: &'a [Language],
+    /// Which legs to run (`None`: hybrid when the index has vectors, else BM25).
+    pub mode: Option<Mode>,
+    /// Hits per leg before fusion (at least `k`).
+    pub fetch: usize,
+    /// How the legs are fused.
+    pub fusion: Fusion,
+    /// Weight of the BM25 leg in the fusion.
+    pub bm25_weight: f32,
+    /// Weight of the vector leg in the fusion.
+    pub vector_weight: f32,
 }
 
-/// Searches the BM25 leg and builds hits from the cards.
+impl<'a> SearchRequest<'a> {
+    /// A request with the defaults: contextual BM25 (context weight 0.5), mode by index,
+    /// 150 per leg, RRF k = 60, equal weights.
+    pub fn new(text: &'a str, k: usize) -> Self {
+        SearchRequest {
+            text,
+            k,
+            match_on: MatchOn::Contextual,
+            context_weight: situate_core::DEFAULT_CONTEXT_WEIGHT,
+            languages: &[],
+            mode: None,
+            fetch: DEFAULT_FETCH,
+            fusion: Fusion::default(),
+            bm25_weight: 1.0,
+            vector_weight: 1.0,
+        }
+    }
+}
+
+/// The legs a search can use.
+pub struct Legs<'a> {
+    /// The BM25 leg.
+    pub lexical: &'a dyn LexicalIndex,
+    /// The vector leg and the query's embedding, when the index has vectors and the mode
+    /// needs them.
+    pub vector: Option<(&'a dyn VectorIndex, &'a [f32])>,
+}
+
+/// Runs the legs `mode` asks for, fuses them, and builds hits from the cards.
 pub fn search(
-    lexical: &dyn LexicalIndex,
+    legs: &Legs<'_>,
     cards: &dyn CardSource,
     req: &SearchRequest<'_>,
+    mode: Mode,
+    filter: Option<&CardSet>,
 ) -> Result<Vec<Hit>, IndexError> {
-    let leg = lexical.search(&LexicalQuery {
-        text: req.text,
-        limit: req.k,
-        match_on: req.match_on,
-        context_weight: req.context_weight,
-        languages: req.languages,
-    })?;
-    build_hits("bm25", &leg, cards, req.k)
+    let fetch = req.fetch.max(req.k);
+    let bm25 = |limit: usize| {
+        legs.lexical.search(&LexicalQuery {
+            text: req.text,
+            limit,
+            match_on: req.match_on,
+            context_weight: req.context_weight,
+            languages: req.languages,
+            filter,
+        })
+    };
+    let vector = |limit: usize| -> Result<Vec<IndexHit>, IndexError> {
+        let (index, q) = legs.vector.ok_or_else(|| {
+            IndexError::from("this search needs the vector leg, which is not available")
+        })?;
+        index.search(&VectorQuery {
+            vector: q,
+            limit,
+            filter,
+        })
+    };
+    match mode {
+        // A single leg: over-fetch a little so duplicates of one chunk id (never expected,
+        // but cheap to guard) cannot shorten the page.
+        Mode::Bm25 => build_hits("bm25", &bm25(req.k)?, cards, req.k),
+        Mode::Vector => build_hits("vector", &vector(req.k)?, cards, req.k),
+        Mode::Hybrid => {
+            let b = bm25(fetch)?;
+            let v = vector(fetch)?;
+            let fused = fuse(
+                &[
+                    RankedList {
+                        leg: "bm25",
+                        hits: &b,
+                        weight: req.bm25_weight,
+                    },
+                    RankedList {
+                        leg: "vector",
+                        hits: &v,
+                        weight: req.vector_weight,
+                    },
+                ],
+                req.fusion,
+                fetch,
+            );
+            build_fused_hits(&fused, cards, req.k)
+        }
+    }
+}
+
+/// Turns fused results into at most `k` [`Hit`]s (score = fused score; every leg's rank
+/// and score kept), de-duplicated by chunk id.
+pub fn build_fused_hits(
+    fused: &[Fused],
+    cards: &dyn CardSource,
+    k: usize,
+) -> Result<Vec<Hit>, IndexError> {
+    let leg: Vec<IndexHit> = fused
+        .iter()
+        .map(|f| IndexHit {
+            card: f.card,
+            score: f.score,
+        })
+        .collect();
+    let (mut hits, keys) = build("fused", &leg, cards, k)?;
+    let by_card: std::collections::HashMap<u64, &Fused> =
+        fused.iter().map(|f| (f.card, f)).collect();
+    for (h, key) in hits.iter_mut().zip(keys) {
+        if let Some(f) = by_card.get(&key) {
+            h.legs = f.legs.clone();
+        }
+    }
+    Ok(hits)
 }
 
 /// Turns one leg's ranked index hits into at most `k` [`Hit`]s, de-duplicated by chunk id
@@ -58,12 +208,23 @@ pub fn build_hits(
     cards: &dyn CardSource,
     k: usize,
 ) -> Result<Vec<Hit>, IndexError> {
+    Ok(build(leg_name, leg, cards, k)?.0)
+}
+
+/// [`build_hits`], also returning the card key of each hit.
+fn build(
+    leg_name: &str,
+    leg: &[IndexHit],
+    cards: &dyn CardSource,
+    k: usize,
+) -> Result<(Vec<Hit>, Vec<u64>), IndexError> {
     let keys: Vec<u64> = leg.iter().map(|h| h.card).collect();
     let records = cards.cards(&keys)?;
     let mut by_key: std::collections::HashMap<u64, CardRecord> =
         records.into_iter().map(|r| (r.card.card, r)).collect();
     let mut seen = HashSet::new();
     let mut hits = Vec::with_capacity(k.min(leg.len()));
+    let mut kept = Vec::with_capacity(k.min(leg.len()));
     for (i, h) in leg.iter().enumerate() {
         let Some(rec) = by_key.remove(&h.card) else {
             continue;
@@ -71,6 +232,7 @@ pub fn build_hits(
         if !seen.insert(rec.card.chunk_id.clone()) {
             continue;
         }
+        kept.push(h.card);
         let context = rec.card.indexable_context().map(str::to_string);
         hits.push(Hit {
             rank: hits.len() + 1,
@@ -95,7 +257,7 @@ pub fn build_hits(
             break;
         }
     }
-    Ok(hits)
+    Ok((hits, kept))
 }
 
 #[cfg(test)]
@@ -156,6 +318,83 @@ mod tests {
         assert_eq!(hits[1].context.as_deref(), Some("ctx a"));
         assert_eq!(hits[1].original_text, "text of a");
         assert_eq!(hits[1].legs[0].rank, 2);
+    }
+
+    struct Scripted(Vec<IndexHit>);
+    impl LexicalIndex for Scripted {
+        fn search(&self, q: &LexicalQuery<'_>) -> Result<Vec<IndexHit>, IndexError> {
+            Ok(self
+                .0
+                .iter()
+                .filter(|h| q.filter.is_none_or(|f| f.contains(h.card)))
+                .take(q.limit)
+                .copied()
+                .collect())
+        }
+    }
+    impl VectorIndex for Scripted {
+        fn search(&self, q: &VectorQuery<'_>) -> Result<Vec<IndexHit>, IndexError> {
+            Ok(self
+                .0
+                .iter()
+                .filter(|h| q.filter.is_none_or(|f| f.contains(h.card)))
+                .take(q.limit)
+                .copied()
+                .collect())
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    fn scripted(v: &[(u64, f32)]) -> Scripted {
+        Scripted(
+            v.iter()
+                .map(|&(card, score)| IndexHit { card, score })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn hybrid_fuses_both_legs_keeps_each_legs_view_and_respects_filters() {
+        let cards = Cards(
+            (1..=6)
+                .map(|k| card(k, &format!("c{k}"), None, ContextStatus::Pending))
+                .collect(),
+        );
+        let bm25 = scripted(&[(1, 9.0), (2, 8.0), (3, 7.0), (4, 1.0)]);
+        let vec = scripted(&[(3, 0.9), (5, 0.8), (1, 0.7), (6, 0.1)]);
+        let q = [0.0f32];
+        let legs = Legs {
+            lexical: &bm25,
+            vector: Some((&vec, &q)),
+        };
+        let req = SearchRequest::new("q", 3);
+        let hits = search(&legs, &cards, &req, Mode::Hybrid, None).expect("hybrid");
+        // RRF k=60: c1 = 1/61 + 1/63, c3 = 1/63 + 1/61 (tie: smaller key first), c2 = 1/62.
+        let got: Vec<&str> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
+        assert_eq!(&got[..2], &["c1", "c3"]);
+        assert!((hits[0].score - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-7);
+        assert_eq!(hits[0].legs.len(), 2);
+        assert_eq!(
+            (hits[0].legs[1].leg.as_str(), hits[0].legs[1].rank),
+            ("vector", 3)
+        );
+        // c2 (bm25 #2, 1/62) and c5 (vector #2, 1/62) tie; the smaller key wins.
+        assert_eq!(got[2], "c2");
+        // A filter that removes most hits: each leg still returns what it allows.
+        let only: CardSet = [4u64, 6].into_iter().collect();
+        let hits = search(&legs, &cards, &req, Mode::Hybrid, Some(&only)).expect("filtered");
+        let got: Vec<&str> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
+        assert_eq!(got, vec!["c4", "c6"]);
+        // Single legs keep their own scores.
+        let hits = search(&legs, &cards, &req, Mode::Vector, None).expect("vector");
+        assert_eq!((hits[0].chunk_id.as_str(), hits[0].score), ("c3", 0.9));
+        let no_vec = Legs {
+            lexical: &bm25,
+            vector: None,
+        };
+        assert!(search(&no_vec, &cards, &req, Mode::Hybrid, None).is_err());
     }
 
     #[test]

@@ -15,8 +15,10 @@ mod schema;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use situate_core::{
-    CardRecord, ChunkCard, ChunkContext, ContextStatus, Document, Language, Provenance,
+    CardRecord, CardSet, ChunkCard, ChunkContext, ContextStatus, Document, DocumentFilter,
+    Language, Provenance,
 };
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -124,6 +126,20 @@ pub struct Stats {
     pub context_methods: Vec<(String, u64)>,
     /// The store's generation (committed batches).
     pub generation: u64,
+    /// Cached embeddings per model.
+    pub embeddings: Vec<(String, u64)>,
+}
+
+/// Encodes a vector as little-endian f32 bytes (the embedding cache's format).
+pub fn vector_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes [`vector_to_blob`]'s format.
+pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// A chunk to write.
@@ -235,7 +251,27 @@ impl Store {
                 [generation as i64],
             )
             .op("trimming the index journal")?;
+        self.conn
+            .execute(
+                "DELETE FROM card_journal WHERE generation <= ?1",
+                [generation as i64],
+            )
+            .op("trimming the card journal")?;
         Ok(())
+    }
+
+    /// Card keys removed (or replaced) after `generation`.
+    pub fn removed_cards_after(&self, generation: u64) -> Result<Vec<u64>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT card FROM card_journal WHERE generation > ?1")
+            .op("reading the card journal")?;
+        let rows = st
+            .query_map([generation as i64], |r| r.get::<_, i64>(0))
+            .op("reading the card journal")?;
+        rows.map(|r| r.map(|k| k as u64))
+            .collect::<rusqlite::Result<_>>()
+            .op("reading the card journal")
     }
 
     /// The index rows of one document's cards, in chunk order.
@@ -401,7 +437,124 @@ impl Store {
                 "SELECT coalesce(context_method, 'none'), count(*) FROM chunks GROUP BY 1 ORDER BY 2 DESC",
             )?,
             generation: self.generation()?,
+            embeddings: groups(
+                "SELECT model, count(*) FROM embeddings GROUP BY 1 ORDER BY 2 DESC",
+            )?,
         })
+    }
+
+    /// Cached embeddings of `model` for these text hashes (those not cached are absent).
+    pub fn embeddings(&self, model: &str, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT vector FROM embeddings WHERE model = ?1 AND text_hash = ?2")
+            .op("reading cached embeddings")?;
+        let mut out = HashMap::new();
+        for h in hashes {
+            if out.contains_key(*h) {
+                continue;
+            }
+            if let Some(b) = st
+                .query_row(params![model, h], |r| r.get::<_, Vec<u8>>(0))
+                .optional()
+                .op("reading cached embeddings")?
+            {
+                out.insert(h.to_string(), blob_to_vector(&b));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Caches embeddings outside a batch (its own transaction; the generation does not
+    /// change: the cache is derived data, not content).
+    pub fn cache_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        let tx = self.conn.transaction().op("caching embeddings")?;
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
+                )
+                .op("caching embeddings")?;
+            for (hash, v) in items {
+                st.execute(params![model, hash, vector_to_blob(v)])
+                    .op("caching embeddings")?;
+            }
+        }
+        tx.commit().op("caching embeddings")
+    }
+
+    /// The card keys of the documents `filter` allows.
+    pub fn filter_cards(&self, filter: &DocumentFilter) -> Result<CardSet> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut args: Vec<String> = Vec::new();
+        let any_of = |column: &str, op: &str, values: &[String], args: &mut Vec<String>| {
+            if values.is_empty() {
+                return None;
+            }
+            let ors: Vec<String> = values
+                .iter()
+                .map(|v| {
+                    args.push(v.clone());
+                    format!("{column} {op} ?{}", args.len())
+                })
+                .collect();
+            Some(format!("({})", ors.join(" OR ")))
+        };
+        clauses.extend(any_of(
+            "d.document_id",
+            "=",
+            &filter.document_ids,
+            &mut args,
+        ));
+        clauses.extend(any_of(
+            "d.document_id",
+            "GLOB",
+            &filter.path_globs,
+            &mut args,
+        ));
+        let langs: Vec<String> = filter
+            .languages
+            .iter()
+            .map(|l| l.code().to_string())
+            .collect();
+        clauses.extend(any_of("d.language", "=", &langs, &mut args));
+        for (key, value) in &filter.metadata {
+            if key.is_empty()
+                || !key
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "_-.".contains(c))
+            {
+                return Err(StoreError::Conflict(format!(
+                    "metadata key {key:?}: use letters, digits, '_', '-' and '.' only"
+                )));
+            }
+            args.push(format!("$.\"{key}\""));
+            let path = args.len();
+            args.push(value.clone());
+            clauses.push(format!(
+                "CAST(json_extract(d.metadata, ?{path}) AS TEXT) = ?{}",
+                args.len()
+            ));
+        }
+        let sql = format!(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.document_id = c.document_id{}",
+            if clauses.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", clauses.join(" AND "))
+            }
+        );
+        let mut st = self.conn.prepare(&sql).op("filtering documents")?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                r.get::<_, i64>(0)
+            })
+            .op("filtering documents")?;
+        let mut set = CardSet::new();
+        for r in rows {
+            set.insert(r.op("filtering documents")? as u64);
+        }
+        Ok(set)
     }
 
     /// Languages that have at least one document.
@@ -495,6 +648,7 @@ impl Batch<'_> {
         chunks: &[NewChunk<'_>],
     ) -> Result<()> {
         let sp = self.tx.savepoint().op("starting a document write")?;
+        journal_removed_cards(&sp, &doc.id)?;
         sp.execute("DELETE FROM chunks WHERE document_id = ?1", [&doc.id])
             .op("removing chunks")?;
         sp.execute(
@@ -572,6 +726,7 @@ impl Batch<'_> {
 
     /// Removes a document and its chunks; `false` when it was not stored.
     pub fn remove_document(&mut self, id: &str) -> Result<bool> {
+        journal_removed_cards(&self.tx, id)?;
         self.tx
             .execute("DELETE FROM chunks WHERE document_id = ?1", [id])
             .op("removing chunks")?;
@@ -584,6 +739,21 @@ impl Batch<'_> {
             self.changed += 1;
         }
         Ok(n > 0)
+    }
+
+    /// Caches embeddings of `model` by text hash (already cached ones are kept).
+    pub fn put_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        let mut st = self
+            .tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
+            )
+            .op("caching embeddings")?;
+        for (hash, v) in items {
+            st.execute(params![model, hash, vector_to_blob(v)])
+                .op("caching embeddings")?;
+        }
+        Ok(())
     }
 
     /// Documents written or removed in this batch so far.
@@ -617,6 +787,20 @@ fn journal(conn: &Connection, id: &str) -> Result<()> {
         [id],
     )
     .op("writing the index journal")?;
+    Ok(())
+}
+
+/// Records the card keys of a document's chunks about to be deleted, so indexes that cannot
+/// delete by document (the vector index) remove exactly those keys on replay.
+fn journal_removed_cards(conn: &Connection, id: &str) -> Result<()> {
+    conn.execute(
+        "INSERT INTO card_journal(card, generation)
+         SELECT id, (SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation')
+         FROM chunks WHERE document_id = ?1
+         ON CONFLICT(card) DO UPDATE SET generation = excluded.generation",
+        [id],
+    )
+    .op("writing the card journal")?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -48,6 +48,32 @@ CREATE TABLE IF NOT EXISTS index_journal (
     generation  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS index_journal_generation ON index_journal(generation);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model     TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector    BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS card_journal (
+    card       INTEGER PRIMARY KEY,
+    generation INTEGER NOT NULL
+);
+";
+
+/// Version 1 had no embedding cache and no card journal; adding the tables is the whole
+/// migration (a version-1 index has no vector index whose deletions it would need).
+const MIGRATE_1_TO_2: &str = "
+CREATE TABLE IF NOT EXISTS embeddings (
+    model     TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector    BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS card_journal (
+    card       INTEGER PRIMARY KEY,
+    generation INTEGER NOT NULL
+);
+UPDATE meta SET value = '2' WHERE key = 'format_version';
 ";
 
 pub fn prepare(conn: &Connection) -> Result<()> {
@@ -69,6 +95,11 @@ pub fn prepare(conn: &Connection) -> Result<()> {
             |r| r.get(0),
         )
         .ok();
+    if existing.as_deref() == Some("1") {
+        conn.execute_batch(&format!("BEGIN IMMEDIATE;{MIGRATE_1_TO_2}COMMIT;"))
+            .op("upgrading the store from format 1 to 2")?;
+        return Ok(());
+    }
     if let Some(version) = existing {
         return check_version(&version);
     }

@@ -1,0 +1,102 @@
+//! From an embedder's name in settings (`all-minilm-l6-v2`, a model directory, ...) to a
+//! loaded [`Embedder`].
+
+use crate::bert::{BertEmbedder, BertOptions};
+use crate::install::{CATALOG, models_dir};
+use situate_core::{EmbedError, Embedder, Language};
+use std::path::Path;
+
+/// The English default.
+pub const ENGLISH_DEFAULT: &str = "all-minilm-l6-v2";
+/// The default for every other language (and mixed corpora): `none` (BM25 only) until a
+/// multilingual embedder is built in. all-MiniLM is English-only (a Russian query and its
+/// English passage have a cosine near 0.05), so giving it non-English text would add a
+/// leg that mostly adds noise to the fusion.
+pub const MULTILINGUAL_DEFAULT: &str = "none";
+
+/// The default embedder for a corpus whose documents have these languages: MiniLM when at
+/// least 95% are English, [`MULTILINGUAL_DEFAULT`] otherwise.
+pub fn default_for(languages: &[Language]) -> &'static str {
+    let english = languages.iter().filter(|l| **l == Language::En).count();
+    if !languages.is_empty() && english * 100 >= languages.len() * 95 {
+        ENGLISH_DEFAULT
+    } else {
+        MULTILINGUAL_DEFAULT
+    }
+}
+
+/// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
+/// install`), or a path to a Hugging Face BERT directory (`config.json`, `tokenizer.json`,
+/// `model.safetensors`).
+pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
+    let fail = |message: String| EmbedError {
+        model: spec.to_string(),
+        message,
+    };
+    if let Some(entry) = CATALOG.iter().find(|e| e.name == spec) {
+        let dir = models_dir().join(entry.name);
+        if !dir.is_dir() {
+            return Err(fail(format!(
+                "not installed in {}: run `situate models install {}` (or set SITUATE_MODELS to where it is installed)",
+                dir.display(),
+                entry.name
+            )));
+        }
+        let id = format!("{}@{}", entry.name, entry.version);
+        return Ok(Box::new(
+            BertEmbedder::load(&dir, BertOptions::default())?.with_id(id),
+        ));
+    }
+    if let Some(dim) = spec.strip_prefix("hash:") {
+        let dim: usize = dim
+            .parse()
+            .ok()
+            .filter(|d| (2..=4096).contains(d))
+            .ok_or_else(|| fail("hash:DIM needs a dimension from 2 to 4096".into()))?;
+        return Ok(Box::new(crate::hashing::HashEmbedder::new(dim)));
+    }
+    let path = Path::new(spec);
+    if path.is_dir() {
+        let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
+        // The weights' size is part of the id, so replacing the model in place does not
+        // reuse embeddings cached from the old one.
+        let size = std::fs::metadata(canonical.join("model.safetensors"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let id = format!("bert:{}:{size}", canonical.display());
+        return Ok(Box::new(
+            BertEmbedder::load(&canonical, BertOptions::default())?.with_id(id),
+        ));
+    }
+    Err(fail(format!(
+        "unknown embedder: expected one of {}, hash:DIM, or a model directory",
+        CATALOG
+            .iter()
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn english_corpora_get_minilm_and_the_rest_e5() {
+        use Language::*;
+        assert_eq!(default_for(&[En; 20]), ENGLISH_DEFAULT);
+        let mut mixed = vec![En; 19];
+        mixed.push(Ru);
+        assert_eq!(default_for(&mixed), ENGLISH_DEFAULT);
+        mixed.push(Zh);
+        assert_eq!(default_for(&mixed), MULTILINGUAL_DEFAULT);
+        assert_eq!(default_for(&[Ru]), MULTILINGUAL_DEFAULT);
+    }
+
+    #[test]
+    fn unknown_names_and_missing_models_say_what_to_do() {
+        let e = resolve("no-such-model").err().expect("unknown");
+        assert!(e.to_string().contains("all-minilm-l6-v2"), "{e}");
+    }
+}

@@ -1,0 +1,358 @@
+//! The engine's vector side: which embedder an index uses, embedding chunks through the
+//! cache, and keeping the vector index in step with the store (the same journal protocol
+//! as BM25, plus the card journal for deletions).
+//!
+//! The embedding cache (`embeddings` in `cards.db`, keyed by model id and the hash of the
+//! indexed text) is written in the same transaction as the cards it belongs to, so the
+//! vector index is derived data like BM25: it is replayed from the journal and the cache,
+//! saved as a snapshot named after the generation it reflects, and rebuilt with no
+//! embedding call for any text embedded before.
+
+use crate::{Engine, EngineError, Result};
+use situate_core::{EmbedKind, Embedder, IndexHit, Language, content_hash, indexed_text};
+use situate_store::IndexRow;
+use situate_vector::{Backend, Vectors};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What [`Engine::embed_missing`] returns: the new (text hash, vector) pairs to cache, how
+/// many texts failed, and the first failure's reason.
+pub(crate) type Embedded = (Vec<(String, Vec<f32>)>, usize, Option<String>);
+
+/// Texts per embedder call: large enough for batching, small enough for steady progress.
+const EMBED_CALL: usize = 64;
+
+/// The embedding settings of an index, from its store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EmbedSettings {
+    /// `none`, `auto` (chosen at the first ingest from the corpus languages) or a model.
+    pub spec: String,
+    /// The model id whose cached embeddings the index uses (set once chosen).
+    pub model: Option<String>,
+    /// The vectors' dimension (set once chosen).
+    pub dim: Option<usize>,
+}
+
+/// The text hash under which a chunk's embedding is cached (of its indexed text).
+pub(crate) fn text_hash(row: &IndexRow) -> String {
+    content_hash(indexed_text(row.context.as_deref(), &row.original).as_bytes())
+}
+
+impl Engine {
+    pub(crate) fn embed_settings(&self) -> Result<EmbedSettings> {
+        Ok(EmbedSettings {
+            spec: self
+                .store
+                .meta("embedder")?
+                .unwrap_or_else(|| "none".to_string()),
+            model: self.store.meta("embed_model")?,
+            dim: self.store.meta("embed_dim")?.and_then(|d| d.parse().ok()),
+        })
+    }
+
+    /// The embedder and vector index settings the index was created with (the embedder as
+    /// chosen, once `auto` has chosen).
+    pub fn embed_creation_settings(&self) -> Result<(String, String)> {
+        Ok((
+            self.embed_settings()?.spec,
+            self.vector_backend.as_str().to_string(),
+        ))
+    }
+
+    /// The index's embedder, loaded on first use.
+    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
+        let loaded = self.embedder.get_or_init(|| {
+            let spec = match self.embed_settings() {
+                Ok(s) => s.spec,
+                Err(e) => return Err(e.to_string()),
+            };
+            if spec == "none" || spec == "auto" {
+                return Err("this index has no embedder (created with --embedder none, or nothing ingested yet)".into());
+            }
+            situate_embed::resolve(&spec)
+                .map(Arc::from)
+                .map_err(|e| e.to_string())
+        });
+        loaded.clone().map_err(EngineError::Invalid)
+    }
+
+    /// Whether this index has a vector leg.
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.is_some()
+    }
+
+    /// The vector index (for benchmarks and checks).
+    pub fn vectors(&self) -> Option<&Vectors> {
+        self.vectors.as_ref()
+    }
+
+    /// Chooses the embedder of an `auto` index from the languages about to be ingested,
+    /// records it, and creates the (empty) vector index. A no-op once chosen.
+    pub(crate) fn choose_embedder(&mut self, languages: &[Language]) -> Result<()> {
+        let s = self.embed_settings()?;
+        if s.spec == "none" || s.model.is_some() {
+            return Ok(());
+        }
+        if s.spec == "auto" {
+            let chosen = situate_embed::default_for(languages);
+            self.store.set_meta("embedder", chosen)?;
+            if chosen == "none" {
+                tracing::warn!(
+                    "the corpus is not (mostly) English and no multilingual embedder is built in yet: this index searches with BM25 only"
+                );
+                return Ok(());
+            }
+        }
+        let embedder = self.embedder()?;
+        self.store.set_meta("embed_model", embedder.model_id())?;
+        self.store
+            .set_meta("embed_dim", &embedder.dim().to_string())?;
+        self.vectors = Some(Vectors::new(embedder.dim(), self.vector_backend)?);
+        self.vector_gen = self.store.generation()?;
+        Ok(())
+    }
+
+    /// Embeds the texts (by hash) not yet cached for this index's model; returns the
+    /// vectors to cache, and the number of texts whose embedding failed with the first
+    /// reason (those chunks are stored and BM25-indexed without a vector).
+    pub(crate) fn embed_missing(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        texts: Vec<(String, String)>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Embedded> {
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok((Vec::new(), 0, None));
+        };
+        let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
+        let cached = self.store.embeddings(&model, &hashes)?;
+        let mut todo: Vec<(String, String)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (h, t) in texts {
+            if !cached.contains_key(&h) && seen.insert(h.clone()) {
+                todo.push((h, t));
+            }
+        }
+        if todo.is_empty() {
+            return Ok((Vec::new(), 0, None));
+        }
+        let embedder = self.embedder()?;
+        // Similar lengths together: each batch is padded to its longest text.
+        todo.sort_by_key(|(_, t)| t.len());
+        let total = todo.len();
+        let mut out = Vec::with_capacity(total);
+        let (mut failed, mut reason) = (0usize, None);
+        for part in todo.chunks(EMBED_CALL) {
+            let refs: Vec<&str> = part.iter().map(|(_, t)| t.as_str()).collect();
+            match runtime.block_on(embedder.embed(&refs, EmbedKind::Passage)) {
+                Ok(vs) if vs.len() == part.len() => {
+                    out.extend(part.iter().map(|(h, _)| h.clone()).zip(vs));
+                }
+                Ok(vs) => {
+                    failed += part.len();
+                    reason.get_or_insert(format!(
+                        "embedder returned {} vectors for {} texts",
+                        vs.len(),
+                        part.len()
+                    ));
+                }
+                Err(e) => {
+                    failed += part.len();
+                    reason.get_or_insert(e.to_string());
+                }
+            }
+            progress(out.len() + failed, total);
+        }
+        Ok((out, failed, reason))
+    }
+
+    /// Embeds and caches every card's text that has no cached embedding (the repair after
+    /// embedding failures; a no-op normally).
+    pub(crate) fn embed_uncached(&mut self) -> Result<u64> {
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok(0);
+        };
+        let mut rows: Vec<(String, String)> = Vec::new();
+        self.store.for_each_index_row(|row| {
+            rows.push((text_hash(&row), String::new()));
+            Ok(())
+        })?;
+        let mut missing = std::collections::HashSet::new();
+        for part in rows.chunks(4096) {
+            let hashes: Vec<&str> = part.iter().map(|(h, _)| h.as_str()).collect();
+            let cache = self.store.embeddings(&model, &hashes)?;
+            missing.extend(
+                hashes
+                    .iter()
+                    .filter(|h| !cache.contains_key(**h))
+                    .map(|h| h.to_string()),
+            );
+        }
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let mut texts = Vec::new();
+        self.store.for_each_index_row(|row| {
+            let h = text_hash(&row);
+            if missing.remove(&h) {
+                texts.push((h, indexed_text(row.context.as_deref(), &row.original)));
+            }
+            Ok(())
+        })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
+        let (vectors, failed, reason) = self.embed_missing(&runtime, texts, &mut |_, _| {})?;
+        let items: Vec<(&str, &[f32])> = vectors
+            .iter()
+            .map(|(h, v)| (h.as_str(), v.as_slice()))
+            .collect();
+        self.store.cache_embeddings(&model, &items)?;
+        if failed > 0 {
+            return Err(EngineError::Invalid(format!(
+                "{failed} chunks could not be embedded: {}",
+                reason.unwrap_or_default()
+            )));
+        }
+        Ok(vectors.len() as u64)
+    }
+
+    /// Brings the vector index up to the store's generation: removes replaced and deleted
+    /// cards (card journal), adds the changed documents' cards from the embedding cache.
+    /// Falls back to a full reload from the cache when the journal no longer reaches back.
+    pub(crate) fn sync_vectors(&mut self) -> Result<()> {
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok(());
+        };
+        let store_gen = self.store.generation()?;
+        if self.vectors.is_none() || self.vector_gen == store_gen {
+            return Ok(());
+        }
+        if self.vector_gen > store_gen || self.vector_gen < self.journal_trimmed_to()? {
+            return self.reload_vectors();
+        }
+        let removed = self.store.removed_cards_after(self.vector_gen)?;
+        let changes = self.store.journal_after(self.vector_gen)?;
+        let mut adds: Vec<(u64, String)> = Vec::new();
+        for (doc, _) in &changes {
+            self.store.for_each_index_row_of(doc, |row| {
+                adds.push((row.card, text_hash(&row)));
+                Ok(())
+            })?;
+        }
+        let hashes: Vec<&str> = adds.iter().map(|(_, h)| h.as_str()).collect();
+        let cache = self.store.embeddings(&model, &hashes)?;
+        let Some(vectors) = self.vectors.as_mut() else {
+            return Ok(());
+        };
+        for key in removed {
+            vectors.remove(key)?;
+        }
+        for (key, h) in &adds {
+            if let Some(v) = cache.get(h) {
+                vectors.add(*key, v)?;
+            }
+        }
+        vectors.rebalance()?;
+        self.vector_gen = store_gen;
+        Ok(())
+    }
+
+    /// Rebuilds the in-memory vector index from the cache alone (cards without a cached
+    /// embedding are left out; `rebuild` embeds them first).
+    pub(crate) fn reload_vectors(&mut self) -> Result<()> {
+        let s = self.embed_settings()?;
+        let (Some(model), Some(dim)) = (s.model, s.dim) else {
+            return Ok(());
+        };
+        let mut fresh = Vectors::new(dim, Backend::Exact)?;
+        let mut batch: Vec<(u64, String)> = Vec::new();
+        let store = &self.store;
+        let flush = |batch: &mut Vec<(u64, String)>, fresh: &mut Vectors| -> Result<()> {
+            let hashes: Vec<&str> = batch.iter().map(|(_, h)| h.as_str()).collect();
+            let cache = store.embeddings(&model, &hashes)?;
+            for (key, h) in batch.drain(..) {
+                if let Some(v) = cache.get(&h) {
+                    fresh.add(key, v)?;
+                }
+            }
+            Ok(())
+        };
+        let mut rows = Vec::new();
+        store.for_each_index_row(|row| {
+            rows.push((row.card, text_hash(&row)));
+            Ok(())
+        })?;
+        for part in rows.chunks(4096) {
+            batch.extend_from_slice(part);
+            flush(&mut batch, &mut fresh)?;
+        }
+        // Built exact (fast to fill), then switched to the configured backend.
+        let mut v = fresh;
+        v.set_backend(self.vector_backend)?;
+        self.vectors = Some(v);
+        self.vector_gen = self.store.generation()?;
+        Ok(())
+    }
+
+    /// Saves the vector index if it is ahead of its last snapshot, switches to the new
+    /// snapshot with one store write, removes older ones, and trims the journal as far
+    /// as every index allows.
+    pub(crate) fn save_vectors(&mut self) -> Result<()> {
+        if let Some(v) = &self.vectors
+            && self.vector_saved != Some(self.vector_gen)
+        {
+            let stem = v.save(&self.dir, self.vector_gen)?;
+            crate::crash_point("vector-switch");
+            self.store.set_meta("vector_file", &stem)?;
+            self.vector_saved = Some(self.vector_gen);
+            situate_vector::Vectors::remove_stale(&self.dir, Some(&stem));
+        }
+        self.trim_journal()
+    }
+
+    /// The query's embedding with this index's model.
+    pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let embedder = self.embedder()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
+        let mut v = runtime
+            .block_on(embedder.embed(&[text], EmbedKind::Query))
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        v.pop()
+            .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
+    }
+
+    /// The raw vector leg for a query text (benchmarks, evaluation).
+    pub fn vector_leg(&self, text: &str, limit: usize) -> Result<Vec<IndexHit>> {
+        let q = self.embed_query(text)?;
+        match &self.vectors {
+            Some(v) => Ok(v.search_vec(&q, limit, None)?),
+            None => Err(EngineError::Invalid("this index has no vectors".into())),
+        }
+    }
+
+    /// Cards of the store and whether each has a cached embedding (for `check`).
+    pub(crate) fn cards_with_embeddings(&self) -> Result<HashMap<u64, bool>> {
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok(HashMap::new());
+        };
+        let mut rows = Vec::new();
+        self.store.for_each_index_row(|row| {
+            rows.push((row.card, text_hash(&row)));
+            Ok(())
+        })?;
+        let mut out = HashMap::with_capacity(rows.len());
+        for part in rows.chunks(4096) {
+            let hashes: Vec<&str> = part.iter().map(|(_, h)| h.as_str()).collect();
+            let cache = self.store.embeddings(&model, &hashes)?;
+            for (k, h) in part {
+                out.insert(*k, cache.contains_key(h));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,188 @@
+//! Exact nearest-neighbour search: every vector scored by a dot product.
+//!
+//! Vectors are unit length, so the dot product is the cosine similarity. The dot product is
+//! written with eight independent accumulators so the compiler vectorises it (AVX2/FMA with
+//! `-C target-cpu=native`, see `.cargo/config.toml`); a SIMD crate would add nothing here.
+
+use crate::{Candidates, VectorError};
+use situate_core::{CardSet, IndexHit};
+use std::collections::HashMap;
+
+/// All vectors in one contiguous matrix, searched exhaustively.
+#[derive(Debug, Clone, Default)]
+pub struct FlatIndex {
+    dim: usize,
+    keys: Vec<u64>,
+    data: Vec<f32>,
+    pos: HashMap<u64, usize>,
+}
+
+/// Dot product of two equal-length slices, vectorisable.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let chunks = n / 8;
+    for i in 0..chunks {
+        let (x, y) = (&a[i * 8..i * 8 + 8], &b[i * 8..i * 8 + 8]);
+        for j in 0..8 {
+            acc[j] = x[j].mul_add(y[j], acc[j]);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for i in chunks * 8..n {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+impl FlatIndex {
+    /// An empty index of `dim` dimensions.
+    pub fn new(dim: usize) -> Self {
+        FlatIndex {
+            dim,
+            ..Default::default()
+        }
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// How many vectors it holds.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The keys it holds, in storage order.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// The vector of `key`.
+    pub fn get(&self, key: u64) -> Option<&[f32]> {
+        self.pos
+            .get(&key)
+            .map(|&i| &self.data[i * self.dim..(i + 1) * self.dim])
+    }
+
+    /// Adds (or replaces) the vector of `key`.
+    pub fn add(&mut self, key: u64, v: &[f32]) -> Result<(), VectorError> {
+        if v.len() != self.dim {
+            return Err(VectorError::Dimension {
+                expected: self.dim,
+                got: v.len(),
+            });
+        }
+        if let Some(&i) = self.pos.get(&key) {
+            self.data[i * self.dim..(i + 1) * self.dim].copy_from_slice(v);
+            return Ok(());
+        }
+        self.pos.insert(key, self.keys.len());
+        self.keys.push(key);
+        self.data.extend_from_slice(v);
+        Ok(())
+    }
+
+    /// Removes `key`'s vector (the last vector moves into its slot); `false` if absent.
+    pub fn remove(&mut self, key: u64) -> bool {
+        let Some(i) = self.pos.remove(&key) else {
+            return false;
+        };
+        let last = self.keys.len() - 1;
+        if i != last {
+            let moved = self.keys[last];
+            self.keys[i] = moved;
+            self.pos.insert(moved, i);
+            let (head, tail) = self.data.split_at_mut(last * self.dim);
+            head[i * self.dim..(i + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+        }
+        self.keys.pop();
+        self.data.truncate(last * self.dim);
+        true
+    }
+
+    /// The `limit` best by dot product, best first (ties: smaller key first), among the
+    /// keys `filter` allows.
+    pub fn search(&self, query: &[f32], limit: usize, filter: Option<&CardSet>) -> Vec<IndexHit> {
+        let mut top = Candidates::new(limit);
+        if query.len() != self.dim {
+            return Vec::new();
+        }
+        match filter {
+            // A selective filter: score only the allowed keys.
+            Some(f) if f.len() < self.keys.len() / 4 => {
+                for key in f.iter() {
+                    if let Some(v) = self.get(key) {
+                        top.push(key, dot(query, v));
+                    }
+                }
+            }
+            _ => {
+                for (i, v) in self.data.chunks_exact(self.dim).enumerate() {
+                    let key = self.keys[i];
+                    if filter.is_some_and(|f| !f.contains(key)) {
+                        continue;
+                    }
+                    top.push(key, dot(query, v));
+                }
+            }
+        }
+        top.into_sorted()
+    }
+
+    /// Iterates over (key, vector).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[f32])> {
+        self.keys
+            .iter()
+            .copied()
+            .zip(self.data.chunks_exact(self.dim.max(1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    #[test]
+    fn dot_matches_the_naive_sum_on_odd_lengths() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+        let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+
+    #[test]
+    fn search_add_replace_remove_and_filter() {
+        let mut ix = FlatIndex::new(2);
+        ix.add(1, &unit(&[1.0, 0.0])).expect("add");
+        ix.add(2, &unit(&[0.0, 1.0])).expect("add");
+        ix.add(3, &unit(&[1.0, 1.0])).expect("add");
+        assert!(ix.add(4, &[1.0]).is_err());
+        let q = unit(&[1.0, 0.2]);
+        let keys = |h: Vec<IndexHit>| h.iter().map(|h| h.card).collect::<Vec<_>>();
+        assert_eq!(keys(ix.search(&q, 3, None)), vec![1, 3, 2]);
+        assert_eq!(keys(ix.search(&q, 1, None)), vec![1]);
+        let only: CardSet = [2u64, 3].into_iter().collect();
+        assert_eq!(keys(ix.search(&q, 3, Some(&only))), vec![3, 2]);
+        // Replace 1 so it points away; remove 3: the moved last vector keeps its key.
+        ix.add(1, &unit(&[-1.0, 0.0])).expect("replace");
+        assert!(ix.remove(3));
+        assert!(!ix.remove(3));
+        assert_eq!(ix.len(), 2);
+        assert_eq!(keys(ix.search(&q, 3, None)), vec![2, 1]);
+        assert_eq!(ix.get(2), Some(&unit(&[0.0, 1.0])[..]));
+    }
+}

@@ -1,0 +1,132 @@
+use super::*;
+
+/// Deterministic pseudo-random unit vectors (xorshift), clustered so neighbours exist.
+fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut s = seed.max(1);
+    let mut r = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let centres: Vec<Vec<f32>> = (0..16).map(|_| (0..dim).map(|_| r()).collect()).collect();
+    (0..n)
+        .map(|i| {
+            let c = &centres[i % centres.len()];
+            let v: Vec<f32> = c.iter().map(|x| x + 0.5 * r()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+fn filled(backend: Backend, n: usize) -> (Vectors, Vec<Vec<f32>>) {
+    let data = vectors(n, 16, 7);
+    let mut ix = Vectors::new(16, backend).expect("new");
+    for (i, v) in data.iter().enumerate() {
+        ix.add(i as u64 + 1, v).expect("add");
+    }
+    ix.rebalance().expect("rebalance");
+    (ix, data)
+}
+
+fn keys(h: &[IndexHit]) -> Vec<u64> {
+    h.iter().map(|h| h.card).collect()
+}
+
+#[test]
+fn hnsw_agrees_with_exact_search_on_a_small_set() {
+    let (exact, data) = filled(Backend::Exact, 500);
+    let (ann, _) = filled(Backend::Hnsw, 500);
+    assert_eq!((exact.kind(), ann.kind()), ("exact", "hnsw"));
+    let mut found = 0;
+    for q in data.iter().step_by(25) {
+        let e = exact.search_vec(q, 10, None).expect("exact");
+        let a = ann.search_vec(q, 10, None).expect("ann");
+        assert_eq!(
+            e[0].card, a[0].card,
+            "the vector itself is its own best match"
+        );
+        assert!((e[0].score - 1.0).abs() < 1e-4);
+        found += a
+            .iter()
+            .filter(|h| e.iter().any(|x| x.card == h.card))
+            .count();
+    }
+    // 20 queries x 10: HNSW on 500 points should find essentially all.
+    assert!(found >= 196, "ANN recall too low: {found}/200");
+}
+
+#[test]
+fn filters_apply_inside_both_backends_even_when_they_remove_most_hits() {
+    for backend in [Backend::Exact, Backend::Hnsw] {
+        let (ix, data) = filled(backend, 400);
+        // Allow 7 keys far from the query's cluster: all 7 come back, nothing else.
+        let allowed: CardSet = (0..7u64).map(|i| i * 16 + 2).collect();
+        let hits = ix.search_vec(&data[0], 20, Some(&allowed)).expect("search");
+        let mut got = keys(&hits);
+        got.sort_unstable();
+        assert_eq!(got, allowed.iter().collect::<Vec<_>>(), "{backend:?}");
+        // A broad filter (every other key) still yields a full page of allowed keys.
+        let half: CardSet = (1..=400u64).filter(|k| k % 2 == 0).collect();
+        let hits = ix.search_vec(&data[1], 20, Some(&half)).expect("search");
+        assert_eq!(hits.len(), 20, "{backend:?}");
+        assert!(hits.iter().all(|h| half.contains(h.card)), "{backend:?}");
+    }
+}
+
+#[test]
+fn snapshots_round_trip_and_damage_is_detected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for backend in [Backend::Exact, Backend::Hnsw] {
+        let (mut ix, data) = filled(backend, 300);
+        assert!(ix.remove(5).expect("remove"));
+        let stem = ix.save(dir.path(), 42).expect("save");
+        assert_eq!(stem, "vectors-42");
+        for view in [false, true] {
+            let back = Vectors::load(dir.path(), &stem, backend, view).expect("load");
+            assert_eq!(back.kind(), ix.kind());
+            assert_eq!(back.keys(), ix.keys());
+            assert!(!back.keys().contains(&5));
+            assert_eq!(
+                keys(&back.search_vec(&data[9], 5, None).expect("search")),
+                keys(&ix.search_vec(&data[9], 5, None).expect("search"))
+            );
+        }
+        Vectors::remove_stale(dir.path(), None);
+    }
+    // A flipped byte is refused with a clear error.
+    let (ix, _) = filled(Backend::Exact, 10);
+    let stem = ix.save(dir.path(), 1).expect("save");
+    let path = dir.path().join(format!("{stem}.flat"));
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[30] ^= 1;
+    std::fs::write(&path, bytes).expect("write");
+    let err = Vectors::load(dir.path(), &stem, Backend::Auto, false)
+        .err()
+        .expect("damaged file refused");
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+#[test]
+fn auto_switches_backend_at_the_threshold_and_back() {
+    let (mut ix, data) = filled(Backend::Auto, 100);
+    assert_eq!(ix.kind(), "exact");
+    ix.set_threshold(50).expect("threshold");
+    assert_eq!(ix.kind(), "hnsw");
+    let before = keys(&ix.search_vec(&data[3], 3, None).expect("search"));
+    for k in 1..=80u64 {
+        ix.remove(k).expect("remove");
+    }
+    ix.rebalance().expect("rebalance");
+    assert_eq!((ix.kind(), ix.len()), ("exact", 20));
+    assert_eq!(ix.keys(), (81..=100u64).collect::<Vec<_>>());
+    assert!(before.contains(&4));
+    // Exact search over the remaining keys from the moved-back vectors.
+    let hits = ix.search_vec(&data[90], 1, None).expect("search");
+    assert_eq!(hits[0].card, 91);
+    assert!(
+        ix.search_vec(&[1.0], 1, None).is_err(),
+        "wrong dimension is an error"
+    );
+}
