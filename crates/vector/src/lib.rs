@@ -30,9 +30,11 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Above this many vectors the index switches to HNSW (and back below half of it).
-/// Measured (BENCHMARKS.md): exact search over 20k 384-dimensional vectors takes about
-/// 2 ms on one core here, so below it exactness costs nothing worth saving.
-pub const DEFAULT_ANN_THRESHOLD: usize = 20_000;
+/// Measured (BENCHMARKS.md, `situate bench vectors`): exact top-150 over 20k 384-dimensional
+/// vectors takes 1.5 ms on one core here, HNSW 2.4 ms at recall 0.98; exact search grows
+/// linearly (21 ms at 100k: it streams every vector from memory), so HNSW pays off past a
+/// few tens of thousands.
+pub const DEFAULT_ANN_THRESHOLD: usize = 50_000;
 
 /// Vector index errors.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,251 @@
+//! Benchmarks of the vector leg (`situate bench embed|vectors|hybrid|synth`); results in
+//! BENCHMARKS.md.
+
+use anyhow::{Context, Result, bail};
+use situate_core::EmbedKind;
+use situate_engine::{Access, Engine, SearchRequest};
+use situate_vector::{Backend, Vectors};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// Peak resident memory of this process so far (Linux `VmHWM`), in MB.
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn read_jsonl_texts(path: &Path, n: usize, passage: bool) -> Result<Vec<String>> {
+    let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        let text = v["text"].as_str().unwrap_or_default();
+        let title = v["title"].as_str().unwrap_or_default();
+        out.push(if passage && !title.is_empty() {
+            format!("{title}\n\n{text}")
+        } else {
+            text.to_string()
+        });
+        if out.len() == n {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+pub fn embed(model: &str, dataset: &Path, passages: usize, queries: usize) -> Result<ExitCode> {
+    let embedder = situate_embed::resolve(model)?;
+    let texts = read_jsonl_texts(&dataset.join("corpus.jsonl"), passages, true)?;
+    let qs = read_jsonl_texts(&dataset.join("queries.jsonl"), queries, false)?;
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    // Length-sorted batches, as ingest does.
+    let mut sorted: Vec<&str> = texts.iter().map(String::as_str).collect();
+    sorted.sort_by_key(|t| t.len());
+    let _ = rt.block_on(embedder.embed(&sorted[..sorted.len().min(8)], EmbedKind::Passage))?;
+    let started = Instant::now();
+    for part in sorted.chunks(64) {
+        rt.block_on(embedder.embed(part, EmbedKind::Passage))?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut lat = Vec::with_capacity(qs.len());
+    for q in &qs {
+        let t = Instant::now();
+        rt.block_on(embedder.embed(&[q.as_str()], EmbedKind::Query))?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    println!(
+        "{model}: {} passages in {secs:.2} s = {:.1} passages/s; {} queries one at a time: p50 {:.2} ms, p99 {:.2} ms; threads {}",
+        texts.len(),
+        texts.len() as f64 / secs,
+        qs.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Clustered unit vectors (xorshift), so that neighbourhoods exist as in real embeddings.
+fn synthetic(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut s = seed.max(1);
+    let mut r = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let centres: Vec<Vec<f32>> = (0..1000).map(|_| (0..dim).map(|_| r()).collect()).collect();
+    (0..n)
+        .map(|_| {
+            let c = &centres[((r() + 1.0) * 499.5) as usize];
+            let v: Vec<f32> = c.iter().map(|x| x + 0.9 * r()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+pub fn vectors(n: usize, dim: usize, queries: usize, limit: usize) -> Result<ExitCode> {
+    let data = synthetic(n, dim, 42);
+    let qs = synthetic(queries, dim, 4242);
+    let mut results = Vec::new();
+    for backend in [Backend::Exact, Backend::Hnsw] {
+        let started = Instant::now();
+        let mut ix = Vectors::new(dim, backend)?;
+        for (i, v) in data.iter().enumerate() {
+            ix.add(i as u64 + 1, v)?;
+        }
+        let build = started.elapsed().as_secs_f64();
+        let mut lat = Vec::new();
+        let mut hits = Vec::new();
+        for q in &qs {
+            let t = Instant::now();
+            let h = ix.search_vec(q, limit, None)?;
+            lat.push(t.elapsed());
+            hits.push(h);
+        }
+        lat.sort();
+        println!(
+            "{}: {n} x {dim}, build {build:.1} s, top-{limit} p50 {:.2} ms p99 {:.2} ms",
+            ix.kind(),
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.99)
+        );
+        results.push(hits);
+    }
+    let (exact, ann) = (&results[0], &results[1]);
+    let recall: f64 = exact
+        .iter()
+        .zip(ann)
+        .map(|(e, a)| {
+            let want: std::collections::HashSet<u64> = e.iter().take(20).map(|h| h.card).collect();
+            a.iter().take(20).filter(|h| want.contains(&h.card)).count() as f64
+                / want.len().max(1) as f64
+        })
+        .sum::<f64>()
+        / exact.len().max(1) as f64;
+    println!("HNSW recall@20 against exact: {recall:.4}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
+    let qs: Vec<String> = std::fs::read_to_string(queries)
+        .with_context(|| format!("reading {}", queries.display()))?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    if qs.is_empty() {
+        bail!("no queries in {}", queries.display());
+    }
+    let opened = Instant::now();
+    let e = Engine::open(index, Access::Read)?;
+    let open_ms = opened.elapsed().as_secs_f64() * 1000.0;
+    let stats = e.stats()?;
+    for mode in ["bm25", "vector", "hybrid"] {
+        let mut lat = Vec::new();
+        for run in 0..repeat.max(2) {
+            for q in &qs {
+                let mut req = SearchRequest::new(q, 20);
+                req.mode = Some(mode.parse().map_err(anyhow::Error::msg)?);
+                let t = Instant::now();
+                let hits = e.search(&req)?;
+                if run > 0 {
+                    lat.push(t.elapsed());
+                }
+                std::hint::black_box(hits);
+            }
+        }
+        lat.sort();
+        println!(
+            "{mode}: {} chunks ({}, {}), {} queries: p50 {:.2} ms, p99 {:.2} ms",
+            stats.store.chunks,
+            stats.vector_index.as_deref().unwrap_or("no vectors"),
+            stats.embed_model.as_deref().unwrap_or("-"),
+            lat.len(),
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.99)
+        );
+    }
+    println!(
+        "open {open_ms:.0} ms; peak resident memory {:.0} MB",
+        peak_rss_mb().unwrap_or(f64::NAN)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn synth(n: usize, out: &Path) -> Result<ExitCode> {
+    std::fs::create_dir_all(out)?;
+    // A 20k-word vocabulary with Zipf frequencies: short posting lists for most words and
+    // long ones for a few, like real text.
+    let mut s = 7u64;
+    let mut r = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let vocab: Vec<String> = (0..20_000)
+        .map(|i| {
+            let syll = [
+                "ka", "lo", "mi", "ter", "sun", "ra", "vel", "dor", "pi", "an",
+            ];
+            let mut w = String::new();
+            let mut x = i + 1;
+            while x > 0 {
+                w.push_str(syll[x % 10]);
+                x /= 10;
+            }
+            w
+        })
+        .collect();
+    let harmonic: f64 = (1..=vocab.len()).map(|k| 1.0 / k as f64).sum();
+    let cdf: Vec<f64> = (1..=vocab.len())
+        .scan(0.0, |acc, k| {
+            *acc += 1.0 / k as f64 / harmonic;
+            Some(*acc)
+        })
+        .collect();
+    let word = |r: &mut dyn FnMut() -> f64| {
+        let u = r();
+        let i = cdf.partition_point(|c| *c < u).min(vocab.len() - 1);
+        vocab[i].clone()
+    };
+    let mut corpus = std::io::BufWriter::new(std::fs::File::create(out.join("corpus.jsonl"))?);
+    let mut queries = std::io::BufWriter::new(std::fs::File::create(out.join("queries.txt"))?);
+    for d in 0..n {
+        let words: Vec<String> = (0..150).map(|_| word(&mut r)).collect();
+        writeln!(
+            corpus,
+            "{}",
+            serde_json::json!({"_id": format!("d{d}"), "title": "", "text": words.join(" ")})
+        )?;
+        if d % (n / 200).max(1) == 0 {
+            // A query: 6 words of this document.
+            let q: Vec<&str> = words.iter().step_by(25).map(String::as_str).collect();
+            writeln!(queries, "{}", q.join(" "))?;
+        }
+    }
+    corpus.flush()?;
+    queries.flush()?;
+    println!("wrote {n} documents and their queries to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
