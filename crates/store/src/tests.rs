@@ -176,3 +176,73 @@ fn a_store_of_another_format_version_is_refused() {
     let err = Store::open(&path).err().expect("refused").to_string();
     assert!(err.contains("format version 99"), "{err}");
 }
+
+#[test]
+fn a_version_1_store_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.db");
+    {
+        let mut s = Store::open(&path).expect("create");
+        put(&mut s, &doc("a", "one"), &["one"], &ChunkContext::none());
+    }
+    // Make it a version-1 store: no embedding cache, no card journal.
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    conn.execute_batch(
+        "DROP TABLE embeddings; DROP TABLE card_journal;
+         UPDATE meta SET value = '1' WHERE key = 'format_version';",
+    )
+    .expect("downgrade");
+    drop(conn);
+    let mut s = Store::open(&path).expect("upgraded");
+    assert_eq!(
+        s.meta("format_version").expect("meta").as_deref(),
+        Some("2")
+    );
+    assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
+    s.cache_embeddings("m", &[("h", &[0.5, -1.0][..])])
+        .expect("cache");
+    let got = s.embeddings("m", &["h", "other"]).expect("read");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got["h"], vec![0.5, -1.0]);
+}
+
+#[test]
+fn replaced_and_removed_cards_are_journaled_by_key_and_filters_select_cards() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut s = Store::open(&dir.path().join("s.db")).expect("open");
+    let mut a = doc("docs/a", "one two");
+    a.metadata.insert("team".into(), "ops".into());
+    put(&mut s, &a, &["one", "two"], &ChunkContext::none());
+    put(
+        &mut s,
+        &doc("b", "three"),
+        &["three"],
+        &ChunkContext::none(),
+    );
+    let old: Vec<u64> = s
+        .index_rows_of("docs/a")
+        .expect("rows")
+        .iter()
+        .map(|r| r.card)
+        .collect();
+    assert!(s.removed_cards_after(0).expect("journal").is_empty());
+    put(&mut s, &a, &["one two"], &ChunkContext::none()); // generation 3 replaces a's cards
+    let mut removed = s.removed_cards_after(2).expect("journal");
+    removed.sort_unstable();
+    assert_eq!(removed, old);
+    let filter = |f: DocumentFilter| s.filter_cards(&f).expect("filter").len();
+    assert_eq!(filter(DocumentFilter::default()), 2);
+    let by_meta = DocumentFilter {
+        metadata: vec![("team".into(), "ops".into())],
+        ..Default::default()
+    };
+    assert_eq!(filter(by_meta), 1);
+    let by_glob = DocumentFilter {
+        path_globs: vec!["docs/*".into()],
+        document_ids: vec!["docs/a".into(), "b".into()],
+        ..Default::default()
+    };
+    assert_eq!(filter(by_glob), 1, "every part must match");
+    s.trim_journal(3).expect("trim");
+    assert!(s.removed_cards_after(0).expect("journal").is_empty());
+}
