@@ -3,7 +3,7 @@
 use crate::{Engine, EngineError, Result, crash_point};
 use situate_core::{
     ChunkContext, ChunkSpan, ChunkView, ContextStatus, Contextualizer, Document, DocumentContexts,
-    DocumentView, TokenUsage, content_hash, hash_parts, indexed_text,
+    DocumentView, TokenUsage, hash_parts,
 };
 use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
 use situate_store::NewChunk;
@@ -257,8 +257,7 @@ impl Engine {
             .flat_map(|p| {
                 p.spans.iter().zip(&p.contexts).map(|(s, c)| {
                     let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
-                    let text = indexed_text(ctx, &p.doc.text[s.byte_start..s.byte_end]);
-                    (content_hash(text.as_bytes()), text)
+                    crate::vectors::embedding_input(ctx, &p.doc.text[s.byte_start..s.byte_end])
                 })
             })
             .collect();

@@ -145,6 +145,7 @@ pub struct Engine {
     chinese: ChineseTokenizer,
     languages: Vec<Language>,
     embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, String>>,
+    runtime: OnceLock<std::result::Result<tokio::runtime::Runtime, String>>,
     vectors: Option<Vectors>,
     /// The store generation the in-memory vectors reflect.
     vector_gen: u64,
@@ -209,6 +210,7 @@ impl Engine {
             chinese,
             languages,
             embedder: OnceLock::new(),
+            runtime: OnceLock::new(),
             vectors: None,
             vector_gen: 0,
             vector_saved: None,
@@ -240,7 +242,7 @@ impl Engine {
     /// current and this engine only reads, so a search touches only the pages it needs.
     fn load_vectors(&mut self) -> Result<()> {
         let s = self.embed_settings()?;
-        let (Some(_), Some(dim)) = (s.model, s.dim) else {
+        let (Some(_), Some(_)) = (s.model, s.dim) else {
             return Ok(());
         };
         let store_gen = self.store.generation()?;
@@ -264,10 +266,7 @@ impl Engine {
                     }
                 }
             }
-            None => {
-                self.vectors = Some(Vectors::new(dim, self.vector_backend)?);
-                self.reload_vectors()?;
-            }
+            None => self.reload_vectors()?,
         }
         Ok(())
     }
@@ -556,6 +555,7 @@ impl Engine {
 
     /// Counts over the index.
     pub fn stats(&self) -> Result<EngineStats> {
+        let embed = self.embed_settings()?;
         Ok(EngineStats {
             store: self.store.stats()?,
             bm25_chunks: self.bm25.num_chunks(),
@@ -563,8 +563,8 @@ impl Engine {
             bm25_generation: self.bm25.generation()?,
             chinese_tokenizer: self.chinese.as_str().to_string(),
             disk_bytes: dir_size(&self.dir),
-            embedder: self.embed_settings()?.spec,
-            embed_model: self.embed_settings()?.model,
+            embedder: embed.spec,
+            embed_model: embed.model,
             vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
             vector_index: self.vectors.as_ref().map(|v| v.kind().to_string()),
         })

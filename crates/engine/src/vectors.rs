@@ -9,7 +9,7 @@
 //! embedding call for any text embedded before.
 
 use crate::{Engine, EngineError, Result};
-use situate_core::{EmbedKind, Embedder, IndexHit, Language, content_hash, indexed_text};
+use situate_core::{EmbedKind, Embedder, Language, content_hash, indexed_text};
 use situate_store::IndexRow;
 use situate_vector::{Backend, Vectors};
 use std::collections::HashMap;
@@ -33,9 +33,15 @@ pub(crate) struct EmbedSettings {
     pub dim: Option<usize>,
 }
 
-/// The text hash under which a chunk's embedding is cached (of its indexed text).
+/// What is embedded for a chunk (its indexed text) and the hash it is cached under.
+pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String, String) {
+    let text = indexed_text(context, original);
+    (content_hash(text.as_bytes()), text)
+}
+
+/// The text hash under which a card's embedding is cached.
 pub(crate) fn text_hash(row: &IndexRow) -> String {
-    content_hash(indexed_text(row.context.as_deref(), &row.original).as_bytes())
+    embedding_input(row.context.as_deref(), &row.original).0
 }
 
 impl Engine {
@@ -59,6 +65,17 @@ impl Engine {
         ))
     }
 
+    /// The async runtime that drives the embedder, started on first use (not per query).
+    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
+        let rt = self.runtime.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the async runtime: {e}"))
+        });
+        rt.as_ref().map_err(|e| EngineError::Invalid(e.clone()))
+    }
+
     /// The index's embedder, loaded on first use.
     pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
         let loaded = self.embedder.get_or_init(|| {
@@ -74,16 +91,6 @@ impl Engine {
                 .map_err(|e| e.to_string())
         });
         loaded.clone().map_err(EngineError::Invalid)
-    }
-
-    /// Whether this index has a vector leg.
-    pub fn has_vectors(&self) -> bool {
-        self.vectors.is_some()
-    }
-
-    /// The vector index (for benchmarks and checks).
-    pub fn vectors(&self) -> Option<&Vectors> {
-        self.vectors.as_ref()
     }
 
     /// Chooses the embedder of an `auto` index from the languages about to be ingested,
@@ -166,21 +173,11 @@ impl Engine {
         let Some(model) = self.embed_settings()?.model else {
             return Ok(0);
         };
-        let mut rows: Vec<(String, String)> = Vec::new();
-        self.store.for_each_index_row(|row| {
-            rows.push((text_hash(&row), String::new()));
-            Ok(())
-        })?;
         let mut missing = std::collections::HashSet::new();
-        for part in rows.chunks(4096) {
-            let hashes: Vec<&str> = part.iter().map(|(h, _)| h.as_str()).collect();
-            let cache = self.store.embeddings(&model, &hashes)?;
-            missing.extend(
-                hashes
-                    .iter()
-                    .filter(|h| !cache.contains_key(**h))
-                    .map(|h| h.to_string()),
-            );
+        for (_, h, cached) in self.card_hashes(&model)? {
+            if !cached {
+                missing.insert(h);
+            }
         }
         if missing.is_empty() {
             return Ok(0);
@@ -193,11 +190,8 @@ impl Engine {
             }
             Ok(())
         })?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
-        let (vectors, failed, reason) = self.embed_missing(&runtime, texts, &mut |_, _| {})?;
+        let (vectors, failed, reason) =
+            self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
         let items: Vec<(&str, &[f32])> = vectors
             .iter()
             .map(|(h, v)| (h.as_str(), v.as_slice()))
@@ -260,32 +254,24 @@ impl Engine {
         let (Some(model), Some(dim)) = (s.model, s.dim) else {
             return Ok(());
         };
-        let mut fresh = Vectors::new(dim, Backend::Exact)?;
-        let mut batch: Vec<(u64, String)> = Vec::new();
-        let store = &self.store;
-        let flush = |batch: &mut Vec<(u64, String)>, fresh: &mut Vectors| -> Result<()> {
-            let hashes: Vec<&str> = batch.iter().map(|(_, h)| h.as_str()).collect();
-            let cache = store.embeddings(&model, &hashes)?;
-            for (key, h) in batch.drain(..) {
-                if let Some(v) = cache.get(&h) {
-                    fresh.add(key, v)?;
-                }
-            }
-            Ok(())
-        };
         let mut rows = Vec::new();
-        store.for_each_index_row(|row| {
+        self.store.for_each_index_row(|row| {
             rows.push((row.card, text_hash(&row)));
             Ok(())
         })?;
+        let mut fresh = Vectors::new(dim, Backend::Exact)?;
         for part in rows.chunks(4096) {
-            batch.extend_from_slice(part);
-            flush(&mut batch, &mut fresh)?;
+            let hashes: Vec<&str> = part.iter().map(|(_, h)| h.as_str()).collect();
+            let cache = self.store.embeddings(&model, &hashes)?;
+            for (key, h) in part {
+                if let Some(v) = cache.get(h) {
+                    fresh.add(*key, v)?;
+                }
+            }
         }
         // Built exact (fast to fill), then switched to the configured backend.
-        let mut v = fresh;
-        v.set_backend(self.vector_backend)?;
-        self.vectors = Some(v);
+        fresh.set_backend(self.vector_backend)?;
+        self.vectors = Some(fresh);
         self.vector_gen = self.store.generation()?;
         Ok(())
     }
@@ -309,24 +295,12 @@ impl Engine {
     /// The query's embedding with this index's model.
     pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         let embedder = self.embedder()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
-        let mut v = runtime
+        let mut v = self
+            .runtime()?
             .block_on(embedder.embed(&[text], EmbedKind::Query))
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         v.pop()
             .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
-    }
-
-    /// The raw vector leg for a query text (benchmarks, evaluation).
-    pub fn vector_leg(&self, text: &str, limit: usize) -> Result<Vec<IndexHit>> {
-        let q = self.embed_query(text)?;
-        match &self.vectors {
-            Some(v) => Ok(v.search_vec(&q, limit, None)?),
-            None => Err(EngineError::Invalid("this index has no vectors".into())),
-        }
     }
 
     /// Cards of the store and whether each has a cached embedding (for `check`).
@@ -334,18 +308,28 @@ impl Engine {
         let Some(model) = self.embed_settings()?.model else {
             return Ok(HashMap::new());
         };
+        Ok(self
+            .card_hashes(&model)?
+            .into_iter()
+            .map(|(card, _, cached)| (card, cached))
+            .collect())
+    }
+
+    /// Every card's key, embedding text hash, and whether `model` has it cached.
+    fn card_hashes(&self, model: &str) -> Result<Vec<(u64, String, bool)>> {
         let mut rows = Vec::new();
         self.store.for_each_index_row(|row| {
             rows.push((row.card, text_hash(&row)));
             Ok(())
         })?;
-        let mut out = HashMap::with_capacity(rows.len());
+        let mut out = Vec::with_capacity(rows.len());
         for part in rows.chunks(4096) {
             let hashes: Vec<&str> = part.iter().map(|(_, h)| h.as_str()).collect();
-            let cache = self.store.embeddings(&model, &hashes)?;
-            for (k, h) in part {
-                out.insert(*k, cache.contains_key(h));
-            }
+            let cached = self.store.cached(model, &hashes)?;
+            out.extend(
+                part.iter()
+                    .map(|(k, h)| (*k, h.clone(), cached.contains(h))),
+            );
         }
         Ok(out)
     }

@@ -320,27 +320,26 @@ mod tests {
         assert_eq!(hits[1].legs[0].rank, 2);
     }
 
+    /// A leg that returns its script, filtered and cut like a real one.
     struct Scripted(Vec<IndexHit>);
+    impl Scripted {
+        fn run(&self, filter: Option<&CardSet>, limit: usize) -> Vec<IndexHit> {
+            self.0
+                .iter()
+                .filter(|h| filter.is_none_or(|f| f.contains(h.card)))
+                .take(limit)
+                .copied()
+                .collect()
+        }
+    }
     impl LexicalIndex for Scripted {
         fn search(&self, q: &LexicalQuery<'_>) -> Result<Vec<IndexHit>, IndexError> {
-            Ok(self
-                .0
-                .iter()
-                .filter(|h| q.filter.is_none_or(|f| f.contains(h.card)))
-                .take(q.limit)
-                .copied()
-                .collect())
+            Ok(self.run(q.filter, q.limit))
         }
     }
     impl VectorIndex for Scripted {
         fn search(&self, q: &VectorQuery<'_>) -> Result<Vec<IndexHit>, IndexError> {
-            Ok(self
-                .0
-                .iter()
-                .filter(|h| q.filter.is_none_or(|f| f.contains(h.card)))
-                .take(q.limit)
-                .copied()
-                .collect())
+            Ok(self.run(q.filter, q.limit))
         }
         fn len(&self) -> usize {
             self.0.len()

@@ -443,6 +443,30 @@ impl Store {
         })
     }
 
+    /// Which of these text hashes have a cached embedding of `model` (the vectors are not
+    /// read).
+    pub fn cached(
+        &self,
+        model: &str,
+        hashes: &[&str],
+    ) -> Result<std::collections::HashSet<String>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT 1 FROM embeddings WHERE model = ?1 AND text_hash = ?2")
+            .op("reading cached embeddings")?;
+        let mut out = std::collections::HashSet::new();
+        for h in hashes {
+            if !out.contains(*h)
+                && st
+                    .exists(params![model, h])
+                    .op("reading cached embeddings")?
+            {
+                out.insert(h.to_string());
+            }
+        }
+        Ok(out)
+    }
+
     /// Cached embeddings of `model` for these text hashes (those not cached are absent).
     pub fn embeddings(&self, model: &str, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
         let mut st = self
@@ -469,17 +493,7 @@ impl Store {
     /// change: the cache is derived data, not content).
     pub fn cache_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
         let tx = self.conn.transaction().op("caching embeddings")?;
-        {
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
-                )
-                .op("caching embeddings")?;
-            for (hash, v) in items {
-                st.execute(params![model, hash, vector_to_blob(v)])
-                    .op("caching embeddings")?;
-            }
-        }
+        insert_embeddings(&tx, model, items)?;
         tx.commit().op("caching embeddings")
     }
 
@@ -743,17 +757,7 @@ impl Batch<'_> {
 
     /// Caches embeddings of `model` by text hash (already cached ones are kept).
     pub fn put_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        let mut st = self
-            .tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
-            )
-            .op("caching embeddings")?;
-        for (hash, v) in items {
-            st.execute(params![model, hash, vector_to_blob(v)])
-                .op("caching embeddings")?;
-        }
-        Ok(())
+        insert_embeddings(&self.tx, model, items)
     }
 
     /// Documents written or removed in this batch so far.
@@ -787,6 +791,20 @@ fn journal(conn: &Connection, id: &str) -> Result<()> {
         [id],
     )
     .op("writing the index journal")?;
+    Ok(())
+}
+
+/// Caches embeddings of `model` by text hash (already cached ones are kept).
+fn insert_embeddings(conn: &Connection, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
+        )
+        .op("caching embeddings")?;
+    for (hash, v) in items {
+        st.execute(params![model, hash, vector_to_blob(v)])
+            .op("caching embeddings")?;
+    }
     Ok(())
 }
 

@@ -48,21 +48,10 @@ CREATE TABLE IF NOT EXISTS index_journal (
     generation  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS index_journal_generation ON index_journal(generation);
-CREATE TABLE IF NOT EXISTS embeddings (
-    model     TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    vector    BLOB NOT NULL,
-    PRIMARY KEY (model, text_hash)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS card_journal (
-    card       INTEGER PRIMARY KEY,
-    generation INTEGER NOT NULL
-);
 ";
 
-/// Version 1 had no embedding cache and no card journal; adding the tables is the whole
-/// migration (a version-1 index has no vector index whose deletions it would need).
-const MIGRATE_1_TO_2: &str = "
+/// The tables version 2 added: the embedding cache and the card journal.
+const V2_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS embeddings (
     model     TEXT NOT NULL,
     text_hash TEXT NOT NULL,
@@ -73,7 +62,6 @@ CREATE TABLE IF NOT EXISTS card_journal (
     card       INTEGER PRIMARY KEY,
     generation INTEGER NOT NULL
 );
-UPDATE meta SET value = '2' WHERE key = 'format_version';
 ";
 
 pub fn prepare(conn: &Connection) -> Result<()> {
@@ -96,7 +84,11 @@ pub fn prepare(conn: &Connection) -> Result<()> {
         )
         .ok();
     if existing.as_deref() == Some("1") {
-        conn.execute_batch(&format!("BEGIN IMMEDIATE;{MIGRATE_1_TO_2}COMMIT;"))
+        // Version 1 had neither table; adding them is the whole migration (a version-1
+        // index has no vector index whose deletions it would need).
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;{V2_TABLES}UPDATE meta SET value = '2' WHERE key = 'format_version';COMMIT;"
+        ))
             .op("upgrading the store from format 1 to 2")?;
         return Ok(());
     }
@@ -104,7 +96,7 @@ pub fn prepare(conn: &Connection) -> Result<()> {
         return check_version(&version);
     }
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{SCHEMA}
+        "BEGIN IMMEDIATE;{SCHEMA}{V2_TABLES}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
         COMMIT;"

@@ -202,11 +202,6 @@ impl HnswIndex {
             dim,
         })
     }
-
-    /// Memory the graph and its vectors take (as usearch counts it).
-    pub fn memory_bytes(&self) -> usize {
-        self.index.memory_usage()
-    }
 }
 
 fn path_str(path: &Path) -> Result<&str, VectorError> {

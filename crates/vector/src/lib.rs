@@ -311,22 +311,6 @@ impl Vectors {
         }
     }
 
-    /// Exact search whatever the backend (to measure the ANN's recall against).
-    pub fn search_exact(&self, query: &[f32], limit: usize) -> Vec<IndexHit> {
-        match &self.inner {
-            Inner::Exact(f) => f.search(query, limit, None),
-            Inner::Hnsw(h) => {
-                let mut top = Candidates::new(limit);
-                for k in h.keys() {
-                    if let Some(v) = h.get(k) {
-                        top.push(k, dot(query, &v));
-                    }
-                }
-                top.into_sorted()
-            }
-        }
-    }
-
     /// Writes a snapshot for `generation` into `dir` (atomically: temporary names, synced,
     /// renamed) and returns its name, to be recorded by the caller.
     pub fn save(&self, dir: &Path, generation: u64) -> Result<String, VectorError> {
