@@ -90,8 +90,10 @@ enum Command {
 #[derive(Args)]
 struct EmbedArgs {
     /// Embedder, fixed when the index is created: auto (all-minilm-l6-v2 for English
-    /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name, or a
-    /// Hugging Face model directory [default: auto]
+    /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name, a
+    /// Hugging Face model directory, or a hosted model: openai:MODEL, ollama:MODEL,
+    /// voyage:MODEL, gemini:MODEL, with options after `?` (base_url, key_env, dimensions,
+    /// batch, concurrency, retries, timeout) [default: auto]
     #[arg(long)]
     embedder: Option<String>,
     /// Vector index, fixed when the index is created: auto (exact when small, HNSW when

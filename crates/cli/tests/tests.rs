@@ -3,6 +3,7 @@
 
 mod crash;
 mod eval;
+mod hosted;
 mod ingest;
 mod search;
 

@@ -29,8 +29,22 @@ pub trait Embedder: Send + Sync {
     /// A stable id of the model (part of every embedding cache key).
     fn model_id(&self) -> &str;
 
-    /// The vectors' dimension.
+    /// The vectors' dimension (0 while unknown: a hosted model that must be asked, see
+    /// [`Embedder::probe_dim`]).
     fn dim(&self) -> usize;
+
+    /// The dimension, asking the model once when it cannot be known in advance (hosted
+    /// models without a `dimensions` setting). Local models just answer [`Embedder::dim`].
+    async fn probe_dim(&self) -> Result<usize, EmbedError> {
+        Ok(self.dim())
+    }
+
+    /// How many texts a caller should hand over per [`Embedder::embed`] call: local models
+    /// want a batch that fills the cores; hosted ones a few requests' worth, which they send
+    /// concurrently.
+    fn call_size(&self) -> usize {
+        64
+    }
 
     /// One vector per text, in order.
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError>;

