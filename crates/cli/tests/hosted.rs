@@ -123,6 +123,6 @@ fn a_public_hosted_api_without_a_key_is_refused_before_anything_is_written() {
     assert!(err.contains("VOYAGE_API_KEY"), "{err}");
     if index.join("cards.db").exists() {
         let s = json(situate(&index).arg("stats"), 0);
-        assert_eq!(s["stats"]["chunks"], 0, "{s:#}");
+        assert_eq!(s["stats"]["store"]["chunks"], 0, "{s:#}");
     }
 }

@@ -364,3 +364,24 @@ fn an_index_without_an_embedder_searches_bm25_and_refuses_the_vector_leg() {
     assert!(err.to_string().contains("--embedder none"), "{err}");
     assert!(e.check().expect("check").is_consistent());
 }
+
+#[test]
+fn an_embedder_setting_cut_in_half_by_a_kill_is_completed_on_the_next_ingest() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    {
+        // What a kill between two separate writes used to leave: the model without its
+        // dimension (the model and dimension are now written in one transaction).
+        let e = Engine::create(&idx, hashed(Backend::Exact)).expect("create");
+        e.store.set_meta("embed_model", "hash:64").expect("meta");
+    }
+    let mut e = Engine::open(&idx, Access::Write).expect("open");
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
+        .expect("ingest");
+    assert_eq!(r.embedded, 3);
+    let c = e.check().expect("check");
+    assert!(c.is_consistent(), "{c:?}");
+    assert_eq!(c.vector_chunks, 3, "every chunk has its vector");
+}

@@ -94,7 +94,7 @@ impl Engine {
     /// records it, and creates the (empty) vector index. A no-op once chosen.
     pub(crate) fn choose_embedder(&mut self, languages: &[Language]) -> Result<()> {
         let s = self.embed_settings()?;
-        if s.spec == "none" || s.model.is_some() {
+        if s.spec == "none" || (s.model.is_some() && s.dim.is_some()) {
             return Ok(());
         }
         if s.spec == "auto" {
@@ -108,8 +108,18 @@ impl Engine {
             .runtime()?
             .block_on(embedder.probe_dim())
             .map_err(|e| EngineError::Invalid(format!("cannot set up the embedder: {e}")))?;
-        self.store.set_meta("embed_model", embedder.model_id())?;
-        self.store.set_meta("embed_dim", &dim.to_string())?;
+        // Model and dimension together: an index with one and not the other (a kill between
+        // two writes) would never build its vectors.
+        self.store.set_metas(&[
+            ("embed_model", embedder.model_id()),
+            ("embed_dim", &dim.to_string()),
+        ])?;
+        if self.store.generation()? > 0 {
+            // Cards committed while the setting was incomplete (an index written by a
+            // version that could be killed between the two writes): index their cached
+            // embeddings; `rebuild` embeds the rest.
+            return self.reload_vectors();
+        }
         self.vectors = Some(Vectors::new(dim, self.vector_backend)?);
         self.vector_gen = self.store.generation()?;
         Ok(())

@@ -193,6 +193,20 @@ impl Store {
         Ok(())
     }
 
+    /// Writes several settings in one transaction: all of them or none.
+    pub fn set_metas(&self, pairs: &[(&str, &str)]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction().op("writing settings")?;
+        for (key, value) in pairs {
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .op("writing settings")?;
+        }
+        tx.commit().op("writing settings")?;
+        Ok(())
+    }
+
     /// The number of committed batches so far.
     pub fn generation(&self) -> Result<u64> {
         Ok(self

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Embedding throughput, situate against the Python peer in the same run on the same texts:
+# all-MiniLM-L6-v2 on the first N SciFact passages (title + abstract, 256-token truncation,
+# length-sorted batches) and M queries one at a time, 2 threads each, runs alternated.
+# The peer is sentence-transformers on PyTorch CPU (the fastest Python CPU runtime that
+# installs here: PyTorch uses its AVX-512 kernels on this machine), with the same weights
+# (situate's installed model directory).
+#
+#   bench/embed.sh [PASSAGES] [QUERIES] [ROUNDS]     (default 256 200 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+passages=${1:-256}
+queries=${2:-200}
+rounds=${3:-2}
+data=../shared/data/scifact
+venv=bench/.venv-torch
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+  # The PyPI wheel is built with CUDA; its CUDA libraries are separate packages, not needed
+  # on CPU, so the wheel goes in without them and its CPU dependencies are named here.
+  "$venv/bin/pip" install --quiet --no-deps "torch==2.15.0"
+  "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
+  "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
+fi
+cargo build --release --locked -q -p situate
+bin=target/release/situate
+"$bin" models install all-minilm-l6-v2 >/dev/null
+model_dir=$("$bin" models list --json | python3 -c 'import json,sys; print(next(m["path"] for m in json.load(sys.stdin)["models"] if m["name"]=="all-minilm-l6-v2"))')
+for round in $(seq "$rounds"); do
+  echo "== round $round"
+  OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_peer.py "$model_dir" "$data" "$passages" "$queries" 2 2>/dev/null | tail -1
+  "$bin" bench embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1
+done
