@@ -3,15 +3,17 @@
 //!
 //! The recipe is sentence-transformers' for all-MiniLM-L6-v2: truncate at 256 tokens (the
 //! model's `tokenizer.json` hard-codes 128 for both truncation and padding, so both are
-//! overridden), pad to the longest text of the batch, mean-pool the last hidden states over
-//! the real tokens only (the attention mask), and normalise to unit length.
+//! overridden), mean-pool the last hidden states over the real tokens, and normalise to unit
+//! length. The forward pass is [`crate::encoder::Encoder`]: a batch's texts are packed end to
+//! end rather than padded, which gives the same vectors as padding with an attention mask.
 
-use candle_core::{DType, Device, Tensor};
+use crate::encoder::Encoder;
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::{Path, PathBuf};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 /// How a BERT embedder runs.
 #[derive(Debug, Clone)]
@@ -40,7 +42,7 @@ impl Default for BertOptions {
 /// A BERT sentence embedder on the CPU.
 pub struct BertEmbedder {
     id: String,
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     dim: usize,
     options: BertOptions,
@@ -91,24 +93,15 @@ impl BertEmbedder {
                 ..Default::default()
             }))
             .map_err(|e| err(&id, format!("setting truncation: {e}")))?;
-        let pad = tokenizer.get_padding().cloned();
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id: pad
-                .as_ref()
-                .map_or(config.pad_token_id as u32, |p| p.pad_id),
-            pad_token: pad
-                .as_ref()
-                .map_or_else(|| "[PAD]".to_string(), |p| p.pad_token.clone()),
-            ..Default::default()
-        }));
+        // Texts are packed, not padded (see the module doc).
+        tokenizer.with_padding(None);
         let weights = file("model.safetensors")?;
         // SAFETY: the weights file is memory-mapped read-only; situate never writes it, and a
         // model directory changed under a running process is outside what it promises.
         let vb =
             unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
                 .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
+        let model = Encoder::load(vb, &config)
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
         Ok(BertEmbedder {
             id,
@@ -156,38 +149,18 @@ impl BertEmbedder {
                 .tokenizer
                 .encode_batch(inputs, true)
                 .map_err(|e| err(&self.id, e))?;
-            let (n, len) = (encodings.len(), encodings.first().map_or(0, |e| e.len()));
-            let ids: Vec<u32> = encodings
-                .iter()
-                .flat_map(|e| e.get_ids().iter().copied())
-                .collect();
-            let mask: Vec<u32> = encodings
-                .iter()
-                .flat_map(|e| e.get_attention_mask().iter().copied())
-                .collect();
-            let type_ids: Vec<u32> = encodings
-                .iter()
-                .flat_map(|e| e.get_type_ids().iter().copied())
-                .collect();
-            let run = || -> candle_core::Result<Tensor> {
-                let dev = &Device::Cpu;
-                let ids = Tensor::from_vec(ids, (n, len), dev)?;
-                let mask = Tensor::from_vec(mask, (n, len), dev)?;
-                let type_ids = Tensor::from_vec(type_ids, (n, len), dev)?;
-                let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
-                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-                let summed = hidden.broadcast_mul(&m)?.sum(1)?; // (n, dim)
-                let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
-                let mean = summed.broadcast_div(&counts)?;
+            let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+            let pooled = self
+                .model
+                .mean_pooled(&ids)
+                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
+            for mut v in pooled {
                 if normalize {
-                    let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-                    mean.broadcast_div(&norm)
-                } else {
-                    Ok(mean)
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    v.iter_mut().for_each(|x| *x /= norm);
                 }
-            };
-            let pooled = run().map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            out.extend(pooled.to_vec2::<f32>().map_err(|e| err(&self.id, e))?);
+                out.push(v);
+            }
         }
         Ok(out)
     }

@@ -1,0 +1,326 @@
+//! A BERT encoder forward pass for embedding, written for the CPU (used by [`crate::bert`]).
+//!
+//! candle-transformers' `BertModel` is correct but slow here for three reasons measured with
+//! `perf` (BENCHMARKS.md): a batch is padded to its longest text and attention, masking and
+//! every element-wise op run over the padding; GELU calls a scalar `erf` per element; and
+//! each `Linear` multiplies by a transposed view of its weight, which gemm repacks at every
+//! call (a third of a query's time). This pass keeps the same arithmetic and fixes those:
+//! the texts of a batch are packed end to end (no padding; attention runs per text, so no
+//! mask is needed), weights are transposed once at load, and bias + GELU is one parallel
+//! pass with a branch-free `erf`.
+
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{Config, HiddenAct};
+
+/// A dense layer with its weight transposed once at load (in × out, contiguous).
+struct Dense {
+    wt: Tensor,
+    b: Tensor,
+}
+
+impl Dense {
+    fn load(vb: VarBuilder, input: usize, output: usize) -> candle_core::Result<Self> {
+        let w = vb.get((output, input), "weight")?;
+        Ok(Dense {
+            wt: w.t()?.contiguous()?,
+            b: vb.get(output, "bias")?,
+        })
+    }
+
+    /// x (t × in) → t × out, bias added.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        // With the weight contiguous as in × out, gemm reads it in place; by a transposed
+        // view (as candle's `Linear` does) it repacked the weight at every call, which was
+        // a third of a query's time.
+        x.matmul(&self.wt)?.broadcast_add(&self.b)
+    }
+
+    /// x (t × in) → act(x·W + b), bias and activation in one pass.
+    fn forward_act(&self, x: &Tensor, act: Act) -> candle_core::Result<Tensor> {
+        x.matmul(&self.wt)?
+            .apply_op1_no_bwd(&BiasAct { bias: &self.b, act })
+    }
+}
+
+struct Norm {
+    w: Tensor,
+    b: Tensor,
+}
+
+impl Norm {
+    fn load(vb: VarBuilder, size: usize) -> candle_core::Result<Self> {
+        Ok(Norm {
+            w: vb.get(size, "weight")?,
+            b: vb.get(size, "bias")?,
+        })
+    }
+}
+
+struct Layer {
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    ao: Dense,
+    aln: Norm,
+    fi: Dense,
+    fo: Dense,
+    oln: Norm,
+}
+
+/// The activation of the feed-forward layers.
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Gelu,
+    GeluTanh,
+    Relu,
+}
+
+/// A BERT encoder (embeddings + layers), weights in f32.
+pub struct Encoder {
+    word: Tensor,
+    pos: Tensor,
+    ty: Tensor,
+    eln: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+    hidden: usize,
+    eps: f64,
+    act: Act,
+}
+
+impl Encoder {
+    /// Loads the weights (`embeddings.*`, `encoder.layer.N.*`, optionally under the
+    /// model type's prefix, e.g. `bert.`).
+    pub fn load(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
+        match Self::load_at(vb.clone(), config) {
+            Ok(e) => Ok(e),
+            Err(first) => match &config.model_type {
+                Some(prefix) => Self::load_at(vb.pp(prefix), config).map_err(|_| first),
+                None => Err(first),
+            },
+        }
+    }
+
+    fn load_at(vb: VarBuilder, c: &Config) -> candle_core::Result<Self> {
+        let h = c.hidden_size;
+        if c.num_attention_heads == 0 || h % c.num_attention_heads != 0 {
+            candle_core::bail!("hidden_size {h} is not a multiple of num_attention_heads");
+        }
+        let e = vb.pp("embeddings");
+        let mut layers = Vec::with_capacity(c.num_hidden_layers);
+        for i in 0..c.num_hidden_layers {
+            let l = vb.pp(format!("encoder.layer.{i}"));
+            let a = l.pp("attention");
+            layers.push(Layer {
+                q: Dense::load(a.pp("self.query"), h, h)?,
+                k: Dense::load(a.pp("self.key"), h, h)?,
+                v: Dense::load(a.pp("self.value"), h, h)?,
+                ao: Dense::load(a.pp("output.dense"), h, h)?,
+                aln: Norm::load(a.pp("output.LayerNorm"), h)?,
+                fi: Dense::load(l.pp("intermediate.dense"), h, c.intermediate_size)?,
+                fo: Dense::load(l.pp("output.dense"), c.intermediate_size, h)?,
+                oln: Norm::load(l.pp("output.LayerNorm"), h)?,
+            });
+        }
+        Ok(Encoder {
+            word: e.get((c.vocab_size, h), "word_embeddings.weight")?,
+            pos: e.get((c.max_position_embeddings, h), "position_embeddings.weight")?,
+            ty: e.get((c.type_vocab_size, h), "token_type_embeddings.weight")?,
+            eln: Norm::load(e.pp("LayerNorm"), h)?,
+            layers,
+            heads: c.num_attention_heads,
+            hidden: h,
+            eps: c.layer_norm_eps,
+            act: match c.hidden_act {
+                HiddenAct::Gelu => Act::Gelu,
+                HiddenAct::GeluApproximate => Act::GeluTanh,
+                HiddenAct::Relu => Act::Relu,
+            },
+        })
+    }
+
+    /// The mean of the last hidden states of each text (token ids with special tokens, no
+    /// padding; token type 0), one row per text.
+    pub fn mean_pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let dev = self.word.device();
+        let (h, nh) = (self.hidden, self.heads);
+        let hd = h / nh;
+        let mut ids = Vec::new();
+        let mut positions = Vec::new();
+        let mut segs = Vec::with_capacity(texts.len());
+        for t in texts {
+            segs.push((ids.len(), t.len()));
+            ids.extend_from_slice(t);
+            positions.extend(0..t.len() as u32);
+        }
+        if ids.is_empty() {
+            return Ok(vec![vec![0.0; h]; texts.len()]);
+        }
+        let word = self
+            .word
+            .index_select(&Tensor::new(ids.as_slice(), dev)?, 0)?;
+        let pos = self
+            .pos
+            .index_select(&Tensor::new(positions.as_slice(), dev)?, 0)?;
+        let ty = self.ty.narrow(0, 0, 1)?;
+        let x = (word + pos)?.broadcast_add(&ty)?;
+        let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        for l in &self.layers {
+            let q = (l.q.forward(&x)? * scale)?;
+            let k = l.k.forward(&x)?;
+            let v = l.v.forward(&x)?;
+            let mut ctx = Vec::with_capacity(segs.len());
+            for &(s, n) in &segs {
+                let heads = |m: &Tensor| -> candle_core::Result<Tensor> {
+                    m.narrow(0, s, n)?
+                        .reshape((n, nh, hd))?
+                        .transpose(0, 1)?
+                        .contiguous()
+                };
+                let (qh, kh, vh) = (heads(&q)?, heads(&k)?, heads(&v)?);
+                let att = candle_nn::ops::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
+                ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
+            }
+            let ctx = Tensor::cat(&ctx, 0)?;
+            let ao = l.ao.forward(&ctx)?;
+            x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.w, &l.aln.b, self.eps as f32)?;
+            let mid = l.fi.forward_act(&x, self.act)?;
+            let fo = l.fo.forward(&mid)?;
+            x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.w, &l.oln.b, self.eps as f32)?;
+        }
+        let mut out = Vec::with_capacity(segs.len());
+        for &(s, n) in &segs {
+            out.push(x.narrow(0, s, n)?.mean(0)?.to_vec1::<f32>()?);
+        }
+        Ok(out)
+    }
+}
+
+/// `act(x + bias)` over a t × d matrix, rows in parallel.
+struct BiasAct<'a> {
+    bias: &'a Tensor,
+    act: Act,
+}
+
+impl CustomOp1 for BiasAct<'_> {
+    fn name(&self) -> &'static str {
+        "bias-act"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("bias-act: f32 only");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("bias-act: contiguous input only");
+        };
+        let x = &data[start..end];
+        let bias = self.bias.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+        let d = bias.len();
+        if d == 0 || x.len() % d != 0 {
+            candle_core::bail!("bias-act: {} values are not rows of {d}", x.len());
+        }
+        let mut out = vec![0f32; x.len()];
+        let act = self.act;
+        // Threads only for large inputs (a batch of passages): a query's few rows are done
+        // before a new thread would be scheduled.
+        let threads = if x.len() < 1 << 18 {
+            1
+        } else {
+            candle_core::utils::get_num_threads().max(1)
+        };
+        let rows_per_task = (x.len() / d).div_ceil(threads);
+        let work = |xs: &[f32], os: &mut [f32]| {
+            for (xr, or) in xs.chunks(d).zip(os.chunks_mut(d)) {
+                for ((o, &v), &b) in or.iter_mut().zip(xr).zip(bias.iter()) {
+                    *o = apply(act, v + b);
+                }
+            }
+        };
+        if threads == 1 {
+            work(x, &mut out);
+        } else {
+            std::thread::scope(|scope| {
+                for (xs, os) in x
+                    .chunks(rows_per_task * d)
+                    .zip(out.chunks_mut(rows_per_task * d))
+                {
+                    scope.spawn(move || work(xs, os));
+                }
+            });
+        }
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
+    }
+}
+
+#[inline(always)]
+fn apply(act: Act, v: f32) -> f32 {
+    match act {
+        Act::Gelu => 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2)),
+        Act::GeluTanh => {
+            let c = (2.0 / std::f32::consts::PI).sqrt();
+            0.5 * v * (1.0 + (c * (v + 0.044715 * v * v * v)).tanh())
+        }
+        Act::Relu => v.max(0.0),
+    }
+}
+
+/// erf by Abramowitz & Stegun 7.1.26 (absolute error ≤ 1.5e-7 in exact arithmetic, under
+/// 1e-6 in f32 as the test measures; a few f32 ulps): branch-free, unlike libm's `erff`.
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+    let y = 1.0 - poly * (-a * a).exp();
+    y.copysign(x)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn erf_matches_libm_to_f32_rounding() {
+        let mut worst = 0f64;
+        for i in -6000..=6000 {
+            let x = i as f32 / 1000.0;
+            let want = libm_erf(x as f64);
+            worst = worst.max((super::erf(x) as f64 - want).abs());
+        }
+        assert!(worst < 1e-6, "worst error {worst}");
+    }
+
+    /// erf by its Taylor series / continued fraction in f64, as the reference.
+    fn libm_erf(x: f64) -> f64 {
+        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)), enough terms for |x| ≤ 6
+        // in f64 would lose precision; use the complementary form for large |x|.
+        if x.abs() > 3.0 {
+            return x.signum() * (1.0 - erfc_cf(x.abs()));
+        }
+        let mut sum = 0.0;
+        let mut term = x;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -x * x / n;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    }
+
+    /// erfc(x) for x > 3 by its continued fraction.
+    fn erfc_cf(x: f64) -> f64 {
+        let mut f = 0.0;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (x + f);
+        }
+        (-x * x).exp() / std::f64::consts::PI.sqrt() / (x + f)
+    }
+}
