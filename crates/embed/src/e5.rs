@@ -15,6 +15,7 @@
 //!   (`max positions − 2` content tokens each) averaged weighted by their token counts, then
 //!   unit length. `query: ` / `passage: ` prefixes as the model card requires.
 
+use crate::encoder::{mean_per_text, packed_attention};
 use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
 use candle_core::{Device, Module, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
@@ -332,8 +333,7 @@ impl E5Embedder {
     /// Mean-pooled hidden states of several windows (each `<s> ids </s>`), one row each.
     fn forward(&self, windows: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
         let dev = &Device::Cpu;
-        let (h, nh) = (self.hidden, self.heads);
-        let hd = h / nh;
+        let h = self.hidden;
         let mut rows = Vec::new();
         let mut positions = Vec::new();
         let mut segs = Vec::with_capacity(windows.len());
@@ -356,36 +356,21 @@ impl E5Embedder {
             .index_select(&Tensor::new(positions.as_slice(), dev)?, 0)?;
         let x = (x + pos)?.broadcast_add(&self.ty)?;
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.0, &self.eln.1, self.eps)?;
-        let scale = 1.0 / (hd as f64).sqrt();
         for l in &self.layers {
-            let q = l.q.forward(&x)?.broadcast_add(&l.qb)?;
-            let k = l.k.forward(&x)?.broadcast_add(&l.kb)?;
-            let v = l.v.forward(&x)?.broadcast_add(&l.vb)?;
-            let mut ctx = Vec::with_capacity(segs.len());
-            for &(s, n) in &segs {
-                let heads = |m: &Tensor| -> candle_core::Result<Tensor> {
-                    m.narrow(0, s, n)?
-                        .reshape((n, nh, hd))?
-                        .transpose(0, 1)?
-                        .contiguous()
-                };
-                let (qh, kh, vh) = (heads(&q)?, heads(&k)?, heads(&v)?);
-                let att = (qh.matmul(&kh.t()?)? * scale)?;
-                let att = candle_nn::ops::softmax_last_dim(&att)?;
-                ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
-            }
-            let ctx = Tensor::cat(&ctx, 0)?;
+            let ctx = packed_attention(
+                &l.q.forward(&x)?.broadcast_add(&l.qb)?,
+                &l.k.forward(&x)?.broadcast_add(&l.kb)?,
+                &l.v.forward(&x)?.broadcast_add(&l.vb)?,
+                &segs,
+                self.heads,
+            )?;
             let ao = l.ao.forward(&ctx)?.broadcast_add(&l.aob)?;
             x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.0, &l.aln.1, self.eps)?;
             let mid = l.fi.forward(&x)?.broadcast_add(&l.fib)?.gelu_erf()?;
             let fo = l.fo.forward(&mid)?.broadcast_add(&l.fob)?;
             x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.0, &l.oln.1, self.eps)?;
         }
-        let mut out = Vec::with_capacity(segs.len());
-        for &(s, n) in &segs {
-            out.push(x.narrow(0, s, n)?.mean(0)?.to_vec1::<f32>()?);
-        }
-        Ok(out)
+        mean_per_text(&x, &segs)
     }
 
     /// Embeds texts synchronously (prefix, windows, weighted mean, unit length).

@@ -144,8 +144,7 @@ impl Encoder {
     /// padding; token type 0), one row per text.
     pub fn mean_pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
         let dev = self.word.device();
-        let (h, nh) = (self.hidden, self.heads);
-        let hd = h / nh;
+        let h = self.hidden;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
         let mut segs = Vec::with_capacity(texts.len());
@@ -166,36 +165,60 @@ impl Encoder {
         let ty = self.ty.narrow(0, 0, 1)?;
         let x = (word + pos)?.broadcast_add(&ty)?;
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
-        let scale = 1.0 / (hd as f64).sqrt();
         for l in &self.layers {
-            let q = (l.q.forward(&x)? * scale)?;
-            let k = l.k.forward(&x)?;
-            let v = l.v.forward(&x)?;
-            let mut ctx = Vec::with_capacity(segs.len());
-            for &(s, n) in &segs {
-                let heads = |m: &Tensor| -> candle_core::Result<Tensor> {
-                    m.narrow(0, s, n)?
-                        .reshape((n, nh, hd))?
-                        .transpose(0, 1)?
-                        .contiguous()
-                };
-                let (qh, kh, vh) = (heads(&q)?, heads(&k)?, heads(&v)?);
-                let att = candle_nn::ops::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
-                ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
-            }
-            let ctx = Tensor::cat(&ctx, 0)?;
+            let ctx = packed_attention(
+                &l.q.forward(&x)?,
+                &l.k.forward(&x)?,
+                &l.v.forward(&x)?,
+                &segs,
+                self.heads,
+            )?;
             let ao = l.ao.forward(&ctx)?;
             x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.w, &l.aln.b, self.eps as f32)?;
             let mid = l.fi.forward_act(&x, self.act)?;
             let fo = l.fo.forward(&mid)?;
             x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.w, &l.oln.b, self.eps as f32)?;
         }
-        let mut out = Vec::with_capacity(segs.len());
-        for &(s, n) in &segs {
-            out.push(x.narrow(0, s, n)?.mean(0)?.to_vec1::<f32>()?);
-        }
-        Ok(out)
+        mean_per_text(&x, &segs)
     }
+}
+
+/// Self-attention over texts packed end to end: `segs` holds each text's (first row, rows);
+/// every text attends to itself only, so packing needs no mask. q, k, v are t × hidden.
+pub(crate) fn packed_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    segs: &[(usize, usize)],
+    heads: usize,
+) -> candle_core::Result<Tensor> {
+    let h = q.dim(1)?;
+    let hd = h / heads;
+    // Scaling q costs a pass over t × hidden values, scaling the scores one over n² per head.
+    let q = (q * (1.0 / (hd as f64).sqrt()))?;
+    let mut ctx = Vec::with_capacity(segs.len());
+    for &(s, n) in segs {
+        let split = |m: &Tensor| -> candle_core::Result<Tensor> {
+            m.narrow(0, s, n)?
+                .reshape((n, heads, hd))?
+                .transpose(0, 1)?
+                .contiguous()
+        };
+        let (qh, kh, vh) = (split(&q)?, split(k)?, split(v)?);
+        let att = candle_nn::ops::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
+        ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
+    }
+    Tensor::cat(&ctx, 0)
+}
+
+/// The mean of each text's rows of packed hidden states.
+pub(crate) fn mean_per_text(
+    x: &Tensor,
+    segs: &[(usize, usize)],
+) -> candle_core::Result<Vec<Vec<f32>>> {
+    segs.iter()
+        .map(|&(s, n)| x.narrow(0, s, n)?.mean(0)?.to_vec1::<f32>())
+        .collect()
 }
 
 /// `act(x + bias)` over a t × d matrix, rows in parallel.
