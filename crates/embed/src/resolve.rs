@@ -2,8 +2,8 @@
 //! loaded [`Embedder`].
 
 use crate::bert::{BertEmbedder, BertOptions};
-use crate::install::{CATALOG, models_dir};
 use situate_core::{EmbedError, Embedder, Language};
+use situate_models::{CATALOG, Role, models_dir};
 use std::path::Path;
 
 /// The English default.
@@ -32,6 +32,12 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
         message,
     };
     if let Some(entry) = CATALOG.iter().find(|e| e.name == spec) {
+        if entry.role != Role::Embedding {
+            return Err(fail(format!(
+                "{} is not an embedding model ({})",
+                entry.name, entry.about
+            )));
+        }
         let dir = models_dir().join(entry.name);
         if !dir.is_dir() {
             return Err(fail(format!(
@@ -76,6 +82,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
         "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory",
         CATALOG
             .iter()
+            .filter(|e| e.role == Role::Embedding)
             .map(|e| e.name)
             .collect::<Vec<_>>()
             .join(", ")
@@ -85,6 +92,17 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_llm_of_the_catalog_is_not_an_embedder() {
+        let e = resolve("smollm2-135m-instruct").err().expect("refused");
+        assert!(e.to_string().contains("not an embedding model"), "{e}");
+        let e = resolve("no-such-model").err().expect("refused").to_string();
+        assert!(
+            e.contains("all-minilm-l6-v2") && !e.contains("smollm2"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn english_corpora_get_minilm_and_the_rest_e5() {

@@ -142,7 +142,7 @@ async fn tiny_random_bert_loads_pools_over_real_tokens_and_normalises() {
 /// (shared/BASELINES.md).
 #[tokio::test]
 async fn all_minilm_matches_the_sentence_transformers_reference() {
-    let dir: PathBuf = crate::install::models_dir().join("all-minilm-l6-v2");
+    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
     assert!(
         dir.join("model.safetensors").is_file(),
         "all-MiniLM-L6-v2 is not installed in {}: run `situate models install all-minilm-l6-v2` (scripts/test.sh does)",
@@ -203,7 +203,7 @@ async fn all_minilm_matches_the_sentence_transformers_reference() {
 /// inputs.
 #[test]
 fn multilingual_e5_matches_the_packages_reader_and_crosses_languages() {
-    let dir = crate::install::models_dir().join("multilingual-e5-small");
+    let dir = situate_models::models_dir().join("multilingual-e5-small");
     assert!(
         dir.is_dir(),
         "{} is missing: run scripts/test.sh (it installs the models first)",

@@ -168,6 +168,12 @@ impl HnswIndex {
         Ok(hits)
     }
 
+    /// Sets the search effort (ef, candidates kept while searching); a search still keeps
+    /// at least as many as it is asked for.
+    pub fn set_search_effort(&self, ef: usize) {
+        self.index.change_expansion_search(ef.max(1));
+    }
+
     /// Writes the graph to `path` (not atomically: the caller writes to a temporary name
     /// and renames).
     pub fn save(&self, path: &Path) -> Result<(), VectorError> {

@@ -292,6 +292,13 @@ impl Vectors {
         Ok(())
     }
 
+    /// Sets the HNSW search effort (ef); exact search ignores it.
+    pub fn set_search_effort(&self, ef: usize) {
+        if let Inner::Hnsw(h) = &self.inner {
+            h.set_search_effort(ef);
+        }
+    }
+
     /// The best hits for `query`, best first.
     pub fn search_vec(
         &self,

