@@ -9,7 +9,7 @@
 //! tokenizer = "path/to/tokenizer.json"   # count real tokens
 //!
 //! [ingest]
-//! context = "structural"      # none | structural
+//! context = "structural"      # none | structural | llm
 //! language = "en"             # force a language (no detection)
 //! default_language = "en"     # when detection is unsure
 //!
@@ -30,6 +30,14 @@
 //!
 //! [bm25]
 //! chinese = "bigram"          # bigram | jieba, used when an index is created
+//!
+//! [llm]                       # the model that writes contexts (context = "llm")
+//! model = "smollm2-135m-instruct"   # or a .gguf path
+//! template = "prompt.txt"     # {{WHOLE_DOCUMENT}} ... {{CHUNK_CONTENT}}; default: Anthropic's
+//! glossary = "glossary.txt"   # terms added to the prompt
+//! long_documents = "window"   # window | head | fail
+//! max_tokens = 160            # per context
+//! document_tokens = 2048      # most document tokens per prompt
 //! ```
 
 use anyhow::{Context, Result};
@@ -51,6 +59,8 @@ pub struct Settings {
     pub bm25: Bm25Settings,
     #[serde(default)]
     pub embed: EmbedSettings,
+    #[serde(default)]
+    pub llm: LlmSettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,6 +98,17 @@ pub struct SearchSettings {
     pub rrf_k: Option<f32>,
     pub bm25_weight: Option<f32>,
     pub vector_weight: Option<f32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    pub model: Option<String>,
+    pub template: Option<PathBuf>,
+    pub glossary: Option<PathBuf>,
+    pub long_documents: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub document_tokens: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

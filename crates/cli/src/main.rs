@@ -125,9 +125,13 @@ struct IngestArgs {
     /// Count tokens with this tokenizer.json instead of the built-in estimate
     #[arg(long)]
     tokenizer: Option<PathBuf>,
-    /// Documents per committed batch
-    #[arg(long, default_value_t = 256)]
-    batch: usize,
+    /// Documents per committed batch [default: 256; 8 with an LLM]
+    #[arg(long)]
+    batch: Option<usize>,
+    /// The LLM that writes contexts with --context llm: a local model of `situate models
+    /// list` or a .gguf path [default: smollm2-135m-instruct]
+    #[arg(long)]
+    llm: Option<String>,
     /// Exit non-zero when any input was skipped
     #[arg(long)]
     strict: bool,
@@ -424,6 +428,47 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The contextualizer a method names; `llm` is built from the `[llm]` settings and `--llm`.
+pub(crate) fn build_contextualizer(
+    method: &str,
+    settings: &Settings,
+    llm: Option<&str>,
+) -> Result<Box<dyn situate_core::Contextualizer>> {
+    if method != "llm" {
+        return situate_contextualize::by_name(method).map_err(|e| anyhow::anyhow!("{e}, llm"));
+    }
+    let s = &settings.llm;
+    let model = llm
+        .or(s.model.as_deref())
+        .unwrap_or("smollm2-135m-instruct");
+    let model = situate_llm::resolve(model)?;
+    let mut c = situate_llm::LlmContextualizer::new(model);
+    if let Some(t) = &s.template {
+        c = c.with_template(situate_llm::prompt::PromptTemplate::from_files(
+            t,
+            s.glossary.as_deref(),
+        )?);
+    } else if let Some(gl) = &s.glossary {
+        let text = std::fs::read_to_string(gl)
+            .with_context(|| format!("reading the glossary {}", gl.display()))?;
+        c = c.with_template(situate_llm::prompt::PromptTemplate::parse(
+            situate_llm::prompt::ANTHROPIC_TEMPLATE,
+            Some(&text),
+            "built-in",
+        )?);
+    }
+    if let Some(l) = &s.long_documents {
+        let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {
+            anyhow::anyhow!("[llm] long_documents = {l:?}: expected window, head or fail")
+        })?;
+        c = c.with_long_documents(rule);
+    }
+    if let Some(m) = s.max_tokens {
+        c = c.with_max_tokens(m);
+    }
+    Ok(Box::new(c.with_document_tokens(s.document_tokens)))
+}
+
 fn ingest(
     g: &Global,
     settings: &Settings,
@@ -434,7 +479,7 @@ fn ingest(
         .context
         .or(settings.ingest.context.clone())
         .unwrap_or_else(|| "structural".into());
-    let contextualizer = situate_contextualize::by_name(&method).map_err(anyhow::Error::msg)?;
+    let contextualizer = build_contextualizer(&method, settings, a.llm.as_deref())?;
     let mut opts = IngestOptions::new(contextualizer);
     opts.sources.format = a
         .format
@@ -456,10 +501,16 @@ fn ingest(
         .or(settings.chunk.overlap_tokens)
         .unwrap_or(opts.chunker.overlap_tokens);
     opts.chunker.tokenizer = a.tokenizer.or(settings.chunk.tokenizer.clone());
-    if a.batch == 0 {
+    if a.batch == Some(0) {
         bail!("--batch must be at least 1");
     }
-    opts.batch_documents = a.batch;
+    // An LLM takes seconds per chunk: commit every few documents so that what is done is
+    // searchable early (contexts are kept as they finish in any case).
+    opts.batch_documents = match a.batch {
+        None if method == "llm" => 8,
+        None => 256,
+        Some(b) => b,
+    };
     opts.metadata = key_values("--meta", &a.meta)?;
     if let Some((k, _)) = opts
         .metadata

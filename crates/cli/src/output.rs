@@ -176,6 +176,9 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
             p.prompt_version.as_deref().unwrap_or("-"),
             &p.input_hash[..p.input_hash.len().min(16)]
         )?;
+        if let Some(s) = &p.strategy {
+            writeln!(out, "document   {s}")?;
+        }
     }
     for n in &c.context_notes {
         writeln!(out, "note       {n}")?;
@@ -296,6 +299,33 @@ pub fn ingest_report(
             out,
             "{} chunks have no context (failed); they are indexed with their original text",
             r.context_failures
+        )?;
+    }
+    if r.contexts_rejected > 0 {
+        writeln!(
+            out,
+            "{} contexts failed their checks (rejected, not indexed; `situate show CHUNK_ID` gives the reasons)",
+            r.contexts_rejected
+        )?;
+    }
+    if r.contexts_cached > 0 {
+        writeln!(
+            out,
+            "{} contexts taken from the context cache (no model call)",
+            r.contexts_cached
+        )?;
+    }
+    let u = &r.usage;
+    if u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens + u.output_tokens
+        > 0
+    {
+        writeln!(
+            out,
+            "LLM tokens: {} input, {} cache writes, {} cache reads, {} output",
+            u.input_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_read_input_tokens,
+            u.output_tokens
         )?;
     }
     if let Some(m) = &r.embed_model {

@@ -13,7 +13,7 @@
 mod code;
 
 use situate_core::{
-    ChunkContext, ChunkView, ContextError, ContextStatus, Contextualizer, DocKind,
+    ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer, DocKind,
     DocumentContexts, DocumentView, Provenance, hash_parts,
 };
 
@@ -46,6 +46,7 @@ impl Contextualizer for NoContext {
         &self,
         _doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
+        _sink: &dyn ContextSink,
     ) -> Result<DocumentContexts, ContextError> {
         Ok(DocumentContexts {
             contexts: vec![ChunkContext::none(); chunks.len()],
@@ -143,6 +144,7 @@ impl Contextualizer for Structural {
         &self,
         doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
+        _sink: &dyn ContextSink,
     ) -> Result<DocumentContexts, ContextError> {
         // One pass over the document for all chunks: a large file stays linear.
         let enclosing = if is_code(&doc) {
@@ -167,6 +169,7 @@ impl Contextualizer for Structural {
                                 chunk.text.as_bytes(),
                                 STRUCTURAL_VERSION.as_bytes(),
                             ]),
+                            strategy: None,
                         }),
                         text: Some(text),
                         status: ContextStatus::Generated,
@@ -226,7 +229,11 @@ mod tests {
             text: &text[20..27],
         };
         let out = Structural
-            .contextualize(view("docs/g.md", Some("Guide"), &md, text), &[chunk])
+            .contextualize(
+                view("docs/g.md", Some("Guide"), &md, text),
+                &[chunk],
+                &situate_core::NoSink,
+            )
             .await
             .expect("ok");
         assert_eq!(
@@ -251,7 +258,11 @@ mod tests {
             text: &code[at..at + 10],
         };
         let out = Structural
-            .contextualize(view("src/net.rs", None, &rs, code), &[chunk])
+            .contextualize(
+                view("src/net.rs", None, &rs, code),
+                &[chunk],
+                &situate_core::NoSink,
+            )
             .await
             .expect("ok");
         assert_eq!(
@@ -271,6 +282,7 @@ mod tests {
                     span: &s,
                     text: "x",
                 }],
+                &situate_core::NoSink,
             )
             .await
             .expect("ok");

@@ -102,6 +102,22 @@ pub struct ContextError {
     pub message: String,
 }
 
+/// Receives each context as soon as it is written, before the rest of its document is done,
+/// so that work already paid for (an LLM call) survives a crash: the engine stores it in the
+/// context cache, keyed by [`Contextualizer::input_hash`].
+pub trait ContextSink: Send + Sync {
+    /// Chunk `chunk` (its index in the call's chunk list) has its context.
+    fn finished(&self, chunk: usize, context: &ChunkContext, usage: &TokenUsage);
+}
+
+/// A sink that keeps nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSink;
+
+impl ContextSink for NoSink {
+    fn finished(&self, _: usize, _: &ChunkContext, _: &TokenUsage) {}
+}
+
 /// Writes situating contexts for chunks.
 ///
 /// Calls are per document: every chunk of one document comes in one call, so an LLM
@@ -117,10 +133,29 @@ pub trait Contextualizer: Send + Sync {
     /// settings). Documents ingested under another fingerprint are re-contextualized.
     fn fingerprint(&self) -> String;
 
-    /// Contexts for `chunks` of `doc`, one per chunk, in order.
+    /// Whether finished contexts are worth keeping in the context cache (true for LLMs,
+    /// whose contexts cost time or money; rule-based ones are cheaper to redo).
+    fn remembers(&self) -> bool {
+        false
+    }
+
+    /// The key of one chunk's context: everything that determines it (this contextualizer's
+    /// fingerprint, the document's content, the chunk's text and place).
+    fn input_hash(&self, doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> String {
+        crate::hash_parts(&[
+            self.fingerprint().as_bytes(),
+            doc.content_hash.as_bytes(),
+            &(chunk.span.byte_start as u64).to_le_bytes(),
+            chunk.text.as_bytes(),
+        ])
+    }
+
+    /// Contexts for `chunks` of `doc`, one per chunk, in order; each is also given to `sink`
+    /// as soon as it is written.
     async fn contextualize(
         &self,
         doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
+        sink: &dyn ContextSink,
     ) -> Result<DocumentContexts, ContextError>;
 }

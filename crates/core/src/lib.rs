@@ -25,8 +25,8 @@ mod model;
 mod vector;
 
 pub use context::{
-    ChunkContext, ChunkView, ContextError, Contextualizer, DocumentContexts, DocumentView,
-    TokenUsage,
+    ChunkContext, ChunkView, ContextError, ContextSink, Contextualizer, DocumentContexts,
+    DocumentView, NoSink, TokenUsage,
 };
 pub use embed::{EmbedError, EmbedKind, Embedder};
 pub use model::{

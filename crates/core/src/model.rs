@@ -219,6 +219,9 @@ pub struct Provenance {
     pub prompt_version: Option<String>,
     /// Hash of every input that determines the context (document, chunk, prompt, model).
     pub input_hash: String,
+    /// What part of the document the model saw (`whole`, or the window rule's summary);
+    /// `None` for rule-based contexts.
+    pub strategy: Option<String>,
 }
 
 /// A stored chunk: the source of truth every index is derived from.

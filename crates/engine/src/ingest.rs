@@ -2,8 +2,8 @@
 
 use crate::{Engine, EngineError, Result, crash_point};
 use situate_core::{
-    ChunkContext, ChunkSpan, ChunkView, ContextStatus, Contextualizer, Document, DocumentContexts,
-    DocumentView, TokenUsage, hash_parts,
+    ChunkContext, ChunkSpan, ChunkView, ContextSink, ContextStatus, Contextualizer, Document,
+    DocumentContexts, DocumentView, TokenUsage, hash_parts,
 };
 use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
 use situate_store::NewChunk;
@@ -82,6 +82,10 @@ pub struct IngestReport {
     pub chunks: u64,
     /// Chunks whose context could not be written (indexed with their original only).
     pub context_failures: u64,
+    /// Chunks whose context failed a check (stored as `rejected`, not indexed).
+    pub contexts_rejected: u64,
+    /// Chunks whose context came from the context cache (no model call).
+    pub contexts_cached: u64,
     /// Inputs skipped, with reasons.
     pub skipped: Vec<Skipped>,
     /// Tokens the contextualizer spent.
@@ -130,6 +134,11 @@ impl Engine {
             .build()
             .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
         let ctx = opts.contextualizer.as_ref();
+        let cache_writer = if ctx.remembers() {
+            Some(self.store.context_cache_writer()?)
+        } else {
+            None
+        };
         let mut report = IngestReport::default();
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut pending: Vec<Prepared> = Vec::new();
@@ -199,7 +208,15 @@ impl Engine {
                 report.skipped.push(s);
                 continue;
             }
-            let contexts = contextualize(&runtime, ctx, &doc, &spans, &mut report);
+            let contexts = contextualize(
+                &runtime,
+                ctx,
+                &self.store,
+                cache_writer.as_ref(),
+                &doc,
+                &spans,
+                &mut report,
+            )?;
             let outcome = if stored.is_some() {
                 "replaced"
             } else {
@@ -325,15 +342,38 @@ impl Engine {
     }
 }
 
+/// Keeps each finished context in the context cache as soon as it is written.
+struct CacheSink<'a> {
+    writer: Option<&'a situate_store::ContextCacheWriter>,
+    hashes: Vec<&'a str>,
+}
+
+impl ContextSink for CacheSink<'_> {
+    fn finished(&self, chunk: usize, context: &ChunkContext, usage: &TokenUsage) {
+        let (Some(w), Some(h)) = (self.writer, self.hashes.get(chunk)) else {
+            return;
+        };
+        if let Err(e) = w.put(h, context, usage) {
+            tracing::warn!("could not keep a context in the cache: {e}");
+        }
+    }
+}
+
 /// Runs the contextualizer on one document. A failure never loses the document: its chunks
 /// are stored with status `failed` and the reason, and indexed with their original text.
-fn contextualize(
+///
+/// For a contextualizer that [remembers](Contextualizer::remembers) (an LLM), contexts already
+/// in the context cache are taken from it and only the others are asked for; each new one is
+/// put in the cache as soon as it is written, so a crash or a kill never pays for it twice.
+pub(crate) fn contextualize(
     runtime: &tokio::runtime::Runtime,
     ctx: &dyn Contextualizer,
+    store: &situate_store::Store,
+    writer: Option<&situate_store::ContextCacheWriter>,
     doc: &Document,
     spans: &[ChunkSpan],
     report: &mut IngestReport,
-) -> Vec<ChunkContext> {
+) -> Result<Vec<ChunkContext>> {
     let view = DocumentView {
         id: &doc.id,
         source: &doc.source,
@@ -350,33 +390,79 @@ fn contextualize(
             text: &doc.text[s.byte_start..s.byte_end],
         })
         .collect();
+    let remembers = ctx.remembers();
+    let hashes: Vec<String> = if remembers {
+        chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
+    } else {
+        Vec::new()
+    };
+    let cached = if remembers {
+        let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+        store.cached_contexts(&refs)?
+    } else {
+        HashMap::new()
+    };
+    let missing: Vec<usize> = (0..chunks.len())
+        .filter(|&i| !remembers || !cached.contains_key(&hashes[i]))
+        .collect();
+    report.contexts_cached += (chunks.len() - missing.len()) as u64;
+    let asked: Vec<ChunkView<'_>> = missing.iter().map(|&i| chunks[i]).collect();
+    let sink = CacheSink {
+        writer,
+        hashes: missing
+            .iter()
+            .filter_map(|&i| hashes.get(i).map(String::as_str))
+            .collect(),
+    };
     let failed = |why: String| ChunkContext {
         text: None,
         status: ContextStatus::Failed,
         provenance: None,
         notes: vec![why],
     };
-    let out: std::result::Result<DocumentContexts, String> = runtime
-        .block_on(ctx.contextualize(view, &chunks))
-        .map_err(|e| e.to_string());
-    let contexts = match out {
-        Ok(d) if d.contexts.len() == spans.len() => {
-            report.usage.add(&d.usage);
-            d.contexts
+    let fresh: Vec<ChunkContext> = if asked.is_empty() {
+        Vec::new()
+    } else {
+        let out: std::result::Result<DocumentContexts, String> = runtime
+            .block_on(ctx.contextualize(view, &asked, &sink))
+            .map_err(|e| e.to_string());
+        match out {
+            Ok(d) if d.contexts.len() == asked.len() => {
+                report.usage.add(&d.usage);
+                d.contexts
+            }
+            Ok(d) => {
+                let why = format!(
+                    "contextualizer returned {} contexts for {} chunks",
+                    d.contexts.len(),
+                    asked.len()
+                );
+                vec![failed(why); asked.len()]
+            }
+            Err(why) => vec![failed(why); asked.len()],
         }
-        Ok(d) => {
-            let why = format!(
-                "contextualizer returned {} contexts for {} chunks",
-                d.contexts.len(),
-                spans.len()
-            );
-            vec![failed(why); spans.len()]
-        }
-        Err(why) => vec![failed(why); spans.len()],
     };
-    report.context_failures += contexts
-        .iter()
-        .filter(|c| c.status == ContextStatus::Failed)
-        .count() as u64;
-    contexts
+    let mut fresh = fresh.into_iter();
+    let contexts: Vec<ChunkContext> = (0..chunks.len())
+        .map(|i| {
+            if missing.binary_search(&i).is_ok() {
+                fresh
+                    .next()
+                    .unwrap_or_else(|| failed("no context returned".into()))
+            } else {
+                cached
+                    .get(&hashes[i])
+                    .cloned()
+                    .unwrap_or_else(|| failed("the cached context vanished".into()))
+            }
+        })
+        .collect();
+    for c in &contexts {
+        match c.status {
+            ContextStatus::Failed => report.context_failures += 1,
+            ContextStatus::Rejected => report.contexts_rejected += 1,
+            _ => {}
+        }
+    }
+    Ok(contexts)
 }

@@ -385,3 +385,115 @@ fn an_embedder_setting_cut_in_half_by_a_kill_is_completed_on_the_next_ingest() {
     assert!(c.is_consistent(), "{c:?}");
     assert_eq!(c.vector_chunks, 3, "every chunk has its vector");
 }
+
+/// A stand-in for an LLM: counts its calls, writes a context per chunk, and can die (panic)
+/// after a given number of calls, as a killed process would.
+struct Scripted {
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    die_after: Option<usize>,
+}
+
+#[async_trait::async_trait]
+impl situate_core::Contextualizer for Scripted {
+    fn method(&self) -> &str {
+        "scripted"
+    }
+    fn fingerprint(&self) -> String {
+        "scripted-v1".into()
+    }
+    fn remembers(&self) -> bool {
+        true
+    }
+    async fn contextualize(
+        &self,
+        doc: situate_core::DocumentView<'_>,
+        chunks: &[situate_core::ChunkView<'_>],
+        sink: &dyn situate_core::ContextSink,
+    ) -> std::result::Result<situate_core::DocumentContexts, situate_core::ContextError> {
+        use std::sync::atomic::Ordering;
+        let mut out = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            if self
+                .die_after
+                .is_some_and(|n| self.calls.load(Ordering::SeqCst) >= n)
+            {
+                panic!("simulated kill during contextualization");
+            }
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let ctx = situate_core::ChunkContext {
+                text: Some(format!("From {}: about {}", doc.id, c.text.len())),
+                status: situate_core::ContextStatus::Verified,
+                provenance: Some(situate_core::Provenance {
+                    method: "scripted".into(),
+                    model: Some("script".into()),
+                    prompt_version: Some("v1".into()),
+                    input_hash: self.input_hash(&doc, c),
+                    strategy: Some("whole".into()),
+                }),
+                notes: vec![],
+            };
+            sink.finished(i, &ctx, &situate_core::TokenUsage::default());
+            out.push(ctx);
+        }
+        Ok(situate_core::DocumentContexts {
+            contexts: out,
+            usage: Default::default(),
+        })
+    }
+}
+
+#[test]
+fn contexts_finished_before_a_crash_are_never_asked_for_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let scripted = |die_after| {
+        let mut o = IngestOptions::new(Box::new(Scripted {
+            calls: calls.clone(),
+            die_after,
+        }));
+        o.batch_documents = 100; // nothing is committed before the crash
+        o
+    };
+    {
+        let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+        let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.ingest(std::slice::from_ref(&root), scripted(Some(2)), &mut |_| {})
+        }));
+        assert!(crashed.is_err(), "the run dies after two contexts");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let mut e = Engine::open(&idx, Access::Write).expect("reopen");
+    assert_eq!(
+        e.store().stats().expect("stats").chunks,
+        0,
+        "no batch was committed"
+    );
+    let r = e
+        .ingest(std::slice::from_ref(&root), scripted(None), &mut |_| {})
+        .expect("resume");
+    assert_eq!(r.contexts_cached, 2, "{r:?}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "only the third chunk is asked for"
+    );
+    let cards: Vec<_> = ["notes/a.md", "notes/b.txt", "notes/c.txt"]
+        .iter()
+        .flat_map(|d| e.store().cards_of(d).expect("cards"))
+        .collect();
+    assert_eq!(cards.len(), 3, "one card each, no duplicate");
+    for c in &cards {
+        assert_eq!(c.context_status, situate_core::ContextStatus::Verified);
+        let ctx = c.generated_context.as_deref().expect("context");
+        assert!(ctx.starts_with(&format!("From {}", c.document_id)), "{ctx}");
+        assert_eq!(
+            c.provenance.as_ref().and_then(|p| p.strategy.as_deref()),
+            Some("whole")
+        );
+    }
+    // The contexts are indexed (contextual BM25 finds a word only the context has).
+    assert!(!search(&e, "about").is_empty());
+}

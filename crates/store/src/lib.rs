@@ -511,6 +511,65 @@ impl Store {
         tx.commit().op("caching embeddings")
     }
 
+    /// Finished contexts in the context cache for these input hashes (absent ones are not
+    /// cached).
+    pub fn cached_contexts(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT context, status, method, model, prompt_version, strategy, notes
+                 FROM context_cache WHERE input_hash = ?1",
+            )
+            .op("reading the context cache")?;
+        let mut out = HashMap::new();
+        for h in hashes {
+            if out.contains_key(*h) {
+                continue;
+            }
+            let row = st
+                .query_row([h], |r| {
+                    let status: String = r.get(1)?;
+                    let notes: String = r.get(6)?;
+                    Ok(ChunkContext {
+                        text: r.get(0)?,
+                        status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),
+                        provenance: Some(Provenance {
+                            method: r.get(2)?,
+                            model: r.get(3)?,
+                            prompt_version: r.get(4)?,
+                            input_hash: h.to_string(),
+                            strategy: r.get(5)?,
+                        }),
+                        notes: serde_json::from_str(&notes).unwrap_or_default(),
+                    })
+                })
+                .optional()
+                .op("reading the context cache")?;
+            if let Some(c) = row {
+                out.insert(h.to_string(), c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A writer for the context cache on a connection of its own, usable from any thread
+    /// while this store's connection is busy elsewhere.
+    pub fn context_cache_writer(&self) -> Result<ContextCacheWriter> {
+        let path = self
+            .conn
+            .path()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| StoreError::Format("the store has no file to share".into()))?;
+        let conn = Connection::open(path).op("opening the context cache")?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .op("setting synchronous")?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .op("setting the busy timeout")?;
+        Ok(ContextCacheWriter {
+            conn: std::sync::Mutex::new(conn),
+        })
+    }
+
     /// The card keys of the documents `filter` allows.
     pub fn filter_cards(&self, filter: &DocumentFilter) -> Result<CardSet> {
         let mut clauses: Vec<String> = Vec::new();
@@ -623,7 +682,7 @@ fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
     })
 }
 
-const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source FROM chunks c JOIN documents d ON d.document_id = c.document_id";
+const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy FROM chunks c JOIN documents d ON d.document_id = c.document_id";
 
 fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
     let json_list = |s: String| serde_json::from_str::<Vec<String>>(&s).unwrap_or_default();
@@ -635,6 +694,7 @@ fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
             model: r.get(11)?,
             prompt_version: r.get(12)?,
             input_hash: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
+            strategy: r.get(17)?,
         }),
         None => None,
     };
@@ -656,6 +716,53 @@ fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
         title: r.get(15)?,
         source: r.get(16)?,
     })
+}
+
+/// Writes finished contexts to the context cache, each in its own durable transaction (the
+/// cache is derived data: the generation does not change).
+pub struct ContextCacheWriter {
+    conn: std::sync::Mutex<Connection>,
+}
+
+impl ContextCacheWriter {
+    /// Keeps `context` under `input_hash` (replacing an older entry). Contexts that failed
+    /// are not kept: they are to be tried again.
+    pub fn put(
+        &self,
+        input_hash: &str,
+        context: &ChunkContext,
+        usage: &situate_core::TokenUsage,
+    ) -> Result<()> {
+        if matches!(
+            context.status,
+            ContextStatus::Failed | ContextStatus::Pending
+        ) {
+            return Ok(());
+        }
+        let p = context.provenance.as_ref();
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
+        conn.execute(
+            "INSERT OR REPLACE INTO context_cache(input_hash, context, status, method, model, prompt_version, strategy, notes, usage, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                input_hash,
+                context.text,
+                context.status.as_str(),
+                p.map_or("unknown", |p| p.method.as_str()),
+                p.and_then(|p| p.model.as_deref()),
+                p.and_then(|p| p.prompt_version.as_deref()),
+                p.and_then(|p| p.strategy.as_deref()),
+                serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
+                serde_json::to_string(usage).unwrap_or_else(|_| "{}".into()),
+                now_rfc3339(),
+            ],
+        )
+        .op("writing the context cache")?;
+        Ok(())
+    }
 }
 
 /// A group of writes committed together (one SQLite transaction).
@@ -708,8 +815,8 @@ impl Batch<'_> {
                 .prepare_cached(
                     "INSERT INTO chunks(document_id, chunk_id, ordinal, char_start, char_end, heading_path, original_text,
                        generated_context, context_status, context_method, context_model, context_prompt_version,
-                       context_input_hash, context_notes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                       context_input_hash, context_notes, context_strategy)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 )
                 .op("writing chunks")?;
             for c in chunks {
@@ -729,6 +836,7 @@ impl Batch<'_> {
                     p.and_then(|p| p.prompt_version.as_deref()),
                     p.map(|p| p.input_hash.as_str()),
                     serde_json::to_string(&c.context.notes).unwrap_or_else(|_| "[]".into()),
+                    p.and_then(|p| p.strategy.as_deref()),
                 ])
                 .map_err(|source| match &source {
                     rusqlite::Error::SqliteFailure(e, _)

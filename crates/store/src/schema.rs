@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     context_prompt_version TEXT,
     context_input_hash     TEXT,
     context_notes          TEXT NOT NULL DEFAULT '[]',
+    context_strategy       TEXT,
     UNIQUE (document_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS index_journal (
@@ -64,6 +65,24 @@ CREATE TABLE IF NOT EXISTS card_journal (
 );
 ";
 
+/// What version 3 added: the LLM context cache (one row per finished context, written as
+/// soon as the model answers, so a crash never costs a call twice) and the window strategy
+/// on each card.
+const V3_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS context_cache (
+    input_hash     TEXT PRIMARY KEY,
+    context        TEXT,
+    status         TEXT NOT NULL,
+    method         TEXT NOT NULL,
+    model          TEXT,
+    prompt_version TEXT,
+    strategy       TEXT,
+    notes          TEXT NOT NULL DEFAULT '[]',
+    usage          TEXT NOT NULL DEFAULT '{}',
+    created_at     TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
 pub fn prepare(conn: &Connection) -> Result<()> {
     // WAL lets searches read while an ingest writes; FULL sync makes each commit durable.
     conn.pragma_update(None, "journal_mode", "WAL")
@@ -83,20 +102,25 @@ pub fn prepare(conn: &Connection) -> Result<()> {
             |r| r.get(0),
         )
         .ok();
-    if existing.as_deref() == Some("1") {
-        // Version 1 had neither table; adding them is the whole migration (a version-1
+    let upgrade = match existing.as_deref() {
+        // Version 1 had neither v2 table; adding them is its whole migration (a version-1
         // index has no vector index whose deletions it would need).
+        Some("1") => Some(V2_TABLES),
+        Some("2") => Some(""),
+        _ => None,
+    };
+    if let Some(v2) = upgrade {
         conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE;{V2_TABLES}UPDATE meta SET value = '2' WHERE key = 'format_version';COMMIT;"
+            "BEGIN IMMEDIATE;{v2}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}UPDATE meta SET value = '3' WHERE key = 'format_version';COMMIT;"
         ))
-            .op("upgrading the store from format 1 to 2")?;
+        .op("upgrading the store to format 3")?;
         return Ok(());
     }
     if let Some(version) = existing {
         return check_version(&version);
     }
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{SCHEMA}{V2_TABLES}
+        "BEGIN IMMEDIATE;{SCHEMA}{V2_TABLES}{V3_TABLES}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
         COMMIT;"

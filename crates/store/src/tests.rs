@@ -80,6 +80,7 @@ fn only_indexed_statuses_reach_the_index_rows() {
         model: None,
         prompt_version: None,
         input_hash: "h".into(),
+        strategy: Some("whole".into()),
     };
     let good = ChunkContext {
         text: Some("ctx".into()),
@@ -178,32 +179,44 @@ fn a_store_of_another_format_version_is_refused() {
 }
 
 #[test]
-fn a_version_1_store_is_upgraded_in_place() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("s.db");
-    {
-        let mut s = Store::open(&path).expect("create");
-        put(&mut s, &doc("a", "one"), &["one"], &ChunkContext::none());
+fn version_1_and_2_stores_are_upgraded_in_place() {
+    for (from, downgrade) in [
+        (
+            "1",
+            "DROP TABLE embeddings; DROP TABLE card_journal; DROP TABLE context_cache;
+             ALTER TABLE chunks DROP COLUMN context_strategy;",
+        ),
+        (
+            "2",
+            "DROP TABLE context_cache; ALTER TABLE chunks DROP COLUMN context_strategy;",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.db");
+        {
+            let mut s = Store::open(&path).expect("create");
+            put(&mut s, &doc("a", "one"), &["one"], &ChunkContext::none());
+        }
+        // Make it an older store: without the tables and columns that came later.
+        let conn = rusqlite::Connection::open(&path).expect("raw");
+        conn.execute_batch(&format!(
+            "{downgrade} UPDATE meta SET value = '{from}' WHERE key = 'format_version';"
+        ))
+        .expect("downgrade");
+        drop(conn);
+        let mut s = Store::open(&path).expect("upgraded");
+        assert_eq!(
+            s.meta("format_version").expect("meta").as_deref(),
+            Some("3")
+        );
+        assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
+        s.cache_embeddings("m", &[("h", &[0.5, -1.0][..])])
+            .expect("cache");
+        let got = s.embeddings("m", &["h", "other"]).expect("read");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got["h"], vec![0.5, -1.0]);
+        assert_eq!(s.cards_of("a").expect("cards").len(), 1, "v{from}");
     }
-    // Make it a version-1 store: no embedding cache, no card journal.
-    let conn = rusqlite::Connection::open(&path).expect("raw");
-    conn.execute_batch(
-        "DROP TABLE embeddings; DROP TABLE card_journal;
-         UPDATE meta SET value = '1' WHERE key = 'format_version';",
-    )
-    .expect("downgrade");
-    drop(conn);
-    let mut s = Store::open(&path).expect("upgraded");
-    assert_eq!(
-        s.meta("format_version").expect("meta").as_deref(),
-        Some("2")
-    );
-    assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
-    s.cache_embeddings("m", &[("h", &[0.5, -1.0][..])])
-        .expect("cache");
-    let got = s.embeddings("m", &["h", "other"]).expect("read");
-    assert_eq!(got.len(), 1);
-    assert_eq!(got["h"], vec![0.5, -1.0]);
 }
 
 #[test]

@@ -1,0 +1,169 @@
+//! LLMs for situate: the models that write each chunk's situating context.
+//!
+//! - [`Llm`]: the small trait every provider implements: replies to many prompts that share
+//!   one prefix (the document), so each provider can reuse that prefix its own way.
+//! - [`local::LocalLlm`]: GGUF models in candle (llama, qwen2, qwen3, gemma3 architectures;
+//!   SmolLM2-135M-Instruct is the offline default). The document prefix is run once and its
+//!   KV cache reused for every chunk: offline prompt caching.
+//! - [`chat`]: chat templates (ChatML, Gemma, Llama 3), recognised from the GGUF metadata.
+//! - [`contextualizer::LlmContextualizer`]: the contextualizer on top: prompt, window rule,
+//!   checks ([`verify`]), provenance.
+//! - [`resolve()`]: from a setting (`smollm2-135m-instruct`, a `.gguf` path, ...) to a model.
+#![warn(missing_docs)]
+
+pub mod chat;
+pub mod contextualizer;
+pub mod local;
+pub mod prompt;
+pub mod verify;
+
+pub use contextualizer::LlmContextualizer;
+pub use situate_core::TokenUsage;
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The model could not be loaded or is not supported.
+    #[error("{model}: {message}")]
+    Load {
+        /// The model.
+        model: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The prompt does not fit in the model's window (never sent cut silently).
+    #[error("the prompt is {tokens} tokens, over the model's window of {window}")]
+    TooLong {
+        /// Tokens in the prompt plus the reply asked for.
+        tokens: usize,
+        /// The model's window.
+        window: usize,
+    },
+    /// Running the model failed.
+    #[error("generation failed: {0}")]
+    Generate(String),
+    /// A hosted provider failed (after its retries).
+    #[error("{0}")]
+    Http(#[from] situate_http::HttpError),
+    /// A hosted provider answered something unusable.
+    #[error("unusable answer from {provider}: {message}")]
+    Answer {
+        /// The provider.
+        provider: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Finish {
+    /// The model ended its turn.
+    Stop,
+    /// The token limit was reached first.
+    Length,
+}
+
+/// One reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// The reply's text.
+    pub text: String,
+    /// Tokens spent on it (the shared prefix is counted once, on the request that read or
+    /// wrote it first, as providers bill it).
+    pub usage: TokenUsage,
+    /// Why it ended.
+    pub finish: Finish,
+}
+
+/// Prompts that share a prefix: `system`, then `prefix` (the document), then each suffix
+/// (one chunk and the instruction) in the user turn.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedPrompt<'a> {
+    /// The system message, if any.
+    pub system: Option<&'a str>,
+    /// The shared start of the user turn.
+    pub prefix: &'a str,
+    /// The rest of the user turn, one per reply wanted.
+    pub suffixes: &'a [String],
+    /// Most tokens per reply.
+    pub max_tokens: usize,
+}
+
+/// Called with each reply's index and outcome as soon as it is known.
+pub type OnReply<'a> = &'a (dyn Fn(usize, &Result<Generation, LlmError>) + Send + Sync);
+
+/// A text generator.
+#[async_trait::async_trait]
+pub trait Llm: Send + Sync {
+    /// A stable id (`provider:model`), recorded in each context's provenance.
+    fn id(&self) -> &str;
+
+    /// Tokens the model takes in one request (prompt and reply).
+    fn window(&self) -> usize;
+
+    /// Tokens `text` takes (exact for local models, an estimate for hosted ones).
+    fn count_tokens(&self, text: &str) -> usize;
+
+    /// One reply per suffix of `prompt`, in order; each is also given to `on_reply` as soon as
+    /// it is done. The shared prefix is reused the provider's way (a KV cache, prompt
+    /// caching, server-side prefix caching).
+    async fn generate_shared(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_reply: OnReply<'_>,
+    ) -> Vec<Result<Generation, LlmError>>;
+}
+
+/// Loads the LLM a setting names: a local model of the catalog (installed with `situate
+/// models install`) or a path to a GGUF file.
+pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
+    let fail = |message: String| LlmError::Load {
+        model: spec.to_string(),
+        message,
+    };
+    if let Some(entry) = situate_models::CATALOG.iter().find(|e| e.name == spec) {
+        if entry.role != situate_models::Role::Llm {
+            return Err(fail(format!("not a generative model ({})", entry.about)));
+        }
+        let dir = situate_models::models_dir().join(entry.name);
+        let Some((file, _)) = entry.files.iter().find(|(f, _)| f.ends_with(".gguf")) else {
+            return Err(fail("the catalog entry has no GGUF file".into()));
+        };
+        let path = dir.join(file);
+        if !path.is_file() {
+            return Err(fail(format!(
+                "not installed in {}: run `situate models install {}` (or set SITUATE_MODELS to where it is installed)",
+                dir.display(),
+                entry.name
+            )));
+        }
+        let id = format!("local:{}@{}", entry.name, entry.version);
+        return Ok(Box::new(local::LocalLlm::load(&path, id)?));
+    }
+    let path = std::path::Path::new(spec);
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        if !path.is_file() {
+            return Err(fail("no such file".into()));
+        }
+        let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
+        let size = std::fs::metadata(&canonical).map(|m| m.len()).unwrap_or(0);
+        let id = format!("local:{}:{size}", canonical.display());
+        return Ok(Box::new(local::LocalLlm::load(&canonical, id)?));
+    }
+    Err(fail(format!(
+        "unknown LLM: expected {} or a path to a .gguf file",
+        situate_models::CATALOG
+            .iter()
+            .filter(|e| e.role == situate_models::Role::Llm)
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests;

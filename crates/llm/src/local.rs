@@ -1,0 +1,481 @@
+//! Local GGUF models in candle, with the document's KV cache reused for every chunk.
+//!
+//! The four architectures candle-transformers reads from GGUF with a KV cache that can take
+//! a prefix (a rectangular causal mask): `llama` (SmolLM2, Llama, Mistral), `qwen2`, `qwen3`
+//! and `gemma3`. The tokenizer is built from the file's metadata (byte-level BPE: its
+//! `tokenizer.ggml.tokens` and `merges`); the chat template is recognised from
+//! `tokenizer.chat_template` ([`crate::chat`]).
+//!
+//! Prefix reuse: the prompt's tokens are the shared part (template start, document) and,
+//! per reply, its own part (chunk, instruction, template end), each tokenized on its own so
+//! that the sequence is the same whether or not the prefix is reused. The shared part is run
+//! once; the model (whose KV cache holds it) is cloned for each reply, which shares the cached
+//! tensors instead of copying them. Decoding is greedy.
+
+use crate::chat::Template;
+use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage};
+use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{
+    quantized_gemma3, quantized_llama, quantized_qwen2, quantized_qwen3,
+};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokenizers::Tokenizer;
+
+/// Tokens run through the model per forward call while reading a prompt: bounds the
+/// attention matrix (heads × piece × context floats) on long documents.
+const PREFILL_PIECE: usize = 256;
+
+enum Weights {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+    Qwen3(quantized_qwen3::ModelWeights),
+    Gemma3(quantized_gemma3::ModelWeights),
+}
+
+impl Weights {
+    fn forward(&mut self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Weights::Llama(m) => m.forward(x, pos),
+            Weights::Qwen2(m) => m.forward(x, pos),
+            Weights::Qwen3(m) => m.forward(x, pos),
+            Weights::Gemma3(m) => m.forward(x, pos),
+        }
+    }
+
+    /// A copy sharing the weights and the cached tensors; `None` for qwen2, whose candle
+    /// model cannot be copied (its prefix is then run again for every reply).
+    fn snapshot(&self) -> Option<Weights> {
+        match self {
+            Weights::Llama(m) => Some(Weights::Llama(m.clone())),
+            Weights::Qwen2(_) => None,
+            Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
+            Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Weights::Llama(m) => m.clear_kv_cache(),
+            Weights::Qwen2(m) => m.clear_kv_cache(),
+            Weights::Qwen3(m) => m.clear_kv_cache(),
+            // candle's gemma3 has no reset: a forward at position 0 replaces its cache.
+            Weights::Gemma3(_) => {}
+        }
+    }
+}
+
+/// Time spent reading prompts and writing replies, for throughput reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LocalStats {
+    /// Prompt tokens run through the model.
+    pub prefill_tokens: u64,
+    /// Time spent on them.
+    pub prefill: Duration,
+    /// Tokens generated.
+    pub decode_tokens: u64,
+    /// Time spent generating them.
+    pub decode: Duration,
+}
+
+trait ReadSeek: std::io::Read + std::io::Seek {}
+impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
+
+/// Quantizations whose dot products candle computes without SIMD (`vec_dot_unopt`).
+fn is_slow(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
+}
+
+/// A copy of the file, in memory, with every matrix of a slow quantization (Q4_1, Q5_0,
+/// Q5_1: candle has no SIMD dot product for them) re-quantized to Q8_0, which it has: SmolLM2
+/// is shipped as Q4_1, and its generation ran 60% of the time in the scalar Q4_1 dot
+/// product. Q8_0 holds a Q4_1 value to within 1/254 of its block's range. `None` when
+/// nothing needs it.
+fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
+    ct: &gguf_file::Content,
+    reader: &mut R,
+    device: &Device,
+) -> candle_core::Result<Option<(gguf_file::Content, Vec<u8>)>> {
+    if !ct.tensor_infos.values().any(|t| is_slow(t.ggml_dtype)) {
+        return Ok(None);
+    }
+    let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in &names {
+        let t = ct.tensor(reader, name, device)?;
+        let cols = t.shape().dims().last().copied().unwrap_or(0);
+        let t = if is_slow(t.dtype()) && cols % 32 == 0 {
+            QTensor::quantize(&t.dequantize(device)?, GgmlDType::Q8_0)?
+        } else {
+            t
+        };
+        tensors.push((name.as_str(), t));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> =
+        ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    let mut out = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut out, &metadata, &refs)?;
+    let bytes = out.into_inner();
+    let content = gguf_file::Content::read(&mut std::io::Cursor::new(&bytes))?;
+    Ok(Some((content, bytes)))
+}
+
+/// A GGUF model run locally.
+pub struct LocalLlm {
+    id: String,
+    weights: Mutex<Weights>,
+    tokenizer: Tokenizer,
+    template: Template,
+    stop: Vec<u32>,
+    window: usize,
+    device: Device,
+    reuse_prefix: bool,
+    stats: Mutex<LocalStats>,
+}
+
+fn load_err(path: &Path, message: impl std::fmt::Display) -> LlmError {
+    LlmError::Load {
+        model: path.display().to_string(),
+        message: message.to_string(),
+    }
+}
+
+impl LocalLlm {
+    /// Loads a GGUF file; `id` is recorded in provenance.
+    pub fn load(path: &Path, id: String) -> Result<Self, LlmError> {
+        let mut file = std::fs::File::open(path).map_err(|e| load_err(path, e))?;
+        let ct = gguf_file::Content::read(&mut file)
+            .map_err(|e| load_err(path, format!("not a readable GGUF file: {e}")))?;
+        let text = |key: &str| {
+            ct.metadata
+                .get(key)
+                .and_then(|v| v.to_string().ok())
+                .cloned()
+        };
+        let arch = text("general.architecture")
+            .ok_or_else(|| load_err(path, "no general.architecture in the GGUF metadata"))?;
+        let window = ct
+            .metadata
+            .get(&format!("{arch}.context_length"))
+            .and_then(|v| v.to_u32().ok())
+            .unwrap_or(2048) as usize;
+        let template = Template::detect(text("tokenizer.chat_template").as_deref(), &arch);
+        let kind = text("tokenizer.ggml.model").unwrap_or_default();
+        if kind != "gpt2" {
+            return Err(load_err(
+                path,
+                format!(
+                    "its tokenizer is `{kind}`; situate reads byte-level BPE (`gpt2`) tokenizers from GGUF (SmolLM2, Llama 3, Qwen)"
+                ),
+            ));
+        }
+        let mut tokenizer = Tokenizer::from_gguf(&ct)
+            .map_err(|e| load_err(path, format!("building its tokenizer: {e}")))?;
+        if text("tokenizer.ggml.pre").as_deref() == Some("smollm") {
+            // SmolLM2's own tokenizer: digits one by one, then byte-level without a leading
+            // space (candle's generic fallback would add one).
+            use tokenizers::pre_tokenizers::{
+                byte_level::ByteLevel, digits::Digits, sequence::Sequence,
+            };
+            tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
+                Digits::new(true).into(),
+                ByteLevel::new(false, true, true).into(),
+            ])));
+        }
+        let mut stop: Vec<u32> = template
+            .stop_markers()
+            .iter()
+            .filter_map(|m| tokenizer.token_to_id(m))
+            .collect();
+        if let Some(eos) = ct
+            .metadata
+            .get("tokenizer.ggml.eos_token_id")
+            .and_then(|v| v.to_u32().ok())
+        {
+            stop.push(eos);
+        }
+        if stop.is_empty() {
+            return Err(load_err(path, "no end-of-turn token found"));
+        }
+        let device = Device::Cpu;
+        let model = |e: candle_core::Error| load_err(path, format!("loading the weights: {e}"));
+        // Matrices in a quantization without a SIMD kernel in candle are widened to Q8_0.
+        let (ct, mut file): (gguf_file::Content, Box<dyn ReadSeek>) =
+            match widen_slow_quantizations(&ct, &mut file, &device).map_err(model)? {
+                Some((ct, bytes)) => (ct, Box::new(std::io::Cursor::new(bytes))),
+                None => (ct, Box::new(file)),
+            };
+        let weights = match arch.as_str() {
+            "llama" => Weights::Llama(
+                quantized_llama::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
+            ),
+            "qwen2" => Weights::Qwen2(
+                quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
+            ),
+            "qwen3" => Weights::Qwen3(
+                quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
+            ),
+            a if a.starts_with("gemma") => Weights::Gemma3(
+                quantized_gemma3::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
+            ),
+            other => {
+                return Err(load_err(
+                    path,
+                    format!(
+                        "architecture `{other}` is not supported (llama, qwen2, qwen3, gemma3 are)"
+                    ),
+                ));
+            }
+        };
+        Ok(LocalLlm {
+            id,
+            weights: Mutex::new(weights),
+            tokenizer,
+            template,
+            stop,
+            window,
+            device,
+            reuse_prefix: true,
+            stats: Mutex::new(LocalStats::default()),
+        })
+    }
+
+    /// Whether the shared prefix is run once and reused (the default) or run again for every
+    /// reply (for measuring what reuse saves; the replies are the same).
+    pub fn set_prefix_reuse(&mut self, reuse: bool) {
+        self.reuse_prefix = reuse;
+    }
+
+    /// Prompt and generation throughput so far.
+    pub fn stats(&self) -> LocalStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// The chat template in use.
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
+    fn encode(&self, text: &str) -> Result<Vec<u32>, LlmError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| LlmError::Generate(format!("tokenizing: {e}")))
+    }
+
+    /// Runs `tokens` from position `pos`, returning the logits after the last one.
+    fn feed(&self, w: &mut Weights, tokens: &[u32], pos: usize) -> Result<Tensor, LlmError> {
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        let started = Instant::now();
+        let mut logits = None;
+        for (i, piece) in tokens.chunks(PREFILL_PIECE).enumerate() {
+            let x = Tensor::new(piece, &self.device)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(g)?;
+            logits = Some(w.forward(&x, pos + i * PREFILL_PIECE).map_err(g)?);
+        }
+        if let Ok(mut s) = self.stats.lock() {
+            s.prefill_tokens += tokens.len() as u64;
+            s.prefill += started.elapsed();
+        }
+        logits.ok_or_else(|| LlmError::Generate("empty prompt".into()))
+    }
+
+    /// Greedy decoding from `logits` at position `pos`.
+    fn decode(
+        &self,
+        w: &mut Weights,
+        mut logits: Tensor,
+        mut pos: usize,
+        max_tokens: usize,
+    ) -> Result<(Vec<u32>, Finish), LlmError> {
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let finish = loop {
+            let next: u32 = logits
+                .flatten_all()
+                .and_then(|l| l.argmax(0))
+                .and_then(|t| t.to_scalar())
+                .map_err(g)?;
+            if self.stop.contains(&next) {
+                break Finish::Stop;
+            }
+            out.push(next);
+            if out.len() >= max_tokens || pos + 1 >= self.window {
+                break Finish::Length;
+            }
+            let x = Tensor::new(&[next], &self.device)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(g)?;
+            logits = w.forward(&x, pos).map_err(g)?;
+            pos += 1;
+        };
+        if let Ok(mut s) = self.stats.lock() {
+            s.decode_tokens += out.len() as u64;
+            s.decode += started.elapsed();
+        }
+        Ok((out, finish))
+    }
+
+    fn reply(
+        &self,
+        w: &mut Weights,
+        logits: Tensor,
+        pos: usize,
+        max_tokens: usize,
+    ) -> Result<(String, usize, Finish), LlmError> {
+        let (ids, finish) = self.decode(w, logits, pos, max_tokens)?;
+        let text = self
+            .tokenizer
+            .decode(&ids, true)
+            .map_err(|e| LlmError::Generate(format!("detokenizing: {e}")))?;
+        Ok((text.trim().to_string(), ids.len(), finish))
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for LocalLlm {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn window(&self) -> usize {
+        self.window
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.encode(text).map_or(text.len() / 3, |t| t.len())
+    }
+
+    async fn generate_shared(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_reply: OnReply<'_>,
+    ) -> Vec<Result<Generation, LlmError>> {
+        let n = prompt.suffixes.len();
+        let fail_all = |e: LlmError| -> Vec<Result<Generation, LlmError>> {
+            let msg = e.to_string();
+            let mut out = vec![Err(e)];
+            out.extend((1..n).map(|_| Err(LlmError::Generate(msg.clone()))));
+            out.truncate(n);
+            for (i, r) in out.iter().enumerate() {
+                on_reply(i, r);
+            }
+            out
+        };
+        let (open, close) = self.template.user_turn(prompt.system);
+        let prefix = match self.encode(&format!("{open}{}", prompt.prefix)) {
+            Ok(p) => p,
+            Err(e) => return fail_all(e),
+        };
+        let mut weights = match self.weights.lock() {
+            Ok(w) => w,
+            Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
+        };
+        // The prefix state after it has been run once.
+        let mut base: Option<(Weights, Tensor)> = None;
+        let mut out = Vec::with_capacity(n);
+        for (i, suffix) in prompt.suffixes.iter().enumerate() {
+            let result = (|| {
+                let own = self.encode(&format!("{suffix}{close}"))?;
+                let total = prefix.len() + own.len() + prompt.max_tokens;
+                if total > self.window {
+                    return Err(LlmError::TooLong {
+                        tokens: total,
+                        window: self.window,
+                    });
+                }
+                let mut usage = TokenUsage {
+                    input_tokens: own.len() as u64,
+                    output_tokens: 0,
+                    ..Default::default()
+                };
+                let reuse = self.reuse_prefix && weights.snapshot().is_some();
+                if !reuse {
+                    // The prefix run again from an empty cache, then this reply's part: the
+                    // same computation as with reuse, without the copy of the cache.
+                    weights.clear();
+                    self.feed(&mut weights, &prefix, 0)?;
+                    let logits = self.feed(&mut weights, &own, prefix.len())?;
+                    usage.input_tokens += prefix.len() as u64;
+                    let (text, produced, finish) = self.reply(
+                        &mut weights,
+                        logits,
+                        prefix.len() + own.len(),
+                        prompt.max_tokens,
+                    )?;
+                    usage.output_tokens = produced as u64;
+                    return Ok(Generation {
+                        text,
+                        usage,
+                        finish,
+                    });
+                }
+                if base.is_none() {
+                    weights.clear();
+                    let logits = self.feed(&mut weights, &prefix, 0)?;
+                    let snapshot = weights
+                        .snapshot()
+                        .ok_or_else(|| LlmError::Generate("cannot copy the model state".into()))?;
+                    base = Some((snapshot, logits));
+                    usage.cache_creation_input_tokens = prefix.len() as u64;
+                } else {
+                    usage.cache_read_input_tokens = prefix.len() as u64;
+                }
+                let Some((snapshot, _)) = base.as_ref() else {
+                    return Err(LlmError::Generate("no prefix state".into()));
+                };
+                let mut w = snapshot
+                    .snapshot()
+                    .ok_or_else(|| LlmError::Generate("cannot copy the model state".into()))?;
+                let logits = self.feed(&mut w, &own, prefix.len())?;
+                let (text, produced, finish) =
+                    self.reply(&mut w, logits, prefix.len() + own.len(), prompt.max_tokens)?;
+                usage.output_tokens = produced as u64;
+                Ok(Generation {
+                    text,
+                    usage,
+                    finish,
+                })
+            })();
+            on_reply(i, &result);
+            out.push(result);
+        }
+        weights.clear();
+        out
+    }
+}
+
+/// Generates one reply for a whole prompt, without any sharing (for tests and checks).
+pub fn generate_once(
+    llm: &LocalLlm,
+    system: Option<&str>,
+    user: &str,
+    max_tokens: usize,
+) -> Result<Generation, LlmError> {
+    let (open, close) = llm.template.user_turn(system);
+    let ids = llm.encode(&format!("{open}{user}{close}"))?;
+    let mut w = llm
+        .weights
+        .lock()
+        .map_err(|_| LlmError::Generate("the model is poisoned".into()))?;
+    w.clear();
+    let logits = llm.feed(&mut w, &ids, 0)?;
+    let (text, produced, finish) = llm.reply(&mut w, logits, ids.len(), max_tokens)?;
+    w.clear();
+    Ok(Generation {
+        text,
+        usage: TokenUsage {
+            input_tokens: ids.len() as u64,
+            output_tokens: produced as u64,
+            ..Default::default()
+        },
+        finish,
+    })
+}

@@ -1,0 +1,222 @@
+//! Tests with the real SmolLM2-135M-Instruct (`situate models install smollm2-135m-instruct`;
+//! `.ci/run` and `scripts/test.sh` install it).
+
+use crate::chat::Template;
+use crate::local::LocalLlm;
+use crate::{Finish, Llm, LlmContextualizer, SharedPrompt};
+use situate_core::{
+    ChunkContext, ChunkSpan, ChunkView, ContextSink, ContextStatus, Contextualizer, DocKind,
+    DocumentView, Language, TokenUsage,
+};
+use std::sync::Mutex;
+
+fn smollm2() -> LocalLlm {
+    let entry = situate_models::CATALOG
+        .iter()
+        .find(|e| e.name == "smollm2-135m-instruct")
+        .expect("in the catalog");
+    let path = situate_models::models_dir()
+        .join(entry.name)
+        .join(entry.files[0].0);
+    assert!(
+        path.is_file(),
+        "SmolLM2 is not installed at {}: run `situate models install smollm2-135m-instruct` (scripts/test.sh does)",
+        path.display()
+    );
+    LocalLlm::load(&path, "local:smollm2-test".into()).expect("loads")
+}
+
+const DOC: &str = "# ACME Corp quarterly report, Q2 2023
+
+ACME Corp sells industrial anvils and cloud storage. This report covers the second quarter of 2023.
+
+## Revenue
+
+Revenue grew by 3% over the previous quarter, to $314 million. The growth came from the cloud storage unit, led by Maria Lopez, which added 120 enterprise customers.
+
+## Costs
+
+Operating costs fell by 2% to $250 million after the closure of the Denver anvil plant. Headcount was 1,850 at the end of the quarter.";
+
+/// The three sections of [`DOC`] as chunks.
+fn sections() -> Vec<(ChunkSpan, &'static str)> {
+    let starts: Vec<usize> = [
+        0,
+        DOC.find("## Revenue").expect("r"),
+        DOC.find("## Costs").expect("c"),
+    ]
+    .to_vec();
+    let mut out = Vec::new();
+    for (i, &s) in starts.iter().enumerate() {
+        let e = starts.get(i + 1).copied().unwrap_or(DOC.len());
+        let text = DOC[s..e].trim_end();
+        let span = ChunkSpan {
+            ordinal: i as u32,
+            byte_start: s,
+            byte_end: s + text.len(),
+            char_start: s,
+            char_end: s + text.len(),
+            heading_path: vec![],
+            chunk_id: None,
+        };
+        out.push((span, text));
+    }
+    out
+}
+
+#[test]
+fn the_tokenizer_and_chat_template_come_from_the_gguf() {
+    let llm = smollm2();
+    assert_eq!(llm.window(), 8192);
+    assert_eq!(
+        llm.template(),
+        &Template::ChatMl {
+            default_system: Some(
+                "You are a helpful AI assistant named SmolLM, trained by Hugging Face".into()
+            ),
+            empty_think: false,
+        }
+    );
+    // Special tokens are single ids; digits are split one by one, as SmolLM2's tokenizer does.
+    assert_eq!(llm.count_tokens("<|im_start|>"), 1);
+    assert_eq!(llm.count_tokens("<|im_end|>"), 1);
+    assert_eq!(llm.count_tokens("2023"), 4);
+    assert!(llm.count_tokens("Revenue grew by 3%.") < 10);
+}
+
+#[tokio::test]
+async fn a_reused_document_prefix_gives_the_replies_of_running_it_again() {
+    let mut llm = smollm2();
+    let prefix = format!("<document>\n{DOC}\n</document>\n");
+    let suffixes: Vec<String> = sections()
+        .iter()
+        .map(|(_, t)| format!("Here is the chunk\n<chunk>\n{t}\n</chunk>\nIn one sentence, what is this chunk about?"))
+        .collect();
+    fn prompt<'a>(prefix: &'a str, suffixes: &'a [String]) -> SharedPrompt<'a> {
+        SharedPrompt {
+            system: None,
+            prefix,
+            suffixes,
+            max_tokens: 24,
+        }
+    }
+    let seen = Mutex::new(Vec::new());
+    let reused = llm
+        .generate_shared(prompt(&prefix, &suffixes), &|i, r| {
+            seen.lock().expect("lock").push((i, r.is_ok()));
+        })
+        .await;
+    assert_eq!(
+        seen.into_inner().expect("lock"),
+        vec![(0, true), (1, true), (2, true)],
+        "each reply is reported as it is done"
+    );
+    let reused: Vec<_> = reused.into_iter().map(|r| r.expect("reply")).collect();
+    let with_reuse = llm.stats().prefill_tokens;
+    let p = reused[0].usage.cache_creation_input_tokens;
+    assert!(
+        p > 100,
+        "the first reply runs the prefix: {:?}",
+        reused[0].usage
+    );
+    for g in &reused[1..] {
+        assert_eq!(g.usage.cache_read_input_tokens, p, "later replies reuse it");
+        assert_eq!(g.usage.cache_creation_input_tokens, 0);
+    }
+    for g in &reused {
+        assert!(!g.text.is_empty());
+        assert!(g.usage.output_tokens > 0 && g.usage.output_tokens <= 24);
+        assert_eq!(g.finish == Finish::Length, g.usage.output_tokens == 24);
+    }
+
+    // Without reuse: the same replies, with the prefix run for each one.
+    llm.set_prefix_reuse(false);
+    let again: Vec<_> = llm
+        .generate_shared(prompt(&prefix, &suffixes), &|_, _| {})
+        .await
+        .into_iter()
+        .map(|r| r.expect("reply"))
+        .collect();
+    let texts = |v: &[crate::Generation]| v.iter().map(|g| g.text.clone()).collect::<Vec<_>>();
+    assert_eq!(texts(&reused), texts(&again));
+    assert!(llm.stats().prefill_tokens - with_reuse > with_reuse + p);
+    // The last reply alone, from a fresh prefix: earlier replies left nothing in the shared
+    // cache.
+    llm.set_prefix_reuse(true);
+    let alone = llm
+        .generate_shared(prompt(&prefix, &suffixes[2..]), &|_, _| {})
+        .await
+        .remove(0)
+        .expect("reply");
+    assert_eq!(alone.text, reused[2].text);
+}
+
+#[tokio::test]
+async fn the_llm_contextualizer_checks_and_records_every_context() {
+    struct Recorder(Mutex<Vec<(usize, ContextStatus)>>);
+    impl ContextSink for Recorder {
+        fn finished(&self, chunk: usize, context: &ChunkContext, _: &TokenUsage) {
+            self.0.lock().expect("lock").push((chunk, context.status));
+        }
+    }
+    let c = LlmContextualizer::new(Box::new(smollm2())).with_max_tokens(48);
+    let kind = DocKind::Markdown;
+    let doc = DocumentView {
+        id: "acme.md",
+        source: "acme.md",
+        title: Some("ACME Corp quarterly report, Q2 2023"),
+        language: Language::En,
+        kind: &kind,
+        text: DOC,
+        content_hash: "h",
+    };
+    let secs = sections();
+    let chunks: Vec<ChunkView<'_>> = secs
+        .iter()
+        .map(|(s, t)| ChunkView { span: s, text: t })
+        .collect();
+    let sink = Recorder(Mutex::new(Vec::new()));
+    let out = c.contextualize(doc, &chunks, &sink).await.expect("runs");
+    assert_eq!(out.contexts.len(), 3);
+    let mut seen = sink.0.into_inner().expect("lock");
+    seen.sort_by_key(|s| s.0);
+    assert_eq!(
+        seen,
+        out.contexts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.status))
+            .collect::<Vec<_>>()
+    );
+    for (ctx, chunk) in out.contexts.iter().zip(&chunks) {
+        let p = ctx.provenance.as_ref().expect("provenance");
+        assert_eq!(p.method, "llm");
+        assert_eq!(p.model.as_deref(), Some("local:smollm2-test"));
+        assert_eq!(p.prompt_version.as_deref(), Some("anthropic-v1"));
+        assert_eq!(p.strategy.as_deref(), Some("whole"));
+        assert_eq!(p.input_hash, c.input_hash(&doc, chunk));
+        let text = ctx.text.as_deref().expect("a reply");
+        let verdict = crate::verify::verify(text, chunk.text, DOC, false);
+        match ctx.status {
+            ContextStatus::Verified => assert!(verdict.passed(), "{:?}", verdict.reasons),
+            ContextStatus::Rejected => assert!(!ctx.notes.is_empty()),
+            other => panic!("unexpected status {other:?}: {:?}", ctx.notes),
+        }
+    }
+    assert!(out.usage.cache_creation_input_tokens > 0 && out.usage.cache_read_input_tokens > 0);
+
+    // A document budget smaller than the document: windows, recorded on the card.
+    let c = LlmContextualizer::new(Box::new(smollm2()))
+        .with_max_tokens(16)
+        .with_document_tokens(Some(60));
+    let out = c
+        .contextualize(doc, &chunks[2..], &situate_core::NoSink)
+        .await
+        .expect("runs");
+    let strategy = out.contexts[0]
+        .provenance
+        .as_ref()
+        .and_then(|p| p.strategy.clone())
+        .expect("strategy");
+    assert!(strategy.starts_with("window:"), "{strategy}");
+}

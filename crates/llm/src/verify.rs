@@ -1,0 +1,312 @@
+//! Checks every generated context must pass before it is indexed.
+//!
+//! A wrong context is worse than none: it is indexed beside the chunk and sends queries to
+//! it. So each context is checked against its source, and one that fails a check is stored
+//! as `rejected` with the reasons (and not indexed; the chunk falls back to its original):
+//!
+//! - **length**: at least 3 words and at most [`MAX_WORDS`]; a reply cut at the token limit
+//!   is rejected too;
+//! - **language**: the same as the chunk's, when both are long enough to tell;
+//! - **grounding**: every number, identifier (`snake_case`, `camelCase`, `a.b`, `a::b`,
+//!   letters mixed with digits) and capitalised name (not opening a sentence) occurs in the
+//!   document;
+//! - **not a copy** of the chunk (most of its word 4-grams taken from the chunk);
+//! - **no chatter or refusal** ("As an AI", "Here is the context", "I cannot", ...);
+//! - **no loop**: a phrase repeated three times or more (small models do this).
+//!
+//! Replies are first cleaned of what models commonly wrap them in (a `Context:` label,
+//! quotes, `<context>` tags); the cleaned text is what is stored.
+
+use regex::Regex;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// The most words a context may have (the prompt asks for 50–100 tokens).
+pub const MAX_WORDS: usize = 150;
+
+/// The outcome of the checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The cleaned context.
+    pub text: String,
+    /// Why it was rejected (empty: verified).
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.reasons.is_empty()
+    }
+}
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).unwrap_or_else(|e| unreachable!("{pattern}: {e}")))
+}
+
+/// Strips the wrappers models put around an answer.
+pub fn clean(reply: &str) -> String {
+    static TAGS: OnceLock<Regex> = OnceLock::new();
+    static LABEL: OnceLock<Regex> = OnceLock::new();
+    let mut s = re(&TAGS, r"(?i)</?(context|answer)>")
+        .replace_all(reply, "")
+        .to_string();
+    s = re(
+        &LABEL,
+        r"(?i)^\s*(\*\*)?(succinct\s+)?context(\*\*)?\s*:\s*",
+    )
+    .replace(&s, "")
+    .to_string();
+    let t = s.trim();
+    let t = t
+        .strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(t);
+    t.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Checks `reply` (a context for `chunk` of `document`). `truncated` says the model stopped
+/// at its token limit.
+pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verdict {
+    let text = clean(reply);
+    let mut reasons = Vec::new();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.len() < 3 {
+        reasons.push(format!("too short ({} words)", words.len()));
+    }
+    if words.len() > MAX_WORDS {
+        reasons.push(format!(
+            "too long ({} words, at most {MAX_WORDS})",
+            words.len()
+        ));
+    }
+    if truncated {
+        reasons.push("cut off at the token limit".into());
+    }
+    if let Some(r) = chatter(&text) {
+        reasons.push(format!("chatter or refusal ({r:?})"));
+    }
+    if let Some(phrase) = looping(&words) {
+        reasons.push(format!("repeats itself ({phrase:?})"));
+    }
+    if copies(&words, chunk) {
+        reasons.push("copies the chunk instead of situating it".into());
+    }
+    let missing = ungrounded(&text, document);
+    if !missing.is_empty() {
+        reasons.push(format!("not in the document: {}", missing.join(", ")));
+    }
+    if let Some(why) = language_mismatch(&text, chunk) {
+        reasons.push(why);
+    }
+    Verdict { text, reasons }
+}
+
+fn chatter(text: &str) -> Option<String> {
+    static CHATTER: OnceLock<Regex> = OnceLock::new();
+    re(
+        &CHATTER,
+        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context)|</?(chunk|document)>",
+    )
+    .find(text)
+    .map(|m| m.as_str().to_string())
+}
+
+/// A run of 3+ words that occurs three times or more.
+fn looping(words: &[&str]) -> Option<String> {
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    for n in [6usize, 4, 3] {
+        let mut seen: std::collections::HashMap<&[String], usize> = Default::default();
+        for g in lower.windows(n) {
+            let c = seen.entry(g).or_default();
+            *c += 1;
+            if *c >= 3 {
+                return Some(g.join(" "));
+            }
+        }
+    }
+    None
+}
+
+fn normal_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Most of the context's word 4-grams come from the chunk (or the context is inside it).
+fn copies(words: &[&str], chunk: &str) -> bool {
+    let ctx = normal_words(&words.join(" "));
+    let chk = normal_words(chunk);
+    if ctx.len() < 4 {
+        return !ctx.is_empty() && chk.windows(ctx.len()).any(|w| w == ctx.as_slice());
+    }
+    let grams: HashSet<&[String]> = chk.windows(4).collect();
+    let shared = ctx.windows(4).filter(|g| grams.contains(g)).count();
+    shared * 10 >= (ctx.len() - 3) * 7
+}
+
+/// Numbers, identifiers and capitalised names of the context that the document lacks.
+fn ungrounded(text: &str, document: &str) -> Vec<String> {
+    static NUMBER: OnceLock<Regex> = OnceLock::new();
+    static IDENT: OnceLock<Regex> = OnceLock::new();
+    static NAME: OnceLock<Regex> = OnceLock::new();
+    let doc_lower = document.to_lowercase();
+    let mut missing = Vec::new();
+    let mut check = |token: &str, case_sensitive: bool| {
+        let found = if case_sensitive {
+            document.contains(token)
+        } else {
+            doc_lower.contains(&token.to_lowercase())
+        };
+        if !found && !missing.iter().any(|m: &String| m == token) {
+            missing.push(token.to_string());
+        }
+    };
+    for m in re(&NUMBER, r"\d+(?:[.,]\d+)*").find_iter(text) {
+        check(m.as_str(), true);
+    }
+    for m in re(
+        &IDENT,
+        r"[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)+|\b[A-Za-z]*_[A-Za-z0-9_]+\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Za-z]+[0-9][A-Za-z0-9]*\b",
+    )
+    .find_iter(text)
+    {
+        let t = m.as_str().trim_end_matches('.');
+        if !t.is_empty() {
+            check(t, true);
+        }
+    }
+    for m in re(&NAME, r"\b\p{Lu}[\p{L}\p{N}-]*").find_iter(text) {
+        let before = text[..m.start()].trim_end();
+        let opens_sentence = before.is_empty()
+            || before.ends_with(['.', '!', '?', ':', ';', '\n', '"', '(', '«', '“']);
+        if !opens_sentence {
+            check(m.as_str(), false);
+        }
+    }
+    missing
+}
+
+/// The context's language differs from the chunk's, both being long enough to tell.
+fn language_mismatch(text: &str, chunk: &str) -> Option<String> {
+    if text.chars().count() < 40 || chunk.chars().count() < 40 {
+        return None;
+    }
+    let a = whatlang::detect(text).filter(|i| i.is_reliable())?;
+    let b = whatlang::detect(chunk).filter(|i| i.is_reliable())?;
+    (a.lang() != b.lang()).then(|| {
+        format!(
+            "in {} while the chunk is in {}",
+            a.lang().eng_name(),
+            b.lang().eng_name()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "ACME Corp quarterly report, Q2 2023.\n\nRevenue grew by 3% over the previous quarter, to $314 million. The growth came from the cloud_storage unit led by Maria Lopez. See parse_header and Config::load in report.rs.";
+    const CHUNK: &str = "Revenue grew by 3% over the previous quarter, to $314 million.";
+
+    fn reasons(reply: &str) -> Vec<String> {
+        verify(reply, CHUNK, DOC, false).reasons
+    }
+
+    #[test]
+    fn a_grounded_context_passes_and_is_cleaned() {
+        let v = verify(
+            "Context: \"This chunk is from ACME Corp's Q2 2023 quarterly report, on revenue growth from the cloud_storage unit led by Maria Lopez.\"",
+            CHUNK,
+            DOC,
+            false,
+        );
+        assert!(v.passed(), "{:?}", v.reasons);
+        assert!(v.text.starts_with("This chunk is from ACME"), "{}", v.text);
+    }
+
+    #[test]
+    fn invented_numbers_names_and_identifiers_are_caught() {
+        let r = reasons(
+            "This chunk is from ACME Corp's Q3 2024 report by John Smith about load_config.",
+        );
+        let joined = r.join(" | ");
+        for missing in ["2024", "Q3", "John", "Smith", "load_config"] {
+            assert!(joined.contains(missing), "{missing} not flagged: {joined}");
+        }
+        assert!(!joined.contains("ACME"), "{joined}");
+        // A capitalised word opening a sentence is not a name.
+        assert!(
+            reasons("From the ACME Corp report. Revenue figures for Q2 2023 are given.").is_empty()
+        );
+    }
+
+    #[test]
+    fn chatter_copies_loops_and_bad_lengths_are_rejected() {
+        let has = |reply: &str, what: &str| {
+            let r = reasons(reply);
+            assert!(r.iter().any(|x| x.contains(what)), "{reply:?} → {r:?}");
+        };
+        has(
+            "Here is the context: the ACME Corp report for Q2 2023.",
+            "chatter",
+        );
+        has(
+            "As an AI language model, I cannot see the ACME Corp document.",
+            "chatter",
+        );
+        has(
+            "<document> ACME Corp report for Q2 2023 </document>",
+            "chatter",
+        );
+        has(CHUNK, "copies the chunk");
+        has(
+            "Revenue grew by 3% over the previous quarter, to $314 million in the report.",
+            "copies",
+        );
+        has(
+            "The report is the report. The report is the report. The report is the report.",
+            "repeats",
+        );
+        has("Revenue.", "too short");
+        let long = "word ".repeat(MAX_WORDS + 1);
+        has(&long, "too long");
+        let v = verify(
+            "This chunk is from the ACME Corp Q2 2023 report on",
+            CHUNK,
+            DOC,
+            true,
+        );
+        assert!(v.reasons.iter().any(|r| r.contains("token limit")));
+    }
+
+    #[test]
+    fn a_context_in_another_language_is_rejected() {
+        let ru_doc = "Отчёт компании за второй квартал. Выручка выросла на 3% по сравнению с прошлым кварталом и составила 314 миллионов.";
+        let ru_chunk =
+            "Выручка выросла на 3% по сравнению с прошлым кварталом и составила 314 миллионов.";
+        let v = verify(
+            "This chunk is from the second quarter report and describes how revenue grew compared with the previous quarter.",
+            ru_chunk,
+            ru_doc,
+            false,
+        );
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.contains("while the chunk is in Russian")),
+            "{:?}",
+            v.reasons
+        );
+        let v = verify(
+            "Фрагмент из отчёта компании за второй квартал, о росте выручки по сравнению с прошлым кварталом.",
+            ru_chunk,
+            ru_doc,
+            false,
+        );
+        assert!(v.passed(), "{:?}", v.reasons);
+    }
+}
