@@ -5,6 +5,8 @@
 //! - [`local::LocalLlm`]: GGUF models in candle (llama, qwen2, qwen3, gemma3 architectures;
 //!   SmolLM2-135M-Instruct is the offline default). The document prefix is run once and its
 //!   KV cache reused for every chunk: offline prompt caching.
+//! - [`hosted::HostedLlm`]: Anthropic's Messages API with prompt caching and any
+//!   OpenAI-compatible chat server (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
 //! - [`chat`]: chat templates (ChatML, Gemma, Llama 3), recognised from the GGUF metadata.
 //! - [`contextualizer::LlmContextualizer`]: the contextualizer on top: prompt, window rule,
 //!   checks ([`verify`]), provenance.
@@ -13,6 +15,7 @@
 
 pub mod chat;
 pub mod contextualizer;
+pub mod hosted;
 pub mod local;
 pub mod prompt;
 pub mod verify;
@@ -141,6 +144,9 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
         let id = format!("local:{}@{}", entry.name, entry.version);
         return Ok(Box::new(local::LocalLlm::load(&path, id)?));
     }
+    if hosted::is_hosted(spec) {
+        return Ok(Box::new(hosted::HostedLlm::from_spec(spec)?));
+    }
     let path = std::path::Path::new(spec);
     if path
         .extension()
@@ -155,7 +161,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
         return Ok(Box::new(local::LocalLlm::load(&canonical, id)?));
     }
     Err(fail(format!(
-        "unknown LLM: expected {} or a path to a .gguf file",
+        "unknown LLM: expected {}, a path to a .gguf file, anthropic:MODEL, openai:MODEL or ollama:MODEL",
         situate_models::CATALOG
             .iter()
             .filter(|e| e.role == situate_models::Role::Llm)
@@ -165,5 +171,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
     )))
 }
 
+#[cfg(test)]
+mod hosted_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,357 @@
+//! Hosted LLMs: Anthropic's Messages API with prompt caching, and any OpenAI-compatible chat
+//! completions server (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio).
+//!
+//! Spec: `PROVIDER:MODEL[?option=value&...]`, for example `anthropic:claude-3-5-haiku-latest`,
+//! `openai:gpt-4o-mini`, `ollama:qwen2.5:1.5b`, `openai:local?base_url=http://localhost:8080/v1`.
+//!
+//! | option | meaning | default |
+//! |---|---|---|
+//! | `base_url` | the API root; also from `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, `OLLAMA_BASE_URL` | the provider's public API (Ollama: `http://localhost:11434/v1`) |
+//! | `key_env` | the environment variable holding the key | `ANTHROPIC_API_KEY`, `OPENAI_API_KEY` |
+//! | `concurrency` | requests in flight | 4 |
+//! | `retries` | tries per request, the first included | 6 |
+//! | `timeout` | seconds per try | 120 |
+//! | `window` | the model's context window in tokens | 200,000 for Claude, 128,000 for GPT-4o/4.1/5, else 8,192 |
+//! | `max_tokens_field` | `max_tokens` or `max_completion_tokens` (OpenAI's newer models) | `max_tokens` |
+//!
+//! Scheduling is cache-aware: of the replies that share a document, the first is asked
+//! alone (for Anthropic it writes the prompt cache, for servers with automatic prefix caching
+//! it fills theirs), then the others concurrently, which read it. Anthropic's request marks
+//! the document block with `cache_control: {"type": "ephemeral"}`; the chunk and instruction
+//! follow in a second block. Usage is taken from each answer (`cache_creation_input_tokens`,
+//! `cache_read_input_tokens`; OpenAI's `prompt_tokens_details.cached_tokens`).
+//!
+//! Token counts for the window are estimated (a token per 3 bytes, on the safe side for
+//! English and for scripts that take more bytes per character).
+
+use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use situate_http::{Client, RetryPolicy};
+use std::time::Duration;
+
+/// The two protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `POST {base}/v1/messages`.
+    Anthropic,
+    /// `POST {base}/chat/completions`.
+    OpenAiChat,
+}
+
+/// Spec names, protocol, public API root, key variables, base-URL variable.
+const PROVIDERS: &[(&str, Protocol, &str, &[&str], &str)] = &[
+    (
+        "anthropic",
+        Protocol::Anthropic,
+        "https://api.anthropic.com",
+        &["ANTHROPIC_API_KEY"],
+        "ANTHROPIC_BASE_URL",
+    ),
+    (
+        "openai",
+        Protocol::OpenAiChat,
+        "https://api.openai.com/v1",
+        &["OPENAI_API_KEY"],
+        "OPENAI_BASE_URL",
+    ),
+    (
+        "ollama",
+        Protocol::OpenAiChat,
+        "http://localhost:11434/v1",
+        &[],
+        "OLLAMA_BASE_URL",
+    ),
+];
+
+/// Whether `spec` names a hosted LLM.
+pub fn is_hosted(spec: &str) -> bool {
+    spec.split_once(':')
+        .is_some_and(|(p, _)| PROVIDERS.iter().any(|(n, ..)| *n == p))
+}
+
+/// An LLM behind an HTTP API.
+pub struct HostedLlm {
+    protocol: Protocol,
+    model: String,
+    id: String,
+    base_url: String,
+    key: Option<String>,
+    window: usize,
+    max_tokens_field: String,
+    concurrency: usize,
+    client: Client,
+}
+
+impl HostedLlm {
+    /// Parses a spec and reads the key from the environment.
+    pub fn from_spec(spec: &str) -> Result<Self, LlmError> {
+        Self::from_spec_with_env(spec, &|k| std::env::var(k).ok())
+    }
+
+    /// As [`HostedLlm::from_spec`], with the environment given (for tests).
+    pub fn from_spec_with_env(
+        spec: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, LlmError> {
+        let fail = |message: String| LlmError::Load {
+            model: spec.to_string(),
+            message,
+        };
+        let (name, rest) = spec
+            .split_once(':')
+            .ok_or_else(|| fail("expected PROVIDER:MODEL".into()))?;
+        let &(name, protocol, public, key_vars, base_var) = PROVIDERS
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .ok_or_else(|| fail(format!("unknown provider {name:?}")))?;
+        let (model, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if model.is_empty() || model.contains(char::is_whitespace) {
+            return Err(fail("the model name is missing or has spaces".into()));
+        }
+        let mut base_url = env(base_var).filter(|v| !v.trim().is_empty());
+        let mut key_env: Option<String> = None;
+        let mut concurrency = 4usize;
+        let mut window = None;
+        let mut max_tokens_field = "max_tokens".to_string();
+        let mut policy = RetryPolicy::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| fail(format!("option {pair:?} needs a value (key=value)")))?;
+            let number = |lo: u64, hi: u64| {
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (lo..=hi).contains(n))
+                    .ok_or_else(|| fail(format!("{k}={v}: expected a number from {lo} to {hi}")))
+            };
+            match k {
+                "base_url" => base_url = Some(v.to_string()),
+                "key_env" => key_env = Some(v.to_string()),
+                "concurrency" => concurrency = number(1, 64)? as usize,
+                "retries" => policy.max_attempts = number(1, 20)? as u32,
+                "timeout" => policy.timeout = Duration::from_secs(number(1, 3600)?),
+                "window" => window = Some(number(256, 10_000_000)? as usize),
+                "max_tokens_field" if v == "max_tokens" || v == "max_completion_tokens" => {
+                    max_tokens_field = v.to_string()
+                }
+                _ => {
+                    return Err(fail(format!(
+                        "unknown option {k}={v} (base_url, key_env, concurrency, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens)"
+                    )));
+                }
+            }
+        }
+        let custom_base = base_url.is_some();
+        let base_url = base_url
+            .unwrap_or_else(|| public.to_string())
+            .trim_end_matches('/')
+            .to_string();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(fail(format!(
+                "base_url {base_url:?} must start with http:// or https://"
+            )));
+        }
+        let key = match &key_env {
+            Some(var) => Some(
+                env(var)
+                    .filter(|k| !k.is_empty())
+                    .ok_or_else(|| fail(format!("the key variable {var} (key_env) is not set")))?,
+            ),
+            None => key_vars
+                .iter()
+                .find_map(|v| env(v))
+                .filter(|k| !k.is_empty()),
+        };
+        if key.is_none() && !custom_base && !key_vars.is_empty() {
+            return Err(fail(format!(
+                "no API key: set {} (or give base_url= for a server that needs none)",
+                key_vars.join(" or ")
+            )));
+        }
+        let window = window.unwrap_or_else(|| {
+            if model.starts_with("claude") {
+                200_000
+            } else if ["gpt-4o", "gpt-4.1", "gpt-5", "o3", "o4"]
+                .iter()
+                .any(|p| model.starts_with(p))
+            {
+                128_000
+            } else {
+                8_192
+            }
+        });
+        let client = Client::new(policy, concurrency).map_err(|e| fail(e.to_string()))?;
+        Ok(HostedLlm {
+            protocol,
+            id: format!("{name}:{model}"),
+            model: model.to_string(),
+            base_url,
+            key,
+            window,
+            max_tokens_field,
+            concurrency,
+            client,
+        })
+    }
+
+    /// The HTTP client (its traffic counters).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// One request.
+    async fn ask(
+        &self,
+        system: Option<&str>,
+        prefix: &str,
+        suffix: &str,
+        max_tokens: usize,
+    ) -> Result<Generation, LlmError> {
+        let answer = |message: String| LlmError::Answer {
+            provider: self.id.clone(),
+            message,
+        };
+        match self.protocol {
+            Protocol::Anthropic => {
+                let mut body = json!({
+                    "model": self.model,
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "messages": [{"role": "user", "content": [
+                        {"type": "text", "text": prefix, "cache_control": {"type": "ephemeral"}},
+                        {"type": "text", "text": suffix},
+                    ]}],
+                });
+                if let Some(s) = system {
+                    body["system"] = json!(s);
+                }
+                let mut headers = vec![("anthropic-version", "2023-06-01")];
+                if let Some(k) = &self.key {
+                    headers.push(("x-api-key", k.as_str()));
+                }
+                let url = format!("{}/v1/messages", self.base_url);
+                let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+                let text: String = reply["content"]
+                    .as_array()
+                    .ok_or_else(|| answer("no content in the answer".into()))?
+                    .iter()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .collect();
+                let u = &reply["usage"];
+                let n = |k: &str| u[k].as_u64().unwrap_or(0);
+                Ok(Generation {
+                    text: text.trim().to_string(),
+                    usage: TokenUsage {
+                        input_tokens: n("input_tokens"),
+                        cache_creation_input_tokens: n("cache_creation_input_tokens"),
+                        cache_read_input_tokens: n("cache_read_input_tokens"),
+                        output_tokens: n("output_tokens"),
+                    },
+                    finish: if reply["stop_reason"] == "max_tokens" {
+                        Finish::Length
+                    } else {
+                        Finish::Stop
+                    },
+                })
+            }
+            Protocol::OpenAiChat => {
+                let mut messages = Vec::new();
+                if let Some(s) = system {
+                    messages.push(json!({"role": "system", "content": s}));
+                }
+                // The document first, in one message, so that servers' prefix caches match.
+                messages.push(json!({"role": "user", "content": format!("{prefix}{suffix}")}));
+                let mut body = json!({
+                    "model": self.model,
+                    "temperature": 0,
+                    "messages": messages,
+                });
+                body[self.max_tokens_field.as_str()] = json!(max_tokens);
+                let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
+                let headers: Vec<(&str, &str)> = bearer
+                    .as_deref()
+                    .map(|b| vec![("authorization", b)])
+                    .unwrap_or_default();
+                let url = format!("{}/chat/completions", self.base_url);
+                let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+                let choice = &reply["choices"][0];
+                let text = choice["message"]["content"]
+                    .as_str()
+                    .ok_or_else(|| answer("no choices[0].message.content in the answer".into()))?;
+                let u = &reply["usage"];
+                let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
+                let cached = u["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .min(prompt);
+                Ok(Generation {
+                    text: text.trim().to_string(),
+                    usage: TokenUsage {
+                        input_tokens: prompt - cached,
+                        cache_creation_input_tokens: 0,
+                        cache_read_input_tokens: cached,
+                        output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+                    },
+                    finish: if choice["finish_reason"] == "length" {
+                        Finish::Length
+                    } else {
+                        Finish::Stop
+                    },
+                })
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for HostedLlm {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn window(&self) -> usize {
+        self.window
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        text.len().div_ceil(3)
+    }
+
+    async fn generate_shared(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_reply: OnReply<'_>,
+    ) -> Vec<Result<Generation, LlmError>> {
+        let n = prompt.suffixes.len();
+        let mut out: Vec<Option<Result<Generation, LlmError>>> = (0..n).map(|_| None).collect();
+        if n == 0 {
+            return Vec::new();
+        }
+        let ask = |i: usize| async move {
+            let r = self
+                .ask(
+                    prompt.system,
+                    prompt.prefix,
+                    &prompt.suffixes[i],
+                    prompt.max_tokens,
+                )
+                .await;
+            on_reply(i, &r);
+            (i, r)
+        };
+        // The first alone: it writes (or warms) the cache the others read.
+        let (i, first) = ask(0).await;
+        out[i] = Some(first);
+        let mut rest = futures_util::stream::iter(1..n)
+            .map(ask)
+            .buffer_unordered(self.concurrency);
+        while let Some((i, r)) = rest.next().await {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply".into()))))
+            .collect()
+    }
+}
