@@ -106,7 +106,7 @@ fn kill_9_during_contextualization_then_resume_asks_for_no_finished_context_agai
     );
     assert!(report["contexts_cached"].as_u64().unwrap_or(0) + 2 >= before as u64);
     // Every card has its context, once.
-    let stats = json(&mut situate(&index).arg("stats"), 0);
+    let stats = json(situate(&index).arg("stats"), 0);
     assert_eq!(stats["consistent"], true, "{stats}");
     assert_eq!(
         stats["stats"]["store"]["chunks"].as_u64(),
@@ -118,7 +118,7 @@ fn kill_9_during_contextualization_then_resume_asks_for_no_finished_context_agai
         json!([["verified", chunks]]),
         "{stats}"
     );
-    let show = json(&mut situate(&index).args(["show", "docs/glacier.txt#0"]), 0);
+    let show = json(situate(&index).args(["show", "docs/glacier.txt#0"]), 0);
     assert_eq!(show["context_status"], "verified", "{show}");
     assert_eq!(show["context_provenance"]["model"], "anthropic:claude-test");
     assert_eq!(show["context_provenance"]["strategy"], "whole");

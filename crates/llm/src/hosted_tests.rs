@@ -166,7 +166,7 @@ async fn openai_chat_puts_the_document_first_and_reads_cached_tokens() {
     })
     .expect("server");
     let llm = HostedLlm::from_spec_with_env(
-        &format!("openai:gpt-4o-mini?max_tokens_field=max_completion_tokens"),
+        "openai:gpt-4o-mini?max_tokens_field=max_completion_tokens",
         &env_with(&[
             ("OPENAI_API_KEY", "sk-o"),
             ("OPENAI_BASE_URL", server.url()),
