@@ -38,6 +38,7 @@
 //! long_documents = "window"   # window | head | fail
 //! max_tokens = 160            # per context
 //! document_tokens = 2048      # most document tokens per prompt
+//! price = { input = 0.8, cache_write = 1.0, cache_read = 0.08, output = 4.0 }  # $/M tokens
 //! ```
 
 use anyhow::{Context, Result};
@@ -109,6 +110,7 @@ pub struct LlmSettings {
     pub long_documents: Option<String>,
     pub max_tokens: Option<usize>,
     pub document_tokens: Option<usize>,
+    pub price: Option<situate_llm::cost::Price>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_vec;
 mod config;
+mod contexts;
 mod eval;
 mod evalset;
 mod models;
@@ -67,6 +68,13 @@ enum Command {
     },
     /// Counts, languages, context statuses, and whether the BM25 index agrees with the store
     Stats,
+    /// Context statuses, and the chunks whose context failed or was rejected, with reasons
+    Status,
+    /// Write contexts with an LLM for stored chunks that have none yet (pending, failed)
+    Contextualize(contexts::ContextualizeArgs),
+    /// List, decide, regenerate, export and import contexts
+    #[command(subcommand)]
+    Contexts(contexts::ContextsCommand),
     /// Remove a document and its chunks from the store and every index
     Rm {
         /// The document id
@@ -128,10 +136,8 @@ struct IngestArgs {
     /// Documents per committed batch [default: 256; 8 with an LLM]
     #[arg(long)]
     batch: Option<usize>,
-    /// The LLM that writes contexts with --context llm: a local model of `situate models
-    /// list` or a .gguf path [default: smollm2-135m-instruct]
-    #[arg(long)]
-    llm: Option<String>,
+    #[command(flatten)]
+    llm: contexts::LlmArgs,
     /// Exit non-zero when any input was skipped
     #[arg(long)]
     strict: bool,
@@ -393,6 +399,53 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        Command::Status => {
+            let e = Engine::open(&index, Access::Read)?;
+            let stats = e.stats()?;
+            let mut listed = Vec::new();
+            e.store().for_each_card_with_status(
+                &[
+                    situate_core::ContextStatus::Failed,
+                    situate_core::ContextStatus::Rejected,
+                ],
+                &mut |rec| {
+                    listed.push(rec.card);
+                    Ok(())
+                },
+            )?;
+            if g.json {
+                output::print_json(&serde_json::json!({
+                    "context_status": stats.store.context_status,
+                    "context_methods": stats.store.context_methods,
+                    "failed_or_rejected": listed,
+                }))?;
+            } else {
+                for (status, n) in &stats.store.context_status {
+                    println!("{status:<10} {n}");
+                }
+                for c in listed.iter().take(50) {
+                    println!(
+                        "  {} {}: {}",
+                        c.context_status,
+                        c.chunk_id,
+                        c.context_notes.join("; ")
+                    );
+                }
+                if listed.len() > 50 {
+                    println!("  ... {} more: `situate contexts list`", listed.len() - 50);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Contextualize(a) => contexts::run_contextualize(
+            (g.json, g.quiet),
+            &settings,
+            &index,
+            &a.status,
+            a.batch,
+            &a.llm,
+        ),
+        Command::Contexts(c) => contexts::run(c, (g.json, g.quiet), &settings, &index),
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
             e.remove(&document_id)?;
@@ -428,47 +481,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The contextualizer a method names; `llm` is built from the `[llm]` settings and `--llm`.
-pub(crate) fn build_contextualizer(
-    method: &str,
-    settings: &Settings,
-    llm: Option<&str>,
-) -> Result<Box<dyn situate_core::Contextualizer>> {
-    if method != "llm" {
-        return situate_contextualize::by_name(method).map_err(|e| anyhow::anyhow!("{e}, llm"));
-    }
-    let s = &settings.llm;
-    let model = llm
-        .or(s.model.as_deref())
-        .unwrap_or("smollm2-135m-instruct");
-    let model = situate_llm::resolve(model)?;
-    let mut c = situate_llm::LlmContextualizer::new(model);
-    if let Some(t) = &s.template {
-        c = c.with_template(situate_llm::prompt::PromptTemplate::from_files(
-            t,
-            s.glossary.as_deref(),
-        )?);
-    } else if let Some(gl) = &s.glossary {
-        let text = std::fs::read_to_string(gl)
-            .with_context(|| format!("reading the glossary {}", gl.display()))?;
-        c = c.with_template(situate_llm::prompt::PromptTemplate::parse(
-            situate_llm::prompt::ANTHROPIC_TEMPLATE,
-            Some(&text),
-            "built-in",
-        )?);
-    }
-    if let Some(l) = &s.long_documents {
-        let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {
-            anyhow::anyhow!("[llm] long_documents = {l:?}: expected window, head or fail")
-        })?;
-        c = c.with_long_documents(rule);
-    }
-    if let Some(m) = s.max_tokens {
-        c = c.with_max_tokens(m);
-    }
-    Ok(Box::new(c.with_document_tokens(s.document_tokens)))
-}
-
 fn ingest(
     g: &Global,
     settings: &Settings,
@@ -479,8 +491,10 @@ fn ingest(
         .context
         .or(settings.ingest.context.clone())
         .unwrap_or_else(|| "structural".into());
-    let contextualizer = build_contextualizer(&method, settings, a.llm.as_deref())?;
-    let mut opts = IngestOptions::new(contextualizer);
+    let built = contexts::build(&method, settings, &a.llm)?;
+    let price = built.price;
+    let mut opts = IngestOptions::new(built.contextualizer);
+    opts.dry_run = a.llm.dry_run;
     opts.sources.format = a
         .format
         .parse::<SourceFormat>()
@@ -520,9 +534,20 @@ fn ingest(
         bail!("--meta key {k:?}: use letters, digits, '_', '-' and '.' only");
     }
 
-    let created = !Engine::exists(index);
+    let mut created = !Engine::exists(index);
     let create = create_settings(settings, None, &a.embed)?;
-    let mut e = Engine::open_or_create(index, create)
+    // A dry run on an index not yet made works on a scratch one: it writes nothing here.
+    let scratch = if opts.dry_run && created {
+        created = false;
+        Some(tempfile::tempdir().context("making a scratch index for the dry run")?)
+    } else {
+        None
+    };
+    let target = scratch
+        .as_ref()
+        .map(|d| d.path().join("index"))
+        .unwrap_or_else(|| index.to_path_buf());
+    let mut e = Engine::open_or_create(&target, create)
         .with_context(|| format!("opening the index at {}", index.display()))?;
     if !created {
         // Creation settings may be repeated (re-running a command), not changed.
@@ -553,6 +578,20 @@ fn ingest(
             }
             IngestEvent::Skipped(_) => skipped += 1,
             IngestEvent::Committed { .. } => {}
+            IngestEvent::Contextualized {
+                chunks: done,
+                usage,
+                cached,
+            } => {
+                if method == "llm" {
+                    bar.set_message(format!(
+                        "{docs} documents; {}",
+                        contexts::progress_message(done, None, &usage, cached, price, started)
+                    ));
+                    bar.tick();
+                }
+                return;
+            }
             IngestEvent::Embedding { done, total } => {
                 bar.set_message(format!(
                     "{docs} documents, {chunks} chunks, {skipped} skipped; embedding {done}/{total}"
@@ -568,7 +607,52 @@ fn ingest(
     })?;
     bar.finish_and_clear();
     let elapsed = started.elapsed();
+    if a.llm.dry_run {
+        let docs = report.added + report.replaced;
+        let per_million = price
+            .filter(|_| report.document_tokens > 0)
+            .map(|p| p.dollars(&report.usage) * 1e6 / report.document_tokens as f64);
+        if g.json {
+            output::print_json(&serde_json::json!({
+                "dry_run": true,
+                "documents": docs,
+                "unchanged": report.unchanged,
+                "chunks": report.chunks,
+                "contexts_cached": report.contexts_cached,
+                "document_tokens": report.document_tokens,
+                "estimated_usage": report.usage,
+                "estimated_dollars": price.map(|p| p.dollars(&report.usage)),
+                "dollars_per_million_document_tokens": per_million,
+            }))?;
+        } else {
+            println!(
+                "dry run: {docs} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
+                report.unchanged, report.chunks, report.contexts_cached, report.document_tokens
+            );
+            println!("{}", contexts::cost_line(&report.usage, price, docs, true));
+            if let Some(m) = per_million {
+                println!("${m:.2} per million document tokens");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     output::ingest_report(g.json, e.dir(), created, &method, &report, elapsed)?;
+    if method == "llm" && !g.json {
+        let docs = report.added + report.replaced;
+        println!("{}", contexts::cost_line(&report.usage, price, docs, false));
+        if let Some(p) = price.filter(|_| report.document_tokens > 0) {
+            println!(
+                "${:.2} per million document tokens",
+                p.dollars(&report.usage) * 1e6 / report.document_tokens as f64
+            );
+        }
+        if report.contexts_deferred > 0 {
+            println!(
+                "{} chunks were left without a context (budget reached); `situate contextualize` goes on",
+                report.contexts_deferred
+            );
+        }
+    }
     let nothing = report.documents_ok() == 0;
     Ok(if nothing || (a.strict && !report.skipped.is_empty()) {
         ExitCode::from(3)

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-fn print_json(v: &serde_json::Value) -> Result<()> {
+pub fn print_json(v: &serde_json::Value) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;

@@ -123,3 +123,174 @@ fn kill_9_during_contextualization_then_resume_asks_for_no_finished_context_agai
     assert_eq!(show["context_provenance"]["model"], "anthropic:claude-test");
     assert_eq!(show["context_provenance"]["strategy"], "whole");
 }
+
+/// An Anthropic-like server whose usage is close to situate's estimate, so that a budget
+/// cuts where the estimate says.
+fn priced_server() -> FakeServer {
+    FakeServer::start(|_, _| {
+        Reply::json(json!({
+            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 150, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 80}
+        }))
+    })
+    .expect("server")
+}
+
+#[test]
+fn contexts_are_estimated_budgeted_decided_exported_and_imported() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    for t in ["harbour", "orchard", "glacier"] {
+        let text: String = (0..3)
+            .map(|p| format!("Part {p} on the {t}: the {t} is described here with enough words to fill a chunk.\n\n"))
+            .collect();
+        std::fs::write(docs.join(format!("{t}.txt")), text).expect("w");
+    }
+    let server = priced_server();
+    let llm = format!("anthropic:claude-3-5-haiku-test?base_url={}", server.url());
+    let llm_ingest = |index: &std::path::Path| {
+        let mut c = situate(index);
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["ingest", "--context", "llm", "--llm", &llm])
+            .args([
+                "--embedder",
+                "hash:32",
+                "--max-tokens",
+                "40",
+                "--overlap",
+                "0",
+            ])
+            .arg(&docs);
+        c
+    };
+    let index = tmp.path().join("idx");
+
+    // A dry run calls nothing and writes nothing.
+    let dry = json(llm_ingest(&index).arg("--dry-run"), 0);
+    assert_eq!(server.calls(), 0);
+    assert!(!index.exists(), "a dry run makes no index");
+    let estimate = dry["estimated_dollars"].as_f64().expect("a price is known");
+    let chunks = dry["chunks"].as_u64().expect("chunks");
+    assert_eq!(chunks, 9, "{dry}");
+    assert!(dry["document_tokens"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        dry["dollars_per_million_document_tokens"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0
+    );
+
+    // A budget of 40% of the estimate: the first document only; the rest waits.
+    let budget = format!("{}", estimate * 0.4);
+    let v = json(llm_ingest(&index).args(["--budget", &budget]), 0);
+    let r = &v["report"];
+    assert_eq!(server.calls(), 3, "{r}");
+    assert_eq!(r["contexts_deferred"], 6, "{r}");
+    let pending = json(
+        situate(&index).args(["contexts", "list", "--status", "pending"]),
+        0,
+    );
+    assert_eq!(pending["cards"].as_array().map(Vec::len), Some(6));
+    assert!(
+        pending["cards"][0]["context_notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("budget"))
+    );
+    // `contextualize` goes on where it stopped.
+    let v = json(
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .args(["contextualize", "--llm", &llm]),
+        0,
+    );
+    assert_eq!(v["report"]["chunks"], 6, "{v}");
+    assert_eq!(server.calls(), 9, "each chunk asked once in all");
+    assert!(v["dollars"].as_f64().unwrap_or(0.0) > 0.0);
+    let status = json(situate(&index).arg("status"), 0);
+    assert_eq!(
+        status["context_status"],
+        json!([["verified", 9]]),
+        "{status}"
+    );
+
+    // A person decides.
+    let chunk = "docs/harbour.txt#1";
+    json(
+        situate(&index).args(["contexts", "set", chunk, "--reject"]),
+        0,
+    );
+    let status = json(situate(&index).arg("status"), 0);
+    assert_eq!(status["failed_or_rejected"][0]["chunk_id"], chunk);
+    assert_eq!(
+        status["failed_or_rejected"][0]["provenance"]["method"],
+        "manual"
+    );
+    json(
+        situate(&index).args([
+            "contexts",
+            "set",
+            chunk,
+            "--text",
+            "Zanzibar harbour ferry notes",
+        ]),
+        0,
+    );
+    let hits = json(
+        situate(&index).args(["search", "Zanzibar", "--mode", "bm25"]),
+        0,
+    );
+    assert_eq!(hits["hits"][0]["chunk_id"], chunk);
+    let out = situate(&index)
+        .args(["contexts", "set", "nope#3", "--accept"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+
+    // Export, then import into an index of the same corpus made without contexts.
+    let file = tmp.path().join("contexts.jsonl");
+    let v = json(situate(&index).arg("contexts").arg("export").arg(&file), 0);
+    assert_eq!(v["exported"], 9);
+    let mut text = std::fs::read_to_string(&file).expect("read");
+    text.push_str(&format!(
+        "{}\n",
+        json!({"document_id": "docs/gone.txt", "chunk_id": "docs/gone.txt#0", "context": "x", "model": null, "prompt_version": null, "status": "verified"})
+    ));
+    std::fs::write(&file, text).expect("w");
+    let other = tmp.path().join("other");
+    json(
+        situate(&other)
+            .args(["ingest", "--context", "none", "--embedder", "hash:32"])
+            .args(["--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    let v = json(situate(&other).arg("contexts").arg("import").arg(&file), 0);
+    assert_eq!(v["imported"], 9, "{v}");
+    assert_eq!(v["skipped"].as_array().map(Vec::len), Some(1));
+    let hits = json(
+        situate(&other).args(["search", "Zanzibar", "--mode", "bm25"]),
+        0,
+    );
+    assert_eq!(hits["hits"][0]["chunk_id"], chunk);
+    let card = json(situate(&other).args(["show", "docs/glacier.txt#0"]), 0);
+    assert_eq!(
+        card["context_provenance"]["model"],
+        "anthropic:claude-3-5-haiku-test"
+    );
+    assert_eq!(card["context_status"], "verified");
+    let stats = json(situate(&other).arg("stats"), 0);
+    assert_eq!(stats["consistent"], true, "{stats}");
+    // A malformed file changes nothing.
+    std::fs::write(&file, "{\"chunk_id\": 3}\n").expect("w");
+    let out = situate(&other)
+        .arg("contexts")
+        .arg("import")
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1"));
+}

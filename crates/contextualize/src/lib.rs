@@ -51,6 +51,7 @@ impl Contextualizer for NoContext {
         Ok(DocumentContexts {
             contexts: vec![ChunkContext::none(); chunks.len()],
             usage: Default::default(),
+            document_tokens: 0,
         })
     }
 }
@@ -181,6 +182,7 @@ impl Contextualizer for Structural {
         Ok(DocumentContexts {
             contexts,
             usage: Default::default(),
+            document_tokens: 0,
         })
     }
 }

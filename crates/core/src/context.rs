@@ -87,6 +87,9 @@ pub struct DocumentContexts {
     pub contexts: Vec<ChunkContext>,
     /// Tokens spent on this document.
     pub usage: TokenUsage,
+    /// Tokens of document text the contextualizer read (once per document), for costs per
+    /// million document tokens; 0 when it reads none.
+    pub document_tokens: u64,
 }
 
 /// A contextualizer failed for a whole document (a per-chunk failure is a

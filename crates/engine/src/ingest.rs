@@ -25,6 +25,9 @@ pub struct IngestOptions {
     /// Metadata added to every document of this ingest (`--meta key=value`), usable in
     /// search filters.
     pub metadata: Vec<(String, String)>,
+    /// Read, chunk and contextualize (an estimating contextualizer calls nothing), but
+    /// write nothing: for `--dry-run` cost estimates.
+    pub dry_run: bool,
 }
 
 impl IngestOptions {
@@ -37,6 +40,7 @@ impl IngestOptions {
             batch_documents: 256,
             batch_bytes: 32 << 20,
             metadata: Vec::new(),
+            dry_run: false,
         }
     }
 }
@@ -62,6 +66,15 @@ pub enum IngestEvent<'a> {
         /// Texts to embed in this batch (cached ones are not counted).
         total: usize,
     },
+    /// A document's chunks have their contexts (totals so far).
+    Contextualized {
+        /// Chunks contextualized so far.
+        chunks: u64,
+        /// Tokens spent so far.
+        usage: TokenUsage,
+        /// Contexts taken from the cache so far.
+        cached: u64,
+    },
     /// A batch was committed to the store and the index.
     Committed {
         /// The store generation now.
@@ -86,6 +99,10 @@ pub struct IngestReport {
     pub contexts_rejected: u64,
     /// Chunks whose context came from the context cache (no model call).
     pub contexts_cached: u64,
+    /// Chunks the contextualizer left for later, with a reason (a budget reached).
+    pub contexts_deferred: u64,
+    /// Tokens of document text the contextualizer read.
+    pub document_tokens: u64,
     /// Inputs skipped, with reasons.
     pub skipped: Vec<Skipped>,
     /// Tokens the contextualizer spent.
@@ -217,6 +234,20 @@ impl Engine {
                 &spans,
                 &mut report,
             )?;
+            on_event(IngestEvent::Contextualized {
+                chunks: report.chunks + spans.len() as u64,
+                usage: report.usage,
+                cached: report.contexts_cached,
+            });
+            if opts.dry_run {
+                report.chunks += spans.len() as u64;
+                if stored.is_some() {
+                    report.replaced += 1;
+                } else {
+                    report.added += 1;
+                }
+                continue;
+            }
             let outcome = if stored.is_some() {
                 "replaced"
             } else {
@@ -245,6 +276,9 @@ impl Engine {
                 self.flush(&runtime, &mut pending, &mut report, on_event)?;
                 pending_bytes = 0;
             }
+        }
+        if opts.dry_run {
+            return Ok(report);
         }
         self.flush(&runtime, &mut pending, &mut report, on_event)?;
         self.bm25.finish_merges()?;
@@ -429,6 +463,7 @@ pub(crate) fn contextualize(
         match out {
             Ok(d) if d.contexts.len() == asked.len() => {
                 report.usage.add(&d.usage);
+                report.document_tokens += d.document_tokens;
                 d.contexts
             }
             Ok(d) => {
@@ -461,6 +496,7 @@ pub(crate) fn contextualize(
         match c.status {
             ContextStatus::Failed => report.context_failures += 1,
             ContextStatus::Rejected => report.contexts_rejected += 1,
+            ContextStatus::Pending if !c.notes.is_empty() => report.contexts_deferred += 1,
             _ => {}
         }
     }

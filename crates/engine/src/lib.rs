@@ -30,9 +30,11 @@
 //! with one store transaction; leftovers of an interrupted rebuild are removed on open.
 #![warn(missing_docs)]
 
+mod contexts;
 mod ingest;
 mod vectors;
 
+pub use contexts::{ContextProgress, ContextUpdate};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use situate_index::ChineseTokenizer;
 pub use situate_search::{Mode, SearchRequest};

@@ -438,6 +438,7 @@ impl situate_core::Contextualizer for Scripted {
         Ok(situate_core::DocumentContexts {
             contexts: out,
             usage: Default::default(),
+            document_tokens: 0,
         })
     }
 }
@@ -496,4 +497,78 @@ fn contexts_finished_before_a_crash_are_never_asked_for_again() {
     }
     // The contexts are indexed (contextual BM25 finds a word only the context has).
     assert!(!search(&e, "about").is_empty());
+}
+
+#[test]
+fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    e.ingest(std::slice::from_ref(&root), opts("none"), &mut |_| {})
+        .expect("ingest");
+    assert!(search(&e, "Kenya").is_empty());
+
+    // By hand: an unknown chunk id changes nothing.
+    let manual = |chunk: &str, text: &str| ContextUpdate {
+        chunk_id: chunk.into(),
+        context: situate_core::ChunkContext {
+            text: Some(text.into()),
+            status: situate_core::ContextStatus::Verified,
+            provenance: Some(situate_core::Provenance {
+                method: "manual".into(),
+                model: None,
+                prompt_version: None,
+                input_hash: String::new(),
+                strategy: None,
+            }),
+            notes: vec![],
+        },
+    };
+    let err = e
+        .set_contexts(&[manual("notes/a.md#0", "Kenya"), manual("nope#9", "x")])
+        .expect_err("unknown id");
+    assert!(err.to_string().contains("nope#9"), "{err}");
+    assert!(search(&e, "Kenya").is_empty(), "nothing was written");
+    assert_eq!(
+        e.set_contexts(&[manual("notes/a.md#0", "Grevy zebras of Kenya")])
+            .expect("set"),
+        1
+    );
+    assert_eq!(ids(&search(&e, "Kenya")), ["notes/a.md"]);
+    assert!(e.check().expect("check").is_consistent(), "vectors follow");
+    let card = e.chunk("notes/a.md#0").expect("card").card;
+    assert_eq!(card.provenance.map(|p| p.method), Some("manual".into()));
+
+    // A run over the cards still pending: each asked once; a second run has nothing to do.
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let scripted = Scripted {
+        calls: calls.clone(),
+        die_after: None,
+    };
+    let pending = [situate_core::ContextStatus::Pending];
+    let r = e
+        .recontextualize(&scripted, &pending, 1, &mut |_, _| {})
+        .expect("run");
+    assert_eq!((r.chunks, calls.load(Ordering::SeqCst)), (2, 2));
+    assert_eq!(
+        ids(&search(&e, "about")).len(),
+        2,
+        "the new contexts are indexed"
+    );
+    let r = e
+        .recontextualize(&scripted, &pending, 1, &mut |_, _| {})
+        .expect("again");
+    assert_eq!(r.chunks, 0);
+    // Regenerating the verified ones finds them in the context cache; the one written by
+    // hand is left alone.
+    let verified = [situate_core::ContextStatus::Verified];
+    let r = e
+        .recontextualize(&scripted, &verified, 10, &mut |_, _| {})
+        .expect("regenerate");
+    assert_eq!((r.chunks, r.contexts_cached), (2, 2));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(ids(&search(&e, "Kenya")), ["notes/a.md"]);
+    assert!(e.check().expect("check").is_consistent());
 }

@@ -1,9 +1,10 @@
 //! The LLM contextualizer: Anthropic's prompt (or the user's) through any [`Llm`], each reply
 //! checked against the document before it may be indexed.
 
+use crate::cost::Price;
 use crate::prompt::{LongDocuments, PromptTemplate, document_part};
 use crate::verify::verify;
-use crate::{Finish, Llm, SharedPrompt};
+use crate::{Finish, Llm, PrefixCaching, SharedPrompt};
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer,
     DocumentContexts, DocumentView, Provenance, TokenUsage,
@@ -13,6 +14,43 @@ use std::sync::Mutex;
 /// Tokens kept free for the chat template's own text around the user turn.
 const TEMPLATE_ALLOWANCE: usize = 64;
 
+/// The reply length assumed by estimates (the prompt asks for 50–100 tokens).
+pub const EXPECTED_REPLY_TOKENS: u64 = 80;
+
+/// The usage a group of prompts sharing a `prefix` of `prefix_tokens` should have, with one
+/// suffix per entry of `suffix_tokens`, under `caching`.
+pub fn estimate_usage(
+    caching: PrefixCaching,
+    prefix_tokens: u64,
+    suffix_tokens: &[u64],
+) -> TokenUsage {
+    let mut u = TokenUsage::default();
+    for (i, &s) in suffix_tokens.iter().enumerate() {
+        u.output_tokens += EXPECTED_REPLY_TOKENS;
+        u.input_tokens += s;
+        match (caching, i) {
+            (PrefixCaching::Explicit | PrefixCaching::Local, 0) => {
+                u.cache_creation_input_tokens += prefix_tokens
+            }
+            (PrefixCaching::Explicit | PrefixCaching::Local, _) => {
+                u.cache_read_input_tokens += prefix_tokens
+            }
+            (PrefixCaching::Automatic, i) if i > 0 && prefix_tokens >= 1024 => {
+                u.cache_read_input_tokens += prefix_tokens
+            }
+            (PrefixCaching::Automatic, _) => u.input_tokens += prefix_tokens,
+        }
+    }
+    u
+}
+
+/// Spending so far, against an optional budget.
+#[derive(Debug, Default)]
+struct Spend {
+    dollars: f64,
+    stopped: bool,
+}
+
 /// Writes contexts with an LLM.
 pub struct LlmContextualizer {
     llm: Box<dyn Llm>,
@@ -20,6 +58,10 @@ pub struct LlmContextualizer {
     long: LongDocuments,
     max_tokens: usize,
     document_tokens: Option<usize>,
+    price: Option<Price>,
+    budget: Option<f64>,
+    estimate_only: bool,
+    spend: Mutex<Spend>,
 }
 
 impl LlmContextualizer {
@@ -32,7 +74,48 @@ impl LlmContextualizer {
             long: LongDocuments::Window,
             max_tokens: 160,
             document_tokens: None,
+            price: None,
+            budget: None,
+            estimate_only: false,
+            spend: Mutex::new(Spend::default()),
         }
+    }
+
+    /// The price used for the budget (`None`: the model's price from the table, if known).
+    pub fn with_price(mut self, price: Option<Price>) -> Self {
+        self.price = crate::cost::price_for(self.llm.id(), price);
+        self
+    }
+
+    /// Stop before spending more than `dollars`: chunks whose prompts would go over stay
+    /// `pending` (with the reason), for a later `situate contextualize`. Needs a price.
+    pub fn with_budget(mut self, dollars: Option<f64>) -> Self {
+        self.budget = dollars;
+        if self.price.is_none() {
+            self.price = crate::cost::price_for(self.llm.id(), None);
+        }
+        self
+    }
+
+    /// Call nothing: every chunk stays `pending` and the usage reported is the estimate
+    /// (for `--dry-run`).
+    pub fn estimate_only(mut self, yes: bool) -> Self {
+        self.estimate_only = yes;
+        self
+    }
+
+    /// The price in use, if known.
+    pub fn price(&self) -> Option<Price> {
+        self.price
+            .or_else(|| crate::cost::price_for(self.llm.id(), None))
+    }
+
+    /// Dollars spent so far (by the price in use), and whether the budget stopped the run.
+    pub fn spent(&self) -> (f64, bool) {
+        self.spend
+            .lock()
+            .map(|s| (s.dollars, s.stopped))
+            .unwrap_or((0.0, false))
     }
 
     /// Another prompt template.
@@ -149,9 +232,42 @@ impl Contextualizer for LlmContextualizer {
             }
         }
         let usage = Mutex::new(TokenUsage::default());
+        let price = self.price();
         for (text, strategy, members) in &groups {
             let prefix = self.template.prefix(text);
             let suffixes: Vec<String> = members.iter().map(|(_, s)| s.clone()).collect();
+            let estimate = estimate_usage(
+                self.llm.prefix_caching(),
+                count(&prefix) as u64,
+                &suffixes.iter().map(|s| count(s) as u64).collect::<Vec<_>>(),
+            );
+            if self.estimate_only {
+                if let Ok(mut u) = usage.lock() {
+                    u.add(&estimate);
+                }
+                for (i, _) in members {
+                    contexts[*i] = Some(ChunkContext::none());
+                }
+                continue;
+            }
+            if let (Some(budget), Some(price)) = (self.budget, price) {
+                let mut spend = self.spend.lock().unwrap_or_else(|e| e.into_inner());
+                if spend.stopped || spend.dollars + price.dollars(&estimate) > budget {
+                    spend.stopped = true;
+                    for (i, _) in members {
+                        contexts[*i] = Some(ChunkContext {
+                            text: None,
+                            status: ContextStatus::Pending,
+                            provenance: None,
+                            notes: vec![format!(
+                                "not contextualized: the budget of ${budget:.2} would be exceeded (${:.4} spent); run `situate contextualize` to go on",
+                                spend.dollars
+                            )],
+                        });
+                    }
+                    continue;
+                }
+            }
             let done: Mutex<Vec<(usize, ChunkContext)>> = Mutex::new(Vec::new());
             let on_reply = |k: usize, r: &Result<crate::Generation, crate::LlmError>| {
                 let Some(&(i, _)) = members.get(k) else {
@@ -183,6 +299,9 @@ impl Contextualizer for LlmContextualizer {
                 if let Ok(mut total) = usage.lock() {
                     total.add(&u);
                 }
+                if let (Some(p), Ok(mut spend)) = (price, self.spend.lock()) {
+                    spend.dollars += p.dollars(&u);
+                }
                 if let Ok(mut d) = done.lock() {
                     d.push((i, c));
                 }
@@ -209,6 +328,7 @@ impl Contextualizer for LlmContextualizer {
         Ok(DocumentContexts {
             contexts,
             usage: usage.into_inner().unwrap_or_default(),
+            document_tokens: count(doc.text) as u64,
         })
     }
 }

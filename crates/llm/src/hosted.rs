@@ -319,6 +319,13 @@ impl Llm for HostedLlm {
         text.len().div_ceil(3)
     }
 
+    fn prefix_caching(&self) -> crate::PrefixCaching {
+        match self.protocol {
+            Protocol::Anthropic => crate::PrefixCaching::Explicit,
+            Protocol::OpenAiChat => crate::PrefixCaching::Automatic,
+        }
+    }
+
     async fn generate_shared(
         &self,
         prompt: SharedPrompt<'_>,

@@ -15,6 +15,7 @@
 
 pub mod chat;
 pub mod contextualizer;
+pub mod cost;
 pub mod hosted;
 pub mod local;
 pub mod prompt;
@@ -93,6 +94,18 @@ pub struct SharedPrompt<'a> {
     pub max_tokens: usize,
 }
 
+/// How a provider reuses a shared prefix, for cost estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixCaching {
+    /// Marked in the request: the first request writes the cache, the others read it
+    /// (Anthropic).
+    Explicit,
+    /// Done by the server on long enough prefixes (OpenAI: 1,024 tokens and more).
+    Automatic,
+    /// A local KV cache: the prefix is run once.
+    Local,
+}
+
 /// Called with each reply's index and outcome as soon as it is known.
 pub type OnReply<'a> = &'a (dyn Fn(usize, &Result<Generation, LlmError>) + Send + Sync);
 
@@ -107,6 +120,9 @@ pub trait Llm: Send + Sync {
 
     /// Tokens `text` takes (exact for local models, an estimate for hosted ones).
     fn count_tokens(&self, text: &str) -> usize;
+
+    /// How the provider reuses a shared prefix.
+    fn prefix_caching(&self) -> PrefixCaching;
 
     /// One reply per suffix of `prompt`, in order; each is also given to `on_reply` as soon as
     /// it is done. The shared prefix is reused the provider's way (a KV cache, prompt

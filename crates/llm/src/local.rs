@@ -353,6 +353,10 @@ impl Llm for LocalLlm {
         self.encode(text).map_or(text.len() / 3, |t| t.len())
     }
 
+    fn prefix_caching(&self) -> crate::PrefixCaching {
+        crate::PrefixCaching::Local
+    }
+
     async fn generate_shared(
         &self,
         prompt: SharedPrompt<'_>,

@@ -511,6 +511,47 @@ impl Store {
         tx.commit().op("caching embeddings")
     }
 
+    /// Documents (in id order) that have cards whose context status is one of `statuses`.
+    pub fn documents_with_status(&self, statuses: &[ContextStatus]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT document_id FROM chunks WHERE context_status = ?1")
+            .op("listing documents by context status")?;
+        for s in statuses {
+            let rows = st
+                .query_map([s.as_str()], |r| r.get::<_, String>(0))
+                .op("listing documents by context status")?;
+            for r in rows {
+                out.push(r.op("listing documents by context status")?);
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Cards whose context status is one of `statuses` (all cards when empty), in document
+    /// and chunk order, calling `f` for each.
+    pub fn for_each_card_with_status(
+        &self,
+        statuses: &[ContextStatus],
+        f: &mut dyn FnMut(CardRecord) -> Result<()>,
+    ) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare(&format!("{CARD_SELECT} ORDER BY c.document_id, c.ordinal"))
+            .op("listing cards")?;
+        let mut rows = st.query([]).op("listing cards")?;
+        while let Some(r) = rows.next().op("listing cards")? {
+            let rec = card_with_document(r).op("listing cards")?;
+            if statuses.is_empty() || statuses.contains(&rec.card.context_status) {
+                f(rec)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finished contexts in the context cache for these input hashes (absent ones are not
     /// cached).
     pub fn cached_contexts(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
@@ -875,6 +916,55 @@ impl Batch<'_> {
             self.changed += 1;
         }
         Ok(n > 0)
+    }
+
+    /// Replaces the context of the card `chunk_id` (its text, status, provenance and notes);
+    /// the card keeps its key. `false` when there is no such card. The document is journaled
+    /// so that the indexes take the new context (the vector index replaces the card's vector).
+    pub fn update_context(&mut self, chunk_id: &str, context: &ChunkContext) -> Result<bool> {
+        let doc: Option<(String, i64)> = self
+            .tx
+            .query_row(
+                "SELECT document_id, id FROM chunks WHERE chunk_id = ?1",
+                [chunk_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .op("finding a card")?;
+        let Some((doc, card)) = doc else {
+            return Ok(false);
+        };
+        let p = context.provenance.as_ref();
+        self.tx
+            .execute(
+                "UPDATE chunks SET generated_context = ?2, context_status = ?3, context_method = ?4,
+                   context_model = ?5, context_prompt_version = ?6, context_input_hash = ?7,
+                   context_notes = ?8, context_strategy = ?9
+                 WHERE id = ?1",
+                params![
+                    card,
+                    context.text,
+                    context.status.as_str(),
+                    p.map(|p| p.method.as_str()),
+                    p.and_then(|p| p.model.as_deref()),
+                    p.and_then(|p| p.prompt_version.as_deref()),
+                    p.map(|p| p.input_hash.as_str()),
+                    serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
+                    p.and_then(|p| p.strategy.as_deref()),
+                ],
+            )
+            .op("updating a context")?;
+        self.tx
+            .execute(
+                "INSERT INTO card_journal(card, generation)
+                 VALUES (?1, (SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation'))
+                 ON CONFLICT(card) DO UPDATE SET generation = excluded.generation",
+                [card],
+            )
+            .op("writing the card journal")?;
+        journal(&self.tx, &doc)?;
+        self.changed += 1;
+        Ok(true)
     }
 
     /// Caches embeddings of `model` by text hash (already cached ones are kept).
