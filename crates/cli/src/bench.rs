@@ -42,6 +42,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = situate_core::DEFAULT_CONTEXT_WEIGHT)]
         context_weight: f32,
     },
+    /// The local LLM writing contexts for the first documents of an Anthropic-format corpus,
+    /// with the document's KV cache reused and without
+    Contexts {
+        /// The corpus (codebase_chunks.json: documents with their chunks)
+        #[arg(long)]
+        corpus: PathBuf,
+        /// The GGUF model [default: the installed smollm2-135m-instruct]
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Documents
+        #[arg(long, default_value_t = 3)]
+        docs: usize,
+        /// Most new tokens per context
+        #[arg(long, default_value_t = 160)]
+        max_tokens: usize,
+    },
     /// Embedding throughput (passages) and latency (queries) of an embedder
     Embed {
         /// The embedder (a model name or directory)
@@ -145,6 +161,19 @@ pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
             crate::bench_vec::hybrid(index, &queries, repeat)
         }
         BenchCommand::Synth { n, out } => crate::bench_vec::synth(n, &out),
+        BenchCommand::Contexts {
+            corpus,
+            model,
+            docs,
+            max_tokens,
+        } => {
+            let model = model.unwrap_or_else(|| {
+                situate_models::models_dir()
+                    .join("smollm2-135m-instruct")
+                    .join("SmolLM2-135M-Instruct.Q4_1.gguf")
+            });
+            crate::bench_llm::contexts(&model, &corpus, docs, max_tokens)
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! happens in `situate-engine`.
 
 mod bench;
+mod bench_llm;
 mod bench_vec;
 mod config;
 mod contexts;

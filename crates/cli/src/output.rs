@@ -315,19 +315,6 @@ pub fn ingest_report(
             r.contexts_cached
         )?;
     }
-    let u = &r.usage;
-    if u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens + u.output_tokens
-        > 0
-    {
-        writeln!(
-            out,
-            "LLM tokens: {} input, {} cache writes, {} cache reads, {} output",
-            u.input_tokens,
-            u.cache_creation_input_tokens,
-            u.cache_read_input_tokens,
-            u.output_tokens
-        )?;
-    }
     if let Some(m) = &r.embed_model {
         writeln!(
             out,

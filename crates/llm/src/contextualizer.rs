@@ -277,7 +277,13 @@ impl Contextualizer for LlmContextualizer {
                 let prov = self.provenance(self.input_hash(&doc, chunk), strategy);
                 let (c, u) = match r {
                     Ok(g) => {
-                        let v = verify(&g.text, chunk.text, doc.text, g.finish == Finish::Length);
+                        let mut v =
+                            verify(&g.text, chunk.text, doc.text, g.finish == Finish::Length);
+                        if g.finish == Finish::Loop
+                            && !v.reasons.iter().any(|r| r.starts_with("repeats"))
+                        {
+                            v.reasons.push("repeats itself (stopped)".into());
+                        }
                         let status = if v.passed() {
                             ContextStatus::Verified
                         } else {

@@ -19,6 +19,7 @@ pub mod cost;
 pub mod hosted;
 pub mod local;
 pub mod prompt;
+pub mod spm;
 pub mod verify;
 
 pub use contextualizer::LlmContextualizer;
@@ -66,6 +67,8 @@ pub enum Finish {
     Stop,
     /// The token limit was reached first.
     Length,
+    /// The model was stopped because it was repeating itself (local models).
+    Loop,
 }
 
 /// One reply.

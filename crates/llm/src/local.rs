@@ -47,13 +47,23 @@ impl Weights {
     }
 
     /// A copy sharing the weights and the cached tensors; `None` for qwen2, whose candle
-    /// model cannot be copied (its prefix is then run again for every reply).
+    /// model cannot be copied, and gemma3 (its prefix is then run again for every reply).
     fn snapshot(&self) -> Option<Weights> {
         match self {
             Weights::Llama(m) => Some(Weights::Llama(m.clone())),
             Weights::Qwen2(_) => None,
             Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
-            Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
+            // candle 0.11's gemma3 cannot continue a prompt from a cached prefix (its
+            // rectangular mask mixes dtypes), so it gets no reuse and one-piece prompts.
+            Weights::Gemma3(_) => None,
+        }
+    }
+
+    /// Tokens per forward call while reading a prompt (gemma3: the whole prompt at once).
+    fn piece(&self) -> usize {
+        match self {
+            Weights::Gemma3(_) => usize::MAX,
+            _ => PREFILL_PIECE,
         }
     }
 
@@ -79,6 +89,51 @@ pub struct LocalStats {
     pub decode_tokens: u64,
     /// Time spent generating them.
     pub decode: Duration,
+}
+
+/// The SentencePiece tokenizer of a GGUF file ([`crate::spm`]).
+fn spm_tokenizer(ct: &gguf_file::Content) -> Result<Tokenizer, String> {
+    let get = |k: &str| {
+        ct.metadata
+            .get(k)
+            .ok_or_else(|| format!("no {k} in the GGUF metadata"))
+    };
+    let array = |k: &str| -> Result<Vec<gguf_file::Value>, String> {
+        get(k)?.to_vec().cloned().map_err(|e| format!("{k}: {e}"))
+    };
+    let tokens: Vec<String> = array("tokenizer.ggml.tokens")?
+        .iter()
+        .map(|v| v.to_string().cloned().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let scores: Vec<f32> = array("tokenizer.ggml.scores")?
+        .iter()
+        .map(|v| v.to_f32().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let types: Vec<i32> = match ct.metadata.get("tokenizer.ggml.token_type") {
+        Some(v) => v
+            .to_vec()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|t| t.to_i32().map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?,
+        None => vec![1; tokens.len()],
+    };
+    let unk = ct
+        .metadata
+        .get("tokenizer.ggml.unknown_token_id")
+        .and_then(|v| v.to_u32().ok());
+    let add_space_prefix = ct
+        .metadata
+        .get("tokenizer.ggml.add_space_prefix")
+        .and_then(|v| v.to_bool().ok())
+        .unwrap_or(true);
+    crate::spm::build(&crate::spm::SpmVocab {
+        tokens: &tokens,
+        scores: &scores,
+        types: &types,
+        unk,
+        add_space_prefix,
+    })
 }
 
 trait ReadSeek: std::io::Read + std::io::Seek {}
@@ -135,7 +190,7 @@ pub struct LocalLlm {
     window: usize,
     device: Device,
     reuse_prefix: bool,
-    stats: Mutex<LocalStats>,
+    stats: std::sync::Arc<Mutex<LocalStats>>,
 }
 
 fn load_err(path: &Path, message: impl std::fmt::Display) -> LlmError {
@@ -166,27 +221,33 @@ impl LocalLlm {
             .unwrap_or(2048) as usize;
         let template = Template::detect(text("tokenizer.chat_template").as_deref(), &arch);
         let kind = text("tokenizer.ggml.model").unwrap_or_default();
-        if kind != "gpt2" {
-            return Err(load_err(
-                path,
-                format!(
-                    "its tokenizer is `{kind}`; situate reads byte-level BPE (`gpt2`) tokenizers from GGUF (SmolLM2, Llama 3, Qwen)"
-                ),
-            ));
-        }
-        let mut tokenizer = Tokenizer::from_gguf(&ct)
-            .map_err(|e| load_err(path, format!("building its tokenizer: {e}")))?;
-        if text("tokenizer.ggml.pre").as_deref() == Some("smollm") {
-            // SmolLM2's own tokenizer: digits one by one, then byte-level without a leading
-            // space (candle's generic fallback would add one).
-            use tokenizers::pre_tokenizers::{
-                byte_level::ByteLevel, digits::Digits, sequence::Sequence,
-            };
-            tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
-                Digits::new(true).into(),
-                ByteLevel::new(false, true, true).into(),
-            ])));
-        }
+        let tokenizer = match kind.as_str() {
+            "gpt2" => {
+                let mut t = Tokenizer::from_gguf(&ct)
+                    .map_err(|e| load_err(path, format!("building its tokenizer: {e}")))?;
+                if text("tokenizer.ggml.pre").as_deref() == Some("smollm") {
+                    // SmolLM2's own tokenizer: digits one by one, then byte-level without a
+                    // leading space (candle's generic fallback would add one).
+                    use tokenizers::pre_tokenizers::{
+                        byte_level::ByteLevel, digits::Digits, sequence::Sequence,
+                    };
+                    t.with_pre_tokenizer(Some(Sequence::new(vec![
+                        Digits::new(true).into(),
+                        ByteLevel::new(false, true, true).into(),
+                    ])));
+                }
+                t
+            }
+            "llama" => spm_tokenizer(&ct).map_err(|e| load_err(path, e))?,
+            other => {
+                return Err(load_err(
+                    path,
+                    format!(
+                        "its tokenizer is `{other}`; situate reads byte-level BPE (`gpt2`) and SentencePiece (`llama`) tokenizers from GGUF"
+                    ),
+                ));
+            }
+        };
         let mut stop: Vec<u32> = template
             .stop_markers()
             .iter()
@@ -241,7 +302,7 @@ impl LocalLlm {
             window,
             device,
             reuse_prefix: true,
-            stats: Mutex::new(LocalStats::default()),
+            stats: Default::default(),
         })
     }
 
@@ -254,6 +315,12 @@ impl LocalLlm {
     /// Prompt and generation throughput so far.
     pub fn stats(&self) -> LocalStats {
         self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// A handle on the counters that outlives handing the model over (boxed as a
+    /// [`crate::Llm`]).
+    pub fn stats_handle(&self) -> std::sync::Arc<Mutex<LocalStats>> {
+        self.stats.clone()
     }
 
     /// The chat template in use.
@@ -273,11 +340,12 @@ impl LocalLlm {
         let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
         let started = Instant::now();
         let mut logits = None;
-        for (i, piece) in tokens.chunks(PREFILL_PIECE).enumerate() {
+        let size = w.piece();
+        for (i, piece) in tokens.chunks(size).enumerate() {
             let x = Tensor::new(piece, &self.device)
                 .and_then(|t| t.unsqueeze(0))
                 .map_err(g)?;
-            logits = Some(w.forward(&x, pos + i * PREFILL_PIECE).map_err(g)?);
+            logits = Some(w.forward(&x, pos + i * size).map_err(g)?);
         }
         if let Ok(mut s) = self.stats.lock() {
             s.prefill_tokens += tokens.len() as u64;
@@ -309,6 +377,9 @@ impl LocalLlm {
             out.push(next);
             if out.len() >= max_tokens || pos + 1 >= self.window {
                 break Finish::Length;
+            }
+            if repeats(&out) {
+                break Finish::Loop;
             }
             let x = Tensor::new(&[next], &self.device)
                 .and_then(|t| t.unsqueeze(0))
@@ -405,8 +476,13 @@ impl Llm for LocalLlm {
                     // The prefix run again from an empty cache, then this reply's part: the
                     // same computation as with reuse, without the copy of the cache.
                     weights.clear();
-                    self.feed(&mut weights, &prefix, 0)?;
-                    let logits = self.feed(&mut weights, &own, prefix.len())?;
+                    let logits = if weights.piece() == usize::MAX {
+                        let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
+                        self.feed(&mut weights, &all, 0)?
+                    } else {
+                        self.feed(&mut weights, &prefix, 0)?;
+                        self.feed(&mut weights, &own, prefix.len())?
+                    };
                     usage.input_tokens += prefix.len() as u64;
                     let (text, produced, finish) = self.reply(
                         &mut weights,
@@ -456,6 +532,17 @@ impl Llm for LocalLlm {
     }
 }
 
+/// The reply's last 8 tokens occur for the third time: small models, once in a loop, stay
+/// in it until the token limit, and such a reply is rejected anyway.
+fn repeats(out: &[u32]) -> bool {
+    const N: usize = 8;
+    if out.len() < 3 * N {
+        return false;
+    }
+    let tail = &out[out.len() - N..];
+    out.windows(N).filter(|w| *w == tail).count() >= 3
+}
+
 /// Generates one reply for a whole prompt, without any sharing (for tests and checks).
 pub fn generate_once(
     llm: &LocalLlm,
@@ -482,4 +569,21 @@ pub fn generate_once(
         },
         finish,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_reply_going_round_in_circles_is_caught() {
+        let round: Vec<u32> = (0..8).collect();
+        let mut out: Vec<u32> = vec![100, 101];
+        for _ in 0..2 {
+            out.extend(&round);
+        }
+        assert!(!super::repeats(&out));
+        out.extend(&round);
+        assert!(super::repeats(&out));
+        let varied: Vec<u32> = (0..60).collect();
+        assert!(!super::repeats(&varied));
+    }
 }
