@@ -251,8 +251,13 @@ impl Contextualizer for LlmContextualizer {
                 continue;
             }
             if let (Some(budget), Some(price)) = (self.budget, price) {
+                // The worst case: every reply as long as allowed.
+                let worst = TokenUsage {
+                    output_tokens: (self.max_tokens * suffixes.len()) as u64,
+                    ..estimate
+                };
                 let mut spend = self.spend.lock().unwrap_or_else(|e| e.into_inner());
-                if spend.stopped || spend.dollars + price.dollars(&estimate) > budget {
+                if spend.stopped || spend.dollars + price.dollars(&worst) > budget {
                     spend.stopped = true;
                     for (i, _) in members {
                         contexts[*i] = Some(ChunkContext {
