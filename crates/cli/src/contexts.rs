@@ -234,6 +234,56 @@ struct Exported {
     notes: Vec<String>,
 }
 
+/// Imports the contexts of an export file into `e`: all lines are read and checked first
+/// (a malformed line is an error naming it, and nothing is written); chunks `e` does not
+/// have, or has under another document, are skipped and returned.
+pub fn import_file(e: &mut Engine, file: &Path) -> Result<(usize, Vec<String>)> {
+    let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let mut lines = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.with_context(|| format!("{} line {}", file.display(), i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let x: Exported = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}: not a context record", file.display(), i + 1))?;
+        let status = ContextStatus::from_str(&x.status).map_err(|_| {
+            anyhow::anyhow!(
+                "{} line {}: unknown status {:?}",
+                file.display(),
+                i + 1,
+                x.status
+            )
+        })?;
+        lines.push((x, status));
+    }
+    let mut updates = Vec::new();
+    let mut skipped = Vec::new();
+    for (x, status) in lines {
+        match e.store().card_by_chunk_id(&x.chunk_id)? {
+            Some(rec) if rec.card.document_id == x.document_id => updates.push(ContextUpdate {
+                chunk_id: x.chunk_id,
+                context: ChunkContext {
+                    text: x.context,
+                    status,
+                    provenance: Some(Provenance {
+                        method: x.method.unwrap_or_else(|| "import".into()),
+                        model: x.model,
+                        prompt_version: x.prompt_version,
+                        input_hash: x.input_hash.unwrap_or_default(),
+                        strategy: x.strategy,
+                    }),
+                    notes: x.notes,
+                },
+            }),
+            Some(_) => skipped.push(format!("{} (another document here)", x.chunk_id)),
+            None => skipped.push(format!("{} (no such chunk here)", x.chunk_id)),
+        }
+    }
+    let n = e.set_contexts(&updates)?;
+    Ok((n, skipped))
+}
+
 /// Runs the contextualizer over cards of `status`, with progress and a report.
 pub fn run_contextualize(
     g: (bool, bool),
@@ -488,54 +538,8 @@ pub fn run(
             Ok(ExitCode::SUCCESS)
         }
         ContextsCommand::Import { file } => {
-            let f = std::fs::File::open(&file)
-                .with_context(|| format!("opening {}", file.display()))?;
-            let mut lines = Vec::new();
-            for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-                let line = line.with_context(|| format!("{} line {}", file.display(), i + 1))?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let x: Exported = serde_json::from_str(&line).with_context(|| {
-                    format!("{} line {}: not a context record", file.display(), i + 1)
-                })?;
-                let status = ContextStatus::from_str(&x.status).map_err(|_| {
-                    anyhow::anyhow!(
-                        "{} line {}: unknown status {:?}",
-                        file.display(),
-                        i + 1,
-                        x.status
-                    )
-                })?;
-                lines.push((x, status));
-            }
             let mut e = Engine::open(index, Access::Write)?;
-            let mut updates = Vec::new();
-            let mut skipped = Vec::new();
-            for (x, status) in lines {
-                match e.store().card_by_chunk_id(&x.chunk_id)? {
-                    Some(rec) if rec.card.document_id == x.document_id => {
-                        updates.push(ContextUpdate {
-                            chunk_id: x.chunk_id,
-                            context: ChunkContext {
-                                text: x.context,
-                                status,
-                                provenance: Some(Provenance {
-                                    method: x.method.unwrap_or_else(|| "import".into()),
-                                    model: x.model,
-                                    prompt_version: x.prompt_version,
-                                    input_hash: x.input_hash.unwrap_or_default(),
-                                    strategy: x.strategy,
-                                }),
-                                notes: x.notes,
-                            },
-                        })
-                    }
-                    Some(_) => skipped.push(format!("{} (another document here)", x.chunk_id)),
-                    None => skipped.push(format!("{} (no such chunk here)", x.chunk_id)),
-                }
-            }
-            let n = e.set_contexts(&updates)?;
+            let (n, skipped) = import_file(&mut e, &file)?;
             if json {
                 output::print_json(&serde_json::json!({"imported": n, "skipped": skipped}))?;
             } else {

@@ -2,11 +2,13 @@
 //! `report.md`, `report.json`, `failure.svg` and one `queries-<configuration>.jsonl` per
 //! configuration into `--out`.
 //!
-//! A configuration is `MODE+CONTEXT[+RERANK]`. Today: MODE `bm25`; CONTEXT `none` (the
-//! original text alone: plain BM25), `structural`, or, for a set evaluated against an
-//! existing index, `indexed` (whatever contexts that index holds); RERANK `none`. The
-//! embedding, hybrid, LLM-context and reranker rows join with their issues. The first
-//! configuration is the baseline of the "reduction" column.
+//! A configuration is `MODE+CONTEXT[+RERANK]`: MODE `bm25`, `vector` or `hybrid`; CONTEXT
+//! `none` (the original text alone), `structural`, `file:CONTEXTS.jsonl` (LLM contexts
+//! generated once and exported with `situate contexts export`, imported into an index of
+//! the corpus built without contexts: no LLM call), or, for a set evaluated against an
+//! existing index, `indexed` (whatever contexts that index holds); RERANK `none` (rerankers
+//! join with their issue). The first configuration is the baseline of the "reduction"
+//! column.
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
@@ -30,7 +32,9 @@ pub struct EvalArgs {
     /// Where the reports go
     #[arg(long)]
     out: PathBuf,
-    /// Configurations, comma-separated; the first is the baseline
+    /// Configurations MODE+CONTEXT[+RERANK], comma-separated; the first is the baseline.
+    /// MODE: bm25, vector, hybrid; CONTEXT: none, structural, file:CONTEXTS.jsonl (LLM
+    /// contexts from `situate contexts export`), indexed
     #[arg(
         long,
         value_delimiter = ',',
@@ -103,18 +107,38 @@ fn parse_config(s: &str, existing_index: bool) -> Result<Config> {
         ("indexed", false) => bail!(
             "configuration {s:?}: `indexed` is for sets evaluated against an existing --index"
         ),
-        (c, _) if c.starts_with("llm") || c.starts_with("file:") => {
-            bail!(
-                "configuration {s:?}: LLM contexts are not built yet (the LLM contextualization issue adds them)"
-            )
+        (c, false) if c.strip_prefix("file:").is_some_and(|p| !p.is_empty()) => {
+            let path = Path::new(&c[5..]);
+            if !path.is_file() {
+                bail!(
+                    "configuration {s:?}: no contexts file {} (write one with `situate contexts export`)",
+                    path.display()
+                );
+            }
         }
-        _ => bail!("configuration {s:?}: unknown context {context:?} (none, structural, indexed)"),
+        (c, _) if c.starts_with("llm") => bail!(
+            "configuration {s:?}: generate LLM contexts once (`situate ingest --context llm` on the corpus, then `situate contexts export FILE`) and evaluate them as file:FILE"
+        ),
+        _ => bail!(
+            "configuration {s:?}: unknown context {context:?} (none, structural, indexed, file:CONTEXTS.jsonl)"
+        ),
     }
     if rerank != "none" {
         bail!("configuration {s:?}: rerankers are not built yet (the reranking issue adds them)");
     }
+    // A contexts file is named by its stem in reports and file names.
+    let shown = match context.strip_prefix("file:") {
+        Some(p) => format!(
+            "file:{}",
+            Path::new(p)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        None => context.to_string(),
+    };
     Ok(Config {
-        name: format!("{mode}+{context}+{rerank}"),
+        name: format!("{mode}+{shown}+{rerank}"),
         mode: mode.into(),
         context: context.into(),
         rerank: rerank.into(),
@@ -363,7 +387,17 @@ fn build_index(
         Corpus::Anthropic(file) => (file.clone(), situate_ingest::SourceFormat::Anthropic),
         Corpus::Existing => unreachable!("handled by the caller"),
     };
-    let context = cfg.context.as_str();
+    let contexts_file = cfg.context.strip_prefix("file:").map(PathBuf::from);
+    // Imported contexts go into an index built without any, named after the file's content.
+    let file_tag;
+    let context = match &contexts_file {
+        Some(f) => {
+            let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+            file_tag = format!("file-{}", &situate_core::hash_parts(&[&bytes])[..12]);
+            file_tag.as_str()
+        }
+        None => cfg.context.as_str(),
+    };
     // BM25-only configurations need no embeddings; the others share one index per
     // (context, embedder).
     let embedder = if cfg.mode == "bm25" {
@@ -391,14 +425,29 @@ fn build_index(
     };
     let mut engine = Engine::open_or_create(&dir, create)
         .with_context(|| format!("opening the evaluation index {}", dir.display()))?;
+    let method = if contexts_file.is_some() {
+        "none"
+    } else {
+        context
+    };
     let mut opts =
-        IngestOptions::new(situate_contextualize::by_name(context).map_err(anyhow::Error::msg)?);
+        IngestOptions::new(situate_contextualize::by_name(method).map_err(anyhow::Error::msg)?);
     opts.sources.format = format;
     opts.chunker.max_tokens = a.max_tokens;
     opts.chunker.overlap_tokens = a.overlap;
     let report = engine.ingest(std::slice::from_ref(&input), opts, &mut |_| {})?;
     if report.documents_ok() == 0 {
         bail!("nothing could be ingested from {}", input.display());
+    }
+    if let Some(f) = &contexts_file
+        && report.added + report.replaced > 0
+    {
+        let (n, skipped) = crate::contexts::import_file(&mut engine, f)?;
+        eprintln!(
+            "imported {n} contexts from {} ({} skipped: chunks not in this corpus)",
+            f.display(),
+            skipped.len()
+        );
     }
     Ok(engine)
 }

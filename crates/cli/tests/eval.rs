@@ -114,7 +114,8 @@ fn configurations_not_built_yet_are_refused_clearly() {
     let tmp = tempfile::tempdir().expect("tmp");
     for (config, says) in [
         ("fancy+none", "unknown mode"),
-        ("bm25+llm", "not built yet"),
+        ("bm25+llm", "file:FILE"),
+        ("bm25+file:/nonexistent.jsonl", "no contexts file"),
         ("bm25+none+cohere", "not built yet"),
         ("bm25", "MODE+CONTEXT"),
     ] {
@@ -211,4 +212,52 @@ fn building_a_team_set_with_eval_set() {
     .expect("w");
     let out = run(situate(&index).args(["eval-set", "check"]).arg(&set), 1);
     assert!(String::from_utf8_lossy(&out.stdout).contains("the same question as line 1"));
+}
+
+#[test]
+fn exported_llm_contexts_are_evaluated_without_an_llm() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("contexts.jsonl");
+    let line = |doc: &str, chunk: &str, ctx: &str| {
+        serde_json::json!({"document_id": doc, "chunk_id": chunk, "context": ctx,
+            "model": "local:test", "prompt_version": "anthropic-v1", "status": "verified"})
+        .to_string()
+    };
+    std::fs::write(
+        &file,
+        [
+            line(
+                "doc_1",
+                "doc_1_chunk_2",
+                "Salt generation with SecureRandom in the crypto helper.",
+            ),
+            line("doc_9", "doc_9_chunk_0", "A chunk of another corpus."),
+        ]
+        .join("\n"),
+    )
+    .expect("w");
+    let config = format!("bm25+none,bm25+file:{}", file.display());
+    let out = tmp.path().join("out");
+    let r = eval(&out, &fixtures().join("anthropic"), &["--config", &config]);
+    let rows = r["configurations"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows[1]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("file:"))
+    );
+    assert!(rows[1]["metrics"]["pass@5"].is_number());
+    // The evaluation index holds the imported context, with its provenance.
+    let index = std::fs::read_dir(out.join("indexes"))
+        .expect("indexes")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().contains("-file-"))
+        .expect("an index for the file's contexts");
+    let card = json(situate(&index).args(["show", "doc_1_chunk_2"]), 0);
+    assert_eq!(card["context_provenance"]["model"], "local:test");
+    assert!(
+        card["generated_context"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Salt generation"))
+    );
 }
