@@ -22,22 +22,8 @@ fn pass(
     let mut texts = Vec::new();
     for doc in docs {
         let spans = doc.preset_chunks.clone().unwrap_or_default();
-        let view = DocumentView {
-            id: &doc.id,
-            source: &doc.source,
-            title: doc.title.as_deref(),
-            language: doc.language,
-            kind: &doc.kind,
-            text: &doc.text,
-            content_hash: &doc.content_hash,
-        };
-        let chunks: Vec<ChunkView<'_>> = spans
-            .iter()
-            .map(|s| ChunkView {
-                span: s,
-                text: &doc.text[s.byte_start..s.byte_end],
-            })
-            .collect();
+        let view = DocumentView::of(doc);
+        let chunks = ChunkView::all(&doc.text, &spans);
         let started = Instant::now();
         let out = rt
             .block_on(c.contextualize(view, &chunks, &NoSink))

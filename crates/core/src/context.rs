@@ -23,6 +23,21 @@ pub struct DocumentView<'a> {
     pub content_hash: &'a str,
 }
 
+impl<'a> DocumentView<'a> {
+    /// The view of a whole document.
+    pub fn of(doc: &'a crate::Document) -> Self {
+        DocumentView {
+            id: &doc.id,
+            source: &doc.source,
+            title: doc.title.as_deref(),
+            language: doc.language,
+            kind: &doc.kind,
+            text: &doc.text,
+            content_hash: &doc.content_hash,
+        }
+    }
+}
+
 /// One chunk of that document.
 #[derive(Debug, Clone, Copy)]
 pub struct ChunkView<'a> {
@@ -30,6 +45,19 @@ pub struct ChunkView<'a> {
     pub span: &'a ChunkSpan,
     /// The chunk's text.
     pub text: &'a str,
+}
+
+impl<'a> ChunkView<'a> {
+    /// The chunks `spans` of `text`, in order.
+    pub fn all(text: &'a str, spans: &'a [ChunkSpan]) -> Vec<Self> {
+        spans
+            .iter()
+            .map(|s| ChunkView {
+                span: s,
+                text: &text[s.byte_start..s.byte_end],
+            })
+            .collect()
+    }
 }
 
 /// Tokens spent, with the prompt-cache split where the provider reports it.

@@ -61,11 +61,8 @@ impl Engine {
                 unknown.join(", ")
             )));
         }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
-        let (vectors, failed, reason) = self.embed_missing(&runtime, texts, &mut |_, _| {})?;
+        let (vectors, failed, reason) =
+            self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
         if failed > 0 {
             tracing::warn!(
                 "{failed} new context(s) could not be embedded ({}); `situate rebuild` embeds them later",
@@ -106,10 +103,6 @@ impl Engine {
         on_progress: &mut dyn FnMut(ContextProgress, &IngestReport),
     ) -> Result<IngestReport> {
         self.require_writer()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
         let writer = if ctx.remembers() {
             Some(self.store.context_cache_writer()?)
         } else {
@@ -180,7 +173,7 @@ impl Engine {
                 preset_chunks: None,
             };
             let contexts = contextualize(
-                &runtime,
+                self.runtime()?,
                 ctx,
                 &self.store,
                 writer.as_ref(),

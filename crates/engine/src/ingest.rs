@@ -408,22 +408,8 @@ pub(crate) fn contextualize(
     spans: &[ChunkSpan],
     report: &mut IngestReport,
 ) -> Result<Vec<ChunkContext>> {
-    let view = DocumentView {
-        id: &doc.id,
-        source: &doc.source,
-        title: doc.title.as_deref(),
-        language: doc.language,
-        kind: &doc.kind,
-        text: &doc.text,
-        content_hash: &doc.content_hash,
-    };
-    let chunks: Vec<ChunkView<'_>> = spans
-        .iter()
-        .map(|s| ChunkView {
-            span: s,
-            text: &doc.text[s.byte_start..s.byte_end],
-        })
-        .collect();
+    let view = DocumentView::of(doc);
+    let chunks = ChunkView::all(&doc.text, spans);
     let remembers = ctx.remembers();
     let hashes: Vec<String> = if remembers {
         chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
