@@ -24,9 +24,9 @@
 //! protocol has it), all of one dimension. Failures and retries are [`situate_http`]'s.
 
 use situate_core::{EmbedError, EmbedKind, Embedder};
+use situate_http::spec::{self, Endpoint};
 use situate_http::{Client, RetryPolicy};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// The hosted protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,79 +133,48 @@ impl HostedEmbedder {
             model: spec.to_string(),
             message,
         };
-        let (name, rest) = spec
-            .split_once(':')
-            .ok_or_else(|| fail("expected PROVIDER:MODEL".into()))?;
-        let &(name, provider, public, key_vars, base_var) = PROVIDERS
+        let endpoints: Vec<Endpoint> = PROVIDERS
             .iter()
-            .find(|(n, ..)| *n == name)
-            .ok_or_else(|| fail(format!("unknown provider {name:?}")))?;
-        let (model, query) = rest.split_once('?').unwrap_or((rest, ""));
-        if model.is_empty() || model.contains(char::is_whitespace) {
-            return Err(fail("the model name is missing or has spaces".into()));
-        }
-        let mut base_url = env(base_var).filter(|v| !v.trim().is_empty());
-        let mut key_env: Option<String> = None;
+            .map(|&(name, _, public, key_vars, base_var)| Endpoint {
+                name,
+                public,
+                key_vars,
+                base_var,
+            })
+            .collect();
         let mut dimensions = None;
-        let (mut batch, mut concurrency) = (64usize, 4usize);
-        let mut policy = RetryPolicy::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| fail(format!("option {pair:?} needs a value (key=value)")))?;
-            let number = |lo: u64, hi: u64| {
-                v.parse::<u64>()
-                    .ok()
-                    .filter(|n| (lo..=hi).contains(n))
-                    .ok_or_else(|| fail(format!("{k}={v}: expected a number from {lo} to {hi}")))
-            };
-            match k {
-                "base_url" => base_url = Some(v.to_string()),
-                "key_env" => key_env = Some(v.to_string()),
-                "dimensions" => dimensions = Some(number(1, 65_536)? as usize),
-                "batch" => batch = number(1, 2048)? as usize,
-                "concurrency" => concurrency = number(1, 64)? as usize,
-                "retries" => policy.max_attempts = number(1, 20)? as u32,
-                "timeout" => policy.timeout = Duration::from_secs(number(1, 3600)?),
-                _ => {
-                    return Err(fail(format!(
-                        "unknown option {k:?} (base_url, key_env, dimensions, batch, concurrency, retries, timeout)"
-                    )));
+        let mut batch = 64usize;
+        let parsed = spec::parse(
+            spec,
+            &endpoints,
+            env,
+            4,
+            &mut |k, v| {
+                match k {
+                    "dimensions" => dimensions = Some(spec::number(k, v, 1, 65_536)? as usize),
+                    "batch" => batch = spec::number(k, v, 1, 2048)? as usize,
+                    _ => return Ok(false),
                 }
-            }
-        }
+                Ok(true)
+            },
+            "base_url, key_env, dimensions, batch, concurrency, retries, timeout",
+        )
+        .map_err(fail)?;
+        let (name, provider, ..) = PROVIDERS[parsed.endpoint];
         if provider == Provider::Gemini && batch > 100 {
             return Err(fail(
                 "Gemini takes at most 100 texts per request (batch ≤ 100)".into(),
             ));
         }
-        let custom_base = base_url.is_some();
-        let base_url = base_url
-            .unwrap_or_else(|| public.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-            return Err(fail(format!(
-                "base_url {base_url:?} must start with http:// or https://"
-            )));
-        }
-        let key = match &key_env {
-            Some(var) => Some(
-                env(var)
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| fail(format!("the key variable {var} (key_env) is not set")))?,
-            ),
-            None => key_vars
-                .iter()
-                .find_map(|v| env(v))
-                .filter(|k| !k.is_empty()),
-        };
-        if key.is_none() && !custom_base && !key_vars.is_empty() {
-            return Err(fail(format!(
-                "no API key: set {} (or give base_url= for a server that needs none)",
-                key_vars.join(" or ")
-            )));
-        }
+        let spec::Spec {
+            model,
+            base_url,
+            key,
+            concurrency,
+            policy,
+            ..
+        } = parsed;
+        let model = model.as_str();
         let client = Client::new(policy.clone(), concurrency).map_err(|e| fail(e.to_string()))?;
         let id = match dimensions {
             Some(d) => format!("{name}:{model}:{d}"),

@@ -26,6 +26,7 @@
 
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod spec;
 
 use serde::de::DeserializeOwned;
 use std::sync::Arc;

@@ -27,8 +27,8 @@
 use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use situate_http::{Client, RetryPolicy};
-use std::time::Duration;
+use situate_http::Client;
+use situate_http::spec::{self, Endpoint};
 
 /// The two protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,77 +98,45 @@ impl HostedLlm {
             model: spec.to_string(),
             message,
         };
-        let (name, rest) = spec
-            .split_once(':')
-            .ok_or_else(|| fail("expected PROVIDER:MODEL".into()))?;
-        let &(name, protocol, public, key_vars, base_var) = PROVIDERS
+        let endpoints: Vec<Endpoint> = PROVIDERS
             .iter()
-            .find(|(n, ..)| *n == name)
-            .ok_or_else(|| fail(format!("unknown provider {name:?}")))?;
-        let (model, query) = rest.split_once('?').unwrap_or((rest, ""));
-        if model.is_empty() || model.contains(char::is_whitespace) {
-            return Err(fail("the model name is missing or has spaces".into()));
-        }
-        let mut base_url = env(base_var).filter(|v| !v.trim().is_empty());
-        let mut key_env: Option<String> = None;
-        let mut concurrency = 4usize;
+            .map(|&(name, _, public, key_vars, base_var)| Endpoint {
+                name,
+                public,
+                key_vars,
+                base_var,
+            })
+            .collect();
         let mut window = None;
         let mut max_tokens_field = "max_tokens".to_string();
-        let mut policy = RetryPolicy::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| fail(format!("option {pair:?} needs a value (key=value)")))?;
-            let number = |lo: u64, hi: u64| {
-                v.parse::<u64>()
-                    .ok()
-                    .filter(|n| (lo..=hi).contains(n))
-                    .ok_or_else(|| fail(format!("{k}={v}: expected a number from {lo} to {hi}")))
-            };
-            match k {
-                "base_url" => base_url = Some(v.to_string()),
-                "key_env" => key_env = Some(v.to_string()),
-                "concurrency" => concurrency = number(1, 64)? as usize,
-                "retries" => policy.max_attempts = number(1, 20)? as u32,
-                "timeout" => policy.timeout = Duration::from_secs(number(1, 3600)?),
-                "window" => window = Some(number(256, 10_000_000)? as usize),
-                "max_tokens_field" if v == "max_tokens" || v == "max_completion_tokens" => {
-                    max_tokens_field = v.to_string()
+        let parsed = spec::parse(
+            spec,
+            &endpoints,
+            env,
+            4,
+            &mut |k, v| {
+                match k {
+                    "window" => window = Some(spec::number(k, v, 256, 10_000_000)? as usize),
+                    "max_tokens_field" if v == "max_tokens" || v == "max_completion_tokens" => {
+                        max_tokens_field = v.to_string()
+                    }
+                    _ => return Ok(false),
                 }
-                _ => {
-                    return Err(fail(format!(
-                        "unknown option {k}={v} (base_url, key_env, concurrency, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens)"
-                    )));
-                }
-            }
-        }
-        let custom_base = base_url.is_some();
-        let base_url = base_url
-            .unwrap_or_else(|| public.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-            return Err(fail(format!(
-                "base_url {base_url:?} must start with http:// or https://"
-            )));
-        }
-        let key = match &key_env {
-            Some(var) => Some(
-                env(var)
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| fail(format!("the key variable {var} (key_env) is not set")))?,
-            ),
-            None => key_vars
-                .iter()
-                .find_map(|v| env(v))
-                .filter(|k| !k.is_empty()),
-        };
-        if key.is_none() && !custom_base && !key_vars.is_empty() {
-            return Err(fail(format!(
-                "no API key: set {} (or give base_url= for a server that needs none)",
-                key_vars.join(" or ")
-            )));
-        }
+                Ok(true)
+            },
+            "base_url, key_env, concurrency, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens",
+        )
+        .map_err(fail)?;
+        let (name, protocol, ..) = PROVIDERS[parsed.endpoint];
+        let spec::Spec {
+            model,
+            base_url,
+            key,
+            concurrency,
+            policy,
+            ..
+        } = parsed;
+        let model = model.as_str();
         let window = window.unwrap_or_else(|| {
             if model.starts_with("claude") {
                 200_000
