@@ -16,6 +16,7 @@
 pub mod chat;
 pub mod contextualizer;
 pub mod cost;
+pub mod decoder;
 pub mod hosted;
 pub mod local;
 pub mod prompt;

@@ -1,25 +1,24 @@
 //! Local GGUF models in candle, with the document's KV cache reused for every chunk.
 //!
-//! The four architectures candle-transformers reads from GGUF with a KV cache that can take
-//! a prefix (a rectangular causal mask): `llama` (SmolLM2, Llama, Mistral), `qwen2`, `qwen3`
-//! and `gemma3`. The tokenizer is built from the file's metadata (byte-level BPE: its
-//! `tokenizer.ggml.tokens` and `merges`); the chat template is recognised from
-//! `tokenizer.chat_template` ([`crate::chat`]).
+//! Four architectures: `llama` (SmolLM2, Llama, Mistral), `qwen2` and `qwen3` run on
+//! situate's own forward pass ([`crate::decoder`]), and `gemma3` on candle-transformers'. The
+//! tokenizer is built from the file's metadata (byte-level BPE from its
+//! `tokenizer.ggml.tokens` and `merges`, or SentencePiece, [`crate::spm`]); the chat template
+//! is recognised from `tokenizer.chat_template` ([`crate::chat`]).
 //!
 //! Prefix reuse: the prompt's tokens are the shared part (template start, document) and,
 //! per reply, its own part (chunk, instruction, template end), each tokenized on its own so
 //! that the sequence is the same whether or not the prefix is reused. The shared part is run
-//! once; the model (whose KV cache holds it) is cloned for each reply, which shares the cached
-//! tensors instead of copying them. Decoding is greedy.
+//! once; for each reply the KV cache is cut back to it and the reply's part continues from
+//! there, so nothing is copied. Decoding is greedy.
 
 use crate::chat::Template;
+use crate::decoder::Decoder;
 use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage};
 use candle_core::quantized::tokenizer::TokenizerFromGguf;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{
-    quantized_gemma3, quantized_llama, quantized_qwen2, quantized_qwen3,
-};
+use candle_transformers::models::quantized_gemma3;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,33 +29,38 @@ use tokenizers::Tokenizer;
 const PREFILL_PIECE: usize = 256;
 
 enum Weights {
-    Llama(quantized_llama::ModelWeights),
-    Qwen2(quantized_qwen2::ModelWeights),
-    Qwen3(quantized_qwen3::ModelWeights),
+    /// llama, qwen2, qwen3: our own forward pass, whose KV cache can be cut back to a prefix.
+    Decoder(Decoder),
+    /// candle-transformers' gemma3, whose cache cannot be reused.
     Gemma3(quantized_gemma3::ModelWeights),
 }
 
 impl Weights {
-    fn forward(&mut self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+    /// Runs `tokens` from position `pos` (the cache keeps positions before it) and returns
+    /// the logits after the last one.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
         match self {
-            Weights::Llama(m) => m.forward(x, pos),
-            Weights::Qwen2(m) => m.forward(x, pos),
-            Weights::Qwen3(m) => m.forward(x, pos),
-            Weights::Gemma3(m) => m.forward(x, pos),
+            Weights::Decoder(m) => {
+                if m.len() < pos {
+                    candle_core::bail!("position {pos} is past the {} cached", m.len());
+                }
+                m.truncate(pos);
+                m.forward(tokens)
+            }
+            Weights::Gemma3(m) => m.forward(&Tensor::new(tokens, device)?.unsqueeze(0)?, pos),
         }
     }
 
-    /// A copy sharing the weights and the cached tensors; `None` for qwen2, whose candle
-    /// model cannot be copied, and gemma3 (its prefix is then run again for every reply).
-    fn snapshot(&self) -> Option<Weights> {
-        match self {
-            Weights::Llama(m) => Some(Weights::Llama(m.clone())),
-            Weights::Qwen2(_) => None,
-            Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
-            // candle 0.11's gemma3 cannot continue a prompt from a cached prefix (its
-            // rectangular mask mixes dtypes), so it gets no reuse and one-piece prompts.
-            Weights::Gemma3(_) => None,
-        }
+    /// Whether a cached prefix can be continued after other replies were written from it.
+    /// candle 0.11's gemma3 cannot continue a prompt from a cached prefix (its rectangular
+    /// mask mixes dtypes), so it gets no reuse and one-piece prompts.
+    fn reusable(&self) -> bool {
+        matches!(self, Weights::Decoder(_))
     }
 
     /// Tokens per forward call while reading a prompt (gemma3: the whole prompt at once).
@@ -69,9 +73,7 @@ impl Weights {
 
     fn clear(&mut self) {
         match self {
-            Weights::Llama(m) => m.clear_kv_cache(),
-            Weights::Qwen2(m) => m.clear_kv_cache(),
-            Weights::Qwen3(m) => m.clear_kv_cache(),
+            Weights::Decoder(m) => m.truncate(0),
             // candle's gemma3 has no reset: a forward at position 0 replaces its cache.
             Weights::Gemma3(_) => {}
         }
@@ -149,7 +151,7 @@ fn is_slow(dtype: GgmlDType) -> bool {
 /// is shipped as Q4_1, and its generation ran 60% of the time in the scalar Q4_1 dot
 /// product. Q8_0 holds a Q4_1 value to within 1/254 of its block's range. `None` when
 /// nothing needs it.
-fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
+pub(crate) fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
     ct: &gguf_file::Content,
     reader: &mut R,
     device: &Device,
@@ -272,14 +274,8 @@ impl LocalLlm {
                 None => (ct, Box::new(file)),
             };
         let weights = match arch.as_str() {
-            "llama" => Weights::Llama(
-                quantized_llama::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
-            ),
-            "qwen2" => Weights::Qwen2(
-                quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
-            ),
-            "qwen3" => Weights::Qwen3(
-                quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
+            a if crate::decoder::supports(a) => Weights::Decoder(
+                Decoder::from_gguf(&ct, &mut file, a, window, &device).map_err(model)?,
             ),
             a if a.starts_with("gemma") => Weights::Gemma3(
                 quantized_gemma3::ModelWeights::from_gguf(ct, &mut file, &device).map_err(model)?,
@@ -323,6 +319,11 @@ impl LocalLlm {
         self.stats.clone()
     }
 
+    /// The tokenizer read from the file.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// The chat template in use.
     pub fn template(&self) -> &Template {
         &self.template
@@ -342,10 +343,7 @@ impl LocalLlm {
         let mut logits = None;
         let size = w.piece();
         for (i, piece) in tokens.chunks(size).enumerate() {
-            let x = Tensor::new(piece, &self.device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(g)?;
-            logits = Some(w.forward(&x, pos + i * size).map_err(g)?);
+            logits = Some(w.forward(piece, pos + i * size, &self.device).map_err(g)?);
         }
         if let Ok(mut s) = self.stats.lock() {
             s.prefill_tokens += tokens.len() as u64;
@@ -381,10 +379,7 @@ impl LocalLlm {
             if repeats(&out) {
                 break Finish::Loop;
             }
-            let x = Tensor::new(&[next], &self.device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(g)?;
-            logits = w.forward(&x, pos).map_err(g)?;
+            logits = w.forward(&[next], pos, &self.device).map_err(g)?;
             pos += 1;
         };
         if let Ok(mut s) = self.stats.lock() {
@@ -453,8 +448,9 @@ impl Llm for LocalLlm {
             Ok(w) => w,
             Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
         };
-        // The prefix state after it has been run once.
-        let mut base: Option<(Weights, Tensor)> = None;
+        let reuse = self.reuse_prefix && weights.reusable();
+        // Whether the cache holds the prefix (run once, then cut back to it for each reply).
+        let mut prefix_cached = false;
         let mut out = Vec::with_capacity(n);
         for (i, suffix) in prompt.suffixes.iter().enumerate() {
             let result = (|| {
@@ -471,52 +467,35 @@ impl Llm for LocalLlm {
                     output_tokens: 0,
                     ..Default::default()
                 };
-                let reuse = self.reuse_prefix && weights.snapshot().is_some();
-                if !reuse {
+                let logits = if reuse {
+                    if prefix_cached {
+                        usage.cache_read_input_tokens = prefix.len() as u64;
+                    } else {
+                        weights.clear();
+                        self.feed(&mut weights, &prefix, 0)?;
+                        prefix_cached = true;
+                        usage.cache_creation_input_tokens = prefix.len() as u64;
+                    }
+                    self.feed(&mut weights, &own, prefix.len())?
+                } else {
                     // The prefix run again from an empty cache, then this reply's part: the
-                    // same computation as with reuse, without the copy of the cache.
+                    // same computation as with reuse.
                     weights.clear();
-                    let logits = if weights.piece() == usize::MAX {
+                    usage.input_tokens += prefix.len() as u64;
+                    if weights.piece() == usize::MAX {
                         let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
                         self.feed(&mut weights, &all, 0)?
                     } else {
                         self.feed(&mut weights, &prefix, 0)?;
                         self.feed(&mut weights, &own, prefix.len())?
-                    };
-                    usage.input_tokens += prefix.len() as u64;
-                    let (text, produced, finish) = self.reply(
-                        &mut weights,
-                        logits,
-                        prefix.len() + own.len(),
-                        prompt.max_tokens,
-                    )?;
-                    usage.output_tokens = produced as u64;
-                    return Ok(Generation {
-                        text,
-                        usage,
-                        finish,
-                    });
-                }
-                if base.is_none() {
-                    weights.clear();
-                    let logits = self.feed(&mut weights, &prefix, 0)?;
-                    let snapshot = weights
-                        .snapshot()
-                        .ok_or_else(|| LlmError::Generate("cannot copy the model state".into()))?;
-                    base = Some((snapshot, logits));
-                    usage.cache_creation_input_tokens = prefix.len() as u64;
-                } else {
-                    usage.cache_read_input_tokens = prefix.len() as u64;
-                }
-                let Some((snapshot, _)) = base.as_ref() else {
-                    return Err(LlmError::Generate("no prefix state".into()));
+                    }
                 };
-                let mut w = snapshot
-                    .snapshot()
-                    .ok_or_else(|| LlmError::Generate("cannot copy the model state".into()))?;
-                let logits = self.feed(&mut w, &own, prefix.len())?;
-                let (text, produced, finish) =
-                    self.reply(&mut w, logits, prefix.len() + own.len(), prompt.max_tokens)?;
+                let (text, produced, finish) = self.reply(
+                    &mut weights,
+                    logits,
+                    prefix.len() + own.len(),
+                    prompt.max_tokens,
+                )?;
                 usage.output_tokens = produced as u64;
                 Ok(Generation {
                     text,
@@ -524,6 +503,10 @@ impl Llm for LocalLlm {
                     finish,
                 })
             })();
+            if result.is_err() {
+                // A failure may leave the cache part-written: run the prefix again.
+                prefix_cached = false;
+            }
             on_reply(i, &result);
             out.push(result);
         }

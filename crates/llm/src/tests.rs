@@ -10,6 +10,16 @@ use situate_core::{
 };
 use std::sync::Mutex;
 
+fn smollm2_path() -> std::path::PathBuf {
+    let entry = situate_models::CATALOG
+        .iter()
+        .find(|e| e.name == "smollm2-135m-instruct")
+        .expect("in the catalog");
+    situate_models::models_dir()
+        .join(entry.name)
+        .join(entry.files[0].0)
+}
+
 fn smollm2() -> LocalLlm {
     let entry = situate_models::CATALOG
         .iter()
@@ -219,4 +229,84 @@ async fn the_llm_contextualizer_checks_and_records_every_context() {
         .and_then(|p| p.strategy.clone())
         .expect("strategy");
     assert!(strategy.starts_with("window:"), "{strategy}");
+}
+
+/// situate's forward pass ([`crate::decoder`]) against candle-transformers' llama on the real
+/// SmolLM2: the same next token after a 300-token prompt read in two pieces and after each of
+/// a few generated tokens, with logits close (candle quantizes the activations to 8 bits for
+/// every matrix product; situate reads prompts with f32 copies of the matrices).
+#[test]
+fn the_forward_pass_agrees_with_candles_llama_on_smollm2() {
+    use candle_core::quantized::gguf_file;
+    use candle_core::{Device, Tensor};
+    let path = smollm2_path();
+    assert!(
+        path.is_file(),
+        "SmolLM2 is not installed at {}",
+        path.display()
+    );
+    let dev = Device::Cpu;
+    let mut file = std::fs::File::open(&path).expect("opens");
+    let ct = gguf_file::Content::read(&mut file).expect("reads");
+    let (ct, bytes) = crate::local::widen_slow_quantizations(&ct, &mut file, &dev)
+        .expect("widens")
+        .expect("SmolLM2 ships Q4_1 matrices");
+    let mut ours = {
+        let mut r = std::io::Cursor::new(&bytes);
+        crate::decoder::Decoder::from_gguf(&ct, &mut r, "llama", 1024, &dev).expect("ours")
+    };
+    let mut theirs = {
+        let mut r = std::io::Cursor::new(&bytes);
+        candle_transformers::models::quantized_llama::ModelWeights::from_gguf(ct, &mut r, &dev)
+            .expect("candle's")
+    };
+    let llm = smollm2();
+    let ids: Vec<u32> = llm
+        .tokenizer()
+        .encode(DOC.repeat(3), false)
+        .expect("encodes")
+        .get_ids()
+        .iter()
+        .copied()
+        .take(300)
+        .collect();
+    assert_eq!(ids.len(), 300);
+    let argmax = |t: &Tensor| -> u32 {
+        t.flatten_all()
+            .and_then(|t| t.argmax(0))
+            .and_then(|t| t.to_scalar())
+            .expect("argmax")
+    };
+    let diff = |a: &Tensor, b: &Tensor| -> f32 {
+        let a: Vec<f32> = a.flatten_all().and_then(|t| t.to_vec1()).expect("a");
+        let b: Vec<f32> = b.flatten_all().and_then(|t| t.to_vec1()).expect("b");
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    };
+    let run =
+        |m: &mut candle_transformers::models::quantized_llama::ModelWeights, t: &[u32], pos| {
+            m.forward(
+                &Tensor::new(t, &dev)
+                    .and_then(|t| t.unsqueeze(0))
+                    .expect("x"),
+                pos,
+            )
+            .expect("candle's forward")
+        };
+    ours.forward(&ids[..200]).expect("ours");
+    run(&mut theirs, &ids[..200], 0);
+    let mut a = ours.forward(&ids[200..]).expect("ours");
+    let mut b = run(&mut theirs, &ids[200..], 200);
+    let mut worst: f32 = 0.0;
+    for step in 0..6 {
+        worst = worst.max(diff(&a, &b));
+        let next = argmax(&b);
+        assert_eq!(argmax(&a), next, "step {step}: a different next token");
+        a = ours.forward(&[next]).expect("ours");
+        b = run(&mut theirs, &[next], 300 + step);
+    }
+    eprintln!("largest logit difference: {worst}");
+    assert!(worst < 3.0, "logits differ by up to {worst}");
 }
