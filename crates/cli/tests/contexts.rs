@@ -295,3 +295,70 @@ fn contexts_are_estimated_budgeted_decided_exported_and_imported() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1"));
 }
+
+/// With `documents=3`, three documents are contextualized at once: each document's first
+/// request (which writes its prompt cache) goes out before any document's later chunks,
+/// instead of one document after another; every chunk is still asked exactly once.
+#[test]
+fn several_documents_are_in_flight_with_a_hosted_model() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    let topics = ["harbour", "orchard", "glacier"];
+    for t in topics {
+        let text: String = (0..3)
+            .map(|p| format!("Paragraph {p} about the {t}: the {t} is described here in some detail, with enough words to make a chunk of its own.\n\n"))
+            .collect();
+        std::fs::write(docs.join(format!("{t}.txt")), text).expect("w");
+    }
+    let server = FakeServer::start(|_, _| {
+        Reply::json(json!({
+            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
+        }))
+        .delay(Duration::from_millis(300))
+    })
+    .expect("server");
+    let llm = format!(
+        "anthropic:claude-test?base_url={}&concurrency=8&documents=3",
+        server.url()
+    );
+    let index = tmp.path().join("idx");
+    let v = json(
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["ingest", "--context", "llm", "--llm", &llm])
+            .args(["--embedder", "none", "--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    assert_eq!(v["report"]["chunks"], 9, "{v:#}");
+    assert_eq!(v["report"]["context_failures"], 0, "{v:#}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 9, "each chunk asked once");
+    let topic_of = |r: &situate_http::fake::Request| {
+        let doc = r.json()["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        topics
+            .iter()
+            .find(|t| doc.contains(&format!("about the {t}")))
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
+    let mut first: Vec<String> = requests[..3].iter().map(topic_of).collect();
+    first.sort();
+    assert_eq!(
+        first,
+        ["glacier", "harbour", "orchard"],
+        "the first requests are one per document"
+    );
+    let mut per_topic: HashMap<String, usize> = HashMap::new();
+    for r in &requests {
+        *per_topic.entry(topic_of(r)).or_default() += 1;
+    }
+    assert!(per_topic.values().all(|&n| n == 3), "{per_topic:?}");
+}

@@ -261,3 +261,79 @@ fn exported_llm_contexts_are_evaluated_without_an_llm() {
             .is_some_and(|c| c.starts_with("Salt generation"))
     );
 }
+
+/// A BEIR corpus whose records are sentences with a `metadata.parent` (XQuAD-R's sentence
+/// level): each paragraph is ingested as a document whose chunks are its sentences, the
+/// judged ids are the sentence ids, and a context (here the structural one: the title) puts
+/// back what a sentence lacks.
+#[test]
+fn sentences_with_a_parent_are_judged_as_chunks_of_their_paragraph() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let set = tmp.path().join("sentence");
+    std::fs::create_dir_all(set.join("qrels")).expect("dirs");
+    let rec = |id: &str, title: &str, text: &str, parent: &str| {
+        serde_json::json!({"_id": id, "title": title, "text": text, "metadata": {"parent": parent}})
+            .to_string()
+    };
+    let corpus = [
+        rec(
+            "a0-p0-s0",
+            "Lionel Messi",
+            "Messi plays football for Argentina.",
+            "a0-p0",
+        ),
+        rec(
+            "a0-p0-s1",
+            "Lionel Messi",
+            "He scored twice in the final.",
+            "a0-p0",
+        ),
+        rec(
+            "a1-p0-s0",
+            "Serena Williams",
+            "Williams plays tennis for the United States.",
+            "a1-p0",
+        ),
+        rec(
+            "a1-p0-s1",
+            "Serena Williams",
+            "She scored twice in the final.",
+            "a1-p0",
+        ),
+    ]
+    .join("\n");
+    std::fs::write(set.join("corpus.jsonl"), corpus + "\n").expect("corpus");
+    std::fs::write(
+        set.join("queries.jsonl"),
+        "{\"_id\":\"q1\",\"text\":\"Who scored twice in the final, Messi?\"}\n{\"_id\":\"q2\",\"text\":\"Serena Williams scored twice in the final\"}\n",
+    )
+    .expect("queries");
+    std::fs::write(
+        set.join("qrels/test.tsv"),
+        "query-id\tcorpus-id\tscore\nq1\ta0-p0-s1\t1\nq2\ta1-p0-s1\t1\n",
+    )
+    .expect("qrels");
+    let out = tmp.path().join("out");
+    let r = eval(&out, &set, &["--config", "bm25+none,bm25+structural"]);
+    assert_eq!(r["level"], "chunk", "{r:#}");
+    let per_query =
+        std::fs::read_to_string(out.join("queries-bm25+none+none.jsonl")).expect("jsonl");
+    let first: Value =
+        serde_json::from_str(per_query.lines().next().expect("a line")).expect("json");
+    assert_eq!(first["golden"], serde_json::json!(["a0-p0-s1"]));
+    assert!(
+        first["retrieved"]
+            .as_array()
+            .expect("retrieved")
+            .iter()
+            .all(|h| h["id"].as_str().is_some_and(|id| id.contains("-s"))),
+        "hits are sentences: {first:#}"
+    );
+    // Without a context, "He/She scored twice in the final" tie on the query's words; with
+    // the title as context, the right sentence comes first for both questions.
+    assert!(
+        (metric(&r, "bm25+structural+none", "pass@1") - 1.0).abs() < 1e-9,
+        "{r:#}"
+    );
+    assert!(metric(&r, "bm25+none+none", "mrr@10") < 1.0, "{r:#}");
+}

@@ -181,6 +181,13 @@ pub trait Contextualizer: Send + Sync {
         ])
     }
 
+    /// How many documents the caller may contextualize at the same time (concurrent calls
+    /// of [`Contextualizer::contextualize`]): 1 unless the work is remote, where several
+    /// documents keep the requests flowing while one document waits for its first reply.
+    fn documents_in_flight(&self) -> usize {
+        1
+    }
+
     /// Contexts for `chunks` of `doc`, one per chunk, in order; each is also given to `sink`
     /// as soon as it is written.
     async fn contextualize(

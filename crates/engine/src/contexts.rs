@@ -5,7 +5,7 @@
 //! Cards keep their keys; each change is written in a store batch with the embeddings the
 //! new texts need, then the indexes catch up through the journal, as after an ingest.
 
-use crate::ingest::{IngestReport, contextualize};
+use crate::ingest::{IngestReport, contextualize_many};
 use crate::{Engine, EngineError, Result};
 use situate_core::{ChunkContext, ChunkSpan, ContextStatus, Contextualizer, DocKind, Document};
 
@@ -121,6 +121,9 @@ impl Engine {
         let mut report = IngestReport::default();
         let mut pending: Vec<ContextUpdate> = Vec::new();
         let mut pending_docs = 0usize;
+        // Documents waiting for contexts: up to `in_flight` are contextualized together.
+        let mut waiting: Vec<Waiting> = Vec::new();
+        let in_flight = ctx.documents_in_flight().max(1);
         for id in &docs {
             let (Some(stored), Some(text)) =
                 (self.store.document(id)?, self.store.document_text(id)?)
@@ -172,15 +175,63 @@ impl Engine {
                 metadata: Default::default(),
                 preset_chunks: None,
             };
-            let contexts = contextualize(
-                self.runtime()?,
-                ctx,
-                &self.store,
-                writer.as_ref(),
-                &doc,
-                &spans,
-                &mut report,
-            )?;
+            waiting.push((cards, doc, spans));
+            if waiting.len() >= in_flight {
+                self.settle_contexts(
+                    ctx,
+                    writer.as_ref(),
+                    &mut waiting,
+                    &mut pending,
+                    &mut pending_docs,
+                    batch_documents,
+                    total,
+                    &mut report,
+                    on_progress,
+                )?;
+            }
+        }
+        self.settle_contexts(
+            ctx,
+            writer.as_ref(),
+            &mut waiting,
+            &mut pending,
+            &mut pending_docs,
+            batch_documents,
+            total,
+            &mut report,
+            on_progress,
+        )?;
+        self.set_contexts(&pending)?;
+        Ok(report)
+    }
+}
+
+/// A stored document whose cards wait for contexts: the cards, the document, their spans.
+type Waiting = (Vec<situate_core::ChunkCard>, Document, Vec<ChunkSpan>);
+
+impl Engine {
+    /// Contextualizes the waiting documents together and queues their updates, writing a
+    /// batch when it is full.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_contexts(
+        &mut self,
+        ctx: &dyn Contextualizer,
+        writer: Option<&situate_store::ContextCacheWriter>,
+        waiting: &mut Vec<Waiting>,
+        pending: &mut Vec<ContextUpdate>,
+        pending_docs: &mut usize,
+        batch_documents: usize,
+        total: u64,
+        report: &mut IngestReport,
+        on_progress: &mut dyn FnMut(ContextProgress, &IngestReport),
+    ) -> Result<()> {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let docs: Vec<(&Document, &[ChunkSpan])> =
+            waiting.iter().map(|(_, d, s)| (d, s.as_slice())).collect();
+        let all = contextualize_many(self.runtime()?, ctx, &self.store, writer, &docs, report)?;
+        for ((cards, _, _), contexts) in waiting.drain(..).zip(all) {
             report.chunks += cards.len() as u64;
             report.replaced += 1;
             for (c, context) in cards.iter().zip(contexts) {
@@ -189,22 +240,21 @@ impl Engine {
                     context,
                 });
             }
-            pending_docs += 1;
+            *pending_docs += 1;
             on_progress(
                 ContextProgress {
                     chunks_done: report.chunks,
                     chunks_total: total,
                 },
-                &report,
+                report,
             );
-            if pending_docs >= batch_documents.max(1) {
-                self.set_contexts(&pending)?;
+            if *pending_docs >= batch_documents.max(1) {
+                self.set_contexts(pending)?;
                 pending.clear();
-                pending_docs = 0;
+                *pending_docs = 0;
             }
         }
-        self.set_contexts(&pending)?;
-        Ok(report)
+        Ok(())
     }
 }
 

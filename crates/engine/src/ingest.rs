@@ -3,7 +3,7 @@
 use crate::{Engine, EngineError, Result, crash_point};
 use situate_core::{
     ChunkContext, ChunkSpan, ChunkView, ContextSink, ContextStatus, Contextualizer, Document,
-    DocumentContexts, DocumentView, TokenUsage, hash_parts,
+    DocumentView, TokenUsage, hash_parts,
 };
 use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
 use situate_store::NewChunk;
@@ -160,6 +160,10 @@ impl Engine {
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut pending: Vec<Prepared> = Vec::new();
         let mut pending_bytes = 0usize;
+        // Documents read and chunked, waiting for their contexts: up to `in_flight` are
+        // contextualized at the same time.
+        let mut waiting: Vec<Waiting> = Vec::new();
+        let in_flight = ctx.documents_in_flight().max(1);
 
         for item in read_sources(paths, &opts.sources) {
             let mut doc = match item {
@@ -225,58 +229,35 @@ impl Engine {
                 report.skipped.push(s);
                 continue;
             }
-            let contexts = contextualize(
-                &runtime,
-                ctx,
-                &self.store,
-                cache_writer.as_ref(),
-                &doc,
-                &spans,
-                &mut report,
-            )?;
-            on_event(IngestEvent::Contextualized {
-                chunks: report.chunks + spans.len() as u64,
-                usage: report.usage,
-                cached: report.contexts_cached,
-            });
-            if opts.dry_run {
-                report.chunks += spans.len() as u64;
-                if stored.is_some() {
-                    report.replaced += 1;
-                } else {
-                    report.added += 1;
-                }
-                continue;
-            }
-            let outcome = if stored.is_some() {
-                "replaced"
-            } else {
-                "added"
-            };
-            if stored.is_some() {
-                report.replaced += 1;
-            } else {
-                report.added += 1;
-            }
-            report.chunks += spans.len() as u64;
-            on_event(IngestEvent::Document {
-                id: &doc.id,
-                outcome,
-                chunks: spans.len(),
-            });
-            pending_bytes += doc.text.len();
-            pending.push(Prepared {
+            waiting.push(Waiting {
                 doc,
                 key,
                 spans,
-                contexts,
                 replaced: stored.is_some(),
             });
-            if pending.len() >= opts.batch_documents || pending_bytes >= opts.batch_bytes {
-                self.flush(&runtime, &mut pending, &mut report, on_event)?;
-                pending_bytes = 0;
+            if waiting.len() >= in_flight {
+                self.settle(
+                    &runtime,
+                    &opts,
+                    cache_writer.as_ref(),
+                    &mut waiting,
+                    &mut pending,
+                    &mut pending_bytes,
+                    &mut report,
+                    on_event,
+                )?;
             }
         }
+        self.settle(
+            &runtime,
+            &opts,
+            cache_writer.as_ref(),
+            &mut waiting,
+            &mut pending,
+            &mut pending_bytes,
+            &mut report,
+            on_event,
+        )?;
         if opts.dry_run {
             return Ok(report);
         }
@@ -285,6 +266,77 @@ impl Engine {
         self.save_vectors()?;
         report.embed_model = self.embed_settings()?.model;
         Ok(report)
+    }
+
+    /// Contextualizes the waiting documents together, then queues them for the store
+    /// (committing a batch when it is full).
+    #[allow(clippy::too_many_arguments)]
+    fn settle(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        opts: &IngestOptions,
+        cache_writer: Option<&situate_store::ContextCacheWriter>,
+        waiting: &mut Vec<Waiting>,
+        pending: &mut Vec<Prepared>,
+        pending_bytes: &mut usize,
+        report: &mut IngestReport,
+        on_event: &mut dyn FnMut(IngestEvent<'_>),
+    ) -> Result<()> {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let docs: Vec<(&Document, &[ChunkSpan])> = waiting
+            .iter()
+            .map(|w| (&w.doc, w.spans.as_slice()))
+            .collect();
+        let all = contextualize_many(
+            runtime,
+            opts.contextualizer.as_ref(),
+            &self.store,
+            cache_writer,
+            &docs,
+            report,
+        )?;
+        for (w, contexts) in waiting.drain(..).zip(all) {
+            let Waiting {
+                doc,
+                key,
+                spans,
+                replaced,
+            } = w;
+            on_event(IngestEvent::Contextualized {
+                chunks: report.chunks + spans.len() as u64,
+                usage: report.usage,
+                cached: report.contexts_cached,
+            });
+            report.chunks += spans.len() as u64;
+            if replaced {
+                report.replaced += 1;
+            } else {
+                report.added += 1;
+            }
+            if opts.dry_run {
+                continue;
+            }
+            on_event(IngestEvent::Document {
+                id: &doc.id,
+                outcome: if replaced { "replaced" } else { "added" },
+                chunks: spans.len(),
+            });
+            *pending_bytes += doc.text.len();
+            pending.push(Prepared {
+                doc,
+                key,
+                spans,
+                contexts,
+                replaced,
+            });
+            if pending.len() >= opts.batch_documents || *pending_bytes >= opts.batch_bytes {
+                self.flush(runtime, pending, report, on_event)?;
+                *pending_bytes = 0;
+            }
+        }
+        Ok(())
     }
 
     /// Commits the pending documents to the store, then brings the index up to date.
@@ -376,6 +428,14 @@ impl Engine {
     }
 }
 
+/// A document read and chunked, waiting for its contexts.
+struct Waiting {
+    doc: Document,
+    key: String,
+    spans: Vec<ChunkSpan>,
+    replaced: bool,
+}
+
 /// Keeps each finished context in the context cache as soon as it is written.
 struct CacheSink<'a> {
     writer: Option<&'a situate_store::ContextCacheWriter>,
@@ -393,98 +453,137 @@ impl ContextSink for CacheSink<'_> {
     }
 }
 
-/// Runs the contextualizer on one document. A failure never loses the document: its chunks
-/// are stored with status `failed` and the reason, and indexed with their original text.
+/// What one document needs from the contextualizer.
+struct Asked<'a> {
+    view: DocumentView<'a>,
+    chunks: Vec<ChunkView<'a>>,
+    hashes: Vec<String>,
+    cached: HashMap<String, ChunkContext>,
+    /// Chunks not in the cache, in order.
+    missing: Vec<usize>,
+}
+
+/// Runs the contextualizer on several documents at the same time (as many as
+/// [`Contextualizer::documents_in_flight`] allows; the caller groups them). A failure never
+/// loses a document: its chunks are stored with status `failed` and the reason, and indexed
+/// with their original text.
 ///
 /// For a contextualizer that [remembers](Contextualizer::remembers) (an LLM), contexts already
 /// in the context cache are taken from it and only the others are asked for; each new one is
 /// put in the cache as soon as it is written, so a crash or a kill never pays for it twice.
-pub(crate) fn contextualize(
+pub(crate) fn contextualize_many(
     runtime: &tokio::runtime::Runtime,
     ctx: &dyn Contextualizer,
     store: &situate_store::Store,
     writer: Option<&situate_store::ContextCacheWriter>,
-    doc: &Document,
-    spans: &[ChunkSpan],
+    docs: &[(&Document, &[ChunkSpan])],
     report: &mut IngestReport,
-) -> Result<Vec<ChunkContext>> {
-    let view = DocumentView::of(doc);
-    let chunks = ChunkView::all(&doc.text, spans);
+) -> Result<Vec<Vec<ChunkContext>>> {
     let remembers = ctx.remembers();
-    let hashes: Vec<String> = if remembers {
-        chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
-    } else {
-        Vec::new()
-    };
-    let cached = if remembers {
-        let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
-        store.cached_contexts(&refs)?
-    } else {
-        HashMap::new()
-    };
-    let missing: Vec<usize> = (0..chunks.len())
-        .filter(|&i| !remembers || !cached.contains_key(&hashes[i]))
+    let mut asked: Vec<Asked<'_>> = Vec::with_capacity(docs.len());
+    for (doc, spans) in docs {
+        let view = DocumentView::of(doc);
+        let chunks = ChunkView::all(&doc.text, spans);
+        let hashes: Vec<String> = if remembers {
+            chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
+        } else {
+            Vec::new()
+        };
+        let cached = if remembers {
+            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+            store.cached_contexts(&refs)?
+        } else {
+            HashMap::new()
+        };
+        let missing: Vec<usize> = (0..chunks.len())
+            .filter(|&i| !remembers || !cached.contains_key(&hashes[i]))
+            .collect();
+        report.contexts_cached += (chunks.len() - missing.len()) as u64;
+        asked.push(Asked {
+            view,
+            chunks,
+            hashes,
+            cached,
+            missing,
+        });
+    }
+    let sinks: Vec<CacheSink<'_>> = asked
+        .iter()
+        .map(|a| CacheSink {
+            writer,
+            hashes: a
+                .missing
+                .iter()
+                .filter_map(|&i| a.hashes.get(i).map(String::as_str))
+                .collect(),
+        })
         .collect();
-    report.contexts_cached += (chunks.len() - missing.len()) as u64;
-    let asked: Vec<ChunkView<'_>> = missing.iter().map(|&i| chunks[i]).collect();
-    let sink = CacheSink {
-        writer,
-        hashes: missing
-            .iter()
-            .filter_map(|&i| hashes.get(i).map(String::as_str))
-            .collect(),
-    };
+    let views: Vec<Vec<ChunkView<'_>>> = asked
+        .iter()
+        .map(|a| a.missing.iter().map(|&i| a.chunks[i]).collect())
+        .collect();
+    let calls = asked
+        .iter()
+        .zip(&views)
+        .zip(&sinks)
+        .filter(|((_, v), _)| !v.is_empty())
+        .map(|((a, v), sink)| ctx.contextualize(a.view, v, sink));
+    let mut answers = runtime
+        .block_on(futures_util::future::join_all(calls))
+        .into_iter();
     let failed = |why: String| ChunkContext {
         text: None,
         status: ContextStatus::Failed,
         provenance: None,
         notes: vec![why],
     };
-    let fresh: Vec<ChunkContext> = if asked.is_empty() {
-        Vec::new()
-    } else {
-        let out: std::result::Result<DocumentContexts, String> = runtime
-            .block_on(ctx.contextualize(view, &asked, &sink))
-            .map_err(|e| e.to_string());
-        match out {
-            Ok(d) if d.contexts.len() == asked.len() => {
-                report.usage.add(&d.usage);
-                report.document_tokens += d.document_tokens;
-                d.contexts
+    let mut out = Vec::with_capacity(asked.len());
+    for (a, v) in asked.iter().zip(&views) {
+        let fresh: Vec<ChunkContext> = if v.is_empty() {
+            Vec::new()
+        } else {
+            match answers.next().map(|r| r.map_err(|e| e.to_string())) {
+                Some(Ok(d)) if d.contexts.len() == v.len() => {
+                    report.usage.add(&d.usage);
+                    report.document_tokens += d.document_tokens;
+                    d.contexts
+                }
+                Some(Ok(d)) => {
+                    let why = format!(
+                        "contextualizer returned {} contexts for {} chunks",
+                        d.contexts.len(),
+                        v.len()
+                    );
+                    vec![failed(why); v.len()]
+                }
+                Some(Err(why)) => vec![failed(why); v.len()],
+                None => vec![failed("no answer for this document".into()); v.len()],
             }
-            Ok(d) => {
-                let why = format!(
-                    "contextualizer returned {} contexts for {} chunks",
-                    d.contexts.len(),
-                    asked.len()
-                );
-                vec![failed(why); asked.len()]
+        };
+        let mut fresh = fresh.into_iter();
+        let contexts: Vec<ChunkContext> = (0..a.chunks.len())
+            .map(|i| {
+                if a.missing.binary_search(&i).is_ok() {
+                    fresh
+                        .next()
+                        .unwrap_or_else(|| failed("no context returned".into()))
+                } else {
+                    a.cached
+                        .get(&a.hashes[i])
+                        .cloned()
+                        .unwrap_or_else(|| failed("the cached context vanished".into()))
+                }
+            })
+            .collect();
+        for c in &contexts {
+            match c.status {
+                ContextStatus::Failed => report.context_failures += 1,
+                ContextStatus::Rejected => report.contexts_rejected += 1,
+                ContextStatus::Pending if !c.notes.is_empty() => report.contexts_deferred += 1,
+                _ => {}
             }
-            Err(why) => vec![failed(why); asked.len()],
         }
-    };
-    let mut fresh = fresh.into_iter();
-    let contexts: Vec<ChunkContext> = (0..chunks.len())
-        .map(|i| {
-            if missing.binary_search(&i).is_ok() {
-                fresh
-                    .next()
-                    .unwrap_or_else(|| failed("no context returned".into()))
-            } else {
-                cached
-                    .get(&hashes[i])
-                    .cloned()
-                    .unwrap_or_else(|| failed("the cached context vanished".into()))
-            }
-        })
-        .collect();
-    for c in &contexts {
-        match c.status {
-            ContextStatus::Failed => report.context_failures += 1,
-            ContextStatus::Rejected => report.contexts_rejected += 1,
-            ContextStatus::Pending if !c.notes.is_empty() => report.contexts_deferred += 1,
-            _ => {}
-        }
+        out.push(contexts);
     }
-    Ok(contexts)
+    Ok(out)
 }

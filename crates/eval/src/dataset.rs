@@ -160,13 +160,42 @@ fn load_beir(dir: &Path, split: &str, name: String) -> Result<EvalSet, EvalDataE
             golden_texts: vec![],
         });
     }
+    // Records with a `metadata.parent` are ingested as chunks of their parent (situate-ingest),
+    // so the judged ids are chunk ids.
+    let level = if first_record_has_parent(&dir.join("corpus.jsonl")) {
+        Level::Chunk
+    } else {
+        Level::Document
+    };
     Ok(EvalSet {
         name,
         format: "beir",
         queries: out,
-        level: Level::Document,
+        level,
         corpus: Corpus::Beir(dir.to_path_buf()),
     })
+}
+
+/// Whether the corpus's first record names a `metadata.parent`.
+fn first_record_has_parent(corpus: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(corpus) else {
+        return false;
+    };
+    let Some(Ok(line)) = BufReader::new(f)
+        .lines()
+        .find(|l| l.as_ref().map_or(true, |l| !l.trim().is_empty()))
+    else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&line)
+        .ok()
+        .and_then(|v| {
+            v.get("metadata")?
+                .get("parent")?
+                .as_str()
+                .map(|p| !p.trim().is_empty())
+        })
+        .unwrap_or(false)
 }
 
 #[derive(Deserialize)]

@@ -419,6 +419,14 @@ struct BeirLine {
 
 /// BEIR documents: the text is `title`, a blank line, then `text` (the title belongs to the
 /// document, as in BEIR's own "flat" BM25 runs).
+///
+/// Records that name a `metadata.parent` (XQuAD-R's sentences, whose parent is their
+/// paragraph) are passages of that parent: consecutive records with the same parent become
+/// one document, `parent` its id, whose text is the title and the passages in order, and
+/// whose chunks are exactly the passages, each keeping its record `_id` as chunk id. A
+/// contextualizer then sees the paragraph as the document. A parent whose records are not
+/// consecutive is an error for its later records (skipped with the reason: ingesting them
+/// as a second document of the same id would replace the first).
 fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceItem> {
     let name = file.display().to_string();
     let reader = match File::open(&file) {
@@ -431,7 +439,7 @@ fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
     let mut reader = reader;
     let mut line_no = 0usize;
     let mut buf = Vec::new();
-    Box::new(std::iter::from_fn(move || {
+    let records = std::iter::from_fn(move || {
         loop {
             let r = reader.as_mut()?;
             buf.clear();
@@ -441,39 +449,146 @@ fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
                 Ok(0) => return None,
                 Err(e) => {
                     reader = None;
-                    return Some(skipped(
+                    return Some(Err(skipped(
                         source,
                         format!("read error, rest of file not read: {e}"),
-                    ));
+                    )));
                 }
                 Ok(_) => {}
             }
             let Ok(line) = std::str::from_utf8(&buf) else {
-                return Some(skipped(source, "invalid UTF-8"));
+                return Some(Err(skipped(source, "invalid UTF-8")));
             };
             if line.trim().is_empty() {
                 continue;
             }
-            return Some(beir_document(line, source, &opts));
+            return Some(beir_record(line, source));
         }
-    }))
+    });
+    Box::new(GroupByParent {
+        records: Box::new(records),
+        group: Vec::new(),
+        done: std::collections::HashSet::new(),
+        ready: std::collections::VecDeque::new(),
+        opts,
+    })
 }
 
-fn beir_document(line: &str, source: String, opts: &SourceOptions) -> SourceItem {
+/// A parsed BEIR line.
+struct BeirRecord {
+    id: String,
+    source: String,
+    title: Option<String>,
+    body: String,
+    metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl BeirRecord {
+    fn parent(&self) -> Option<&str> {
+        self.metadata
+            .get("parent")
+            .and_then(|p| p.as_str())
+            .filter(|p| !p.trim().is_empty())
+    }
+}
+
+fn beir_record(line: &str, source: String) -> Result<BeirRecord, SourceItem> {
     let rec: BeirLine = match serde_json::from_str(line) {
         Ok(r) => r,
-        Err(e) => return skipped(source, format!("not a BEIR record: {e}")),
+        Err(e) => return Err(skipped(source, format!("not a BEIR record: {e}"))),
     };
     let id = match rec.id {
         serde_json::Value::String(s) if !s.trim().is_empty() => s,
         serde_json::Value::Number(n) => n.to_string(),
-        _ => return skipped(source, "missing or empty _id"),
+        _ => return Err(skipped(source, "missing or empty _id")),
     };
     let title = rec
         .title
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
-    let body = rec.text.unwrap_or_default();
+    Ok(BeirRecord {
+        id,
+        source,
+        title,
+        body: rec.text.unwrap_or_default(),
+        metadata: rec.metadata.unwrap_or_default(),
+    })
+}
+
+/// Turns records into documents, gathering the consecutive passages of one parent.
+struct GroupByParent {
+    records: Box<dyn Iterator<Item = Result<BeirRecord, SourceItem>>>,
+    /// Passages of the parent being gathered.
+    group: Vec<BeirRecord>,
+    /// Parents already emitted.
+    done: std::collections::HashSet<String>,
+    ready: std::collections::VecDeque<SourceItem>,
+    opts: SourceOptions,
+}
+
+impl GroupByParent {
+    fn flush(&mut self) {
+        if self.group.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.group);
+        if let Some(parent) = group[0].parent() {
+            self.done.insert(parent.to_string());
+        }
+        self.ready.push_back(parent_document(group, &self.opts));
+    }
+}
+
+impl Iterator for GroupByParent {
+    type Item = SourceItem;
+
+    fn next(&mut self) -> Option<SourceItem> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(item);
+            }
+            let Some(record) = self.records.next() else {
+                self.flush();
+                return self.ready.pop_front();
+            };
+            let record = match record {
+                Ok(r) => r,
+                Err(skip) => {
+                    self.ready.push_back(skip);
+                    continue;
+                }
+            };
+            let Some(parent) = record.parent().map(str::to_string) else {
+                self.flush();
+                self.ready.push_back(beir_document(record, &self.opts));
+                continue;
+            };
+            if self.done.contains(&parent) {
+                self.ready.push_back(skipped(
+                    record.source,
+                    format!(
+                        "record {} belongs to parent {parent}, whose records came earlier and are already a document: a parent's records must be consecutive",
+                        record.id
+                    ),
+                ));
+                continue;
+            }
+            if self.group.first().and_then(|g| g.parent()) != Some(parent.as_str()) {
+                self.flush();
+            }
+            self.group.push(record);
+        }
+    }
+}
+
+fn beir_document(rec: BeirRecord, opts: &SourceOptions) -> SourceItem {
+    let BeirRecord {
+        id,
+        source,
+        title,
+        body,
+        metadata,
+    } = rec;
     let text = match &title {
         Some(t) if !body.trim().is_empty() => format!("{t}\n\n{body}"),
         Some(t) => t.clone(),
@@ -494,8 +609,73 @@ fn beir_document(line: &str, source: String, opts: &SourceOptions) -> SourceItem
         kind: DocKind::Record,
         text,
         content_hash: hash,
-        metadata: rec.metadata.unwrap_or_default(),
+        metadata,
         preset_chunks: None,
+    }))
+}
+
+/// One document from the passages of a parent: the title, a blank line, then the passages
+/// separated by spaces; each passage is a preset chunk with its record id. A passage without
+/// text is left out (the others make the document); a parent without any is skipped.
+fn parent_document(group: Vec<BeirRecord>, opts: &SourceOptions) -> SourceItem {
+    let parent = group[0].parent().unwrap_or_default().to_string();
+    let source = group[0].source.clone();
+    let title = group.iter().find_map(|r| r.title.clone());
+    let mut text = match &title {
+        Some(t) => format!("{t}\n\n"),
+        None => String::new(),
+    };
+    let mut spans = Vec::with_capacity(group.len());
+    let mut hash_input: Vec<Vec<u8>> = vec![title.clone().unwrap_or_default().into_bytes()];
+    let mut char_of = CharCounter::default();
+    for r in &group {
+        let passage = r.body.trim();
+        if passage.is_empty() {
+            continue;
+        }
+        if !spans.is_empty() {
+            text.push(' ');
+        }
+        let start = text.len();
+        text.push_str(passage);
+        let end = text.len();
+        spans.push(ChunkSpan {
+            ordinal: spans.len() as u32,
+            byte_start: start,
+            byte_end: end,
+            char_start: char_of.at(&text, start),
+            char_end: char_of.at(&text, end),
+            heading_path: vec![],
+            chunk_id: Some(r.id.clone()),
+        });
+        hash_input.push(r.id.clone().into_bytes());
+        hash_input.push(passage.as_bytes().to_vec());
+    }
+    if spans.is_empty() {
+        return skipped(
+            source,
+            format!("the records of parent {parent} have no text"),
+        );
+    }
+    let parts: Vec<&[u8]> = hash_input.iter().map(|p| p.as_slice()).collect();
+    let hash = hash_parts(&parts);
+    let language = opts
+        .language
+        .unwrap_or_else(|| lang::detect(&text, opts.default_language));
+    // The metadata every passage shares (the parent's), without `parent` itself.
+    let mut metadata = group[0].metadata.clone();
+    metadata.remove("parent");
+    metadata.retain(|k, v| group.iter().all(|r| r.metadata.get(k) == Some(v)));
+    SourceItem::Document(Box::new(Document {
+        id: parent,
+        source,
+        title,
+        language,
+        kind: DocKind::Record,
+        text,
+        content_hash: hash,
+        metadata,
+        preset_chunks: Some(spans),
     }))
 }
 
@@ -732,6 +912,63 @@ mod tests {
             skips[0].source.ends_with(":2") && skips[0].reason.starts_with("not a BEIR record")
         );
         assert!(skips[1].source.ends_with(":3"));
+    }
+
+    #[test]
+    fn passages_of_a_parent_become_the_chunks_of_one_document() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("corpus.jsonl");
+        let line = |id: &str, text: &str, parent: &str, n: u32| {
+            format!(
+                "{{\"_id\":\"{id}\",\"title\":\"Super Bowl\",\"text\":\"{text}\",\"metadata\":{{\"parent\":\"{parent}\",\"article\":0,\"sentence\":{n}}}}}\n"
+            )
+        };
+        let body = [
+            line("p0-s0", "The Broncos won.", "p0", 0),
+            line("p0-s1", "They scored 24 points.", "p0", 1),
+            line("p1-s0", "It was held in Santa Clara.", "p1", 0),
+            "{\"_id\":\"loose\",\"text\":\"No parent here.\"}\n".to_string(),
+            line("p0-s2", "A late record of p0.", "p0", 2),
+        ]
+        .concat();
+        std::fs::write(&f, body).expect("write");
+        let (docs, skips) = collect(&[f]);
+        let ids: Vec<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["p0", "p1", "loose"]);
+        let p0 = &docs[0];
+        assert_eq!(
+            p0.text,
+            "Super Bowl\n\nThe Broncos won. They scored 24 points."
+        );
+        assert_eq!(p0.title.as_deref(), Some("Super Bowl"));
+        let spans = p0.preset_chunks.as_ref().expect("preset chunks");
+        let chunks: Vec<(&str, &str)> = spans
+            .iter()
+            .map(|s| {
+                (
+                    s.chunk_id.as_deref().unwrap_or(""),
+                    &p0.text[s.byte_start..s.byte_end],
+                )
+            })
+            .collect();
+        assert_eq!(
+            chunks,
+            [
+                ("p0-s0", "The Broncos won."),
+                ("p0-s1", "They scored 24 points.")
+            ]
+        );
+        // Shared metadata stays; the per-passage key and `parent` do not.
+        assert_eq!(p0.metadata.get("article"), Some(&serde_json::json!(0)));
+        assert!(p0.metadata.get("sentence").is_none() && p0.metadata.get("parent").is_none());
+        assert!(
+            docs[2].preset_chunks.is_none(),
+            "a record without parent is a document"
+        );
+        // A parent's records that come back later would replace its document: refused.
+        assert_eq!(skips.len(), 1);
+        assert!(skips[0].source.ends_with(":5"), "{skips:?}");
+        assert!(skips[0].reason.contains("must be consecutive"), "{skips:?}");
     }
 
     #[test]

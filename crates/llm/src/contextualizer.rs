@@ -48,6 +48,9 @@ pub fn estimate_usage(
 #[derive(Debug, Default)]
 struct Spend {
     dollars: f64,
+    /// The worst case of the prompts being answered now (documents run concurrently, and
+    /// each checks the budget against what the others may still spend).
+    reserved: f64,
     stopped: bool,
 }
 
@@ -189,6 +192,10 @@ impl Contextualizer for LlmContextualizer {
         true
     }
 
+    fn documents_in_flight(&self) -> usize {
+        self.llm.documents_in_flight()
+    }
+
     async fn contextualize(
         &self,
         doc: DocumentView<'_>,
@@ -235,6 +242,7 @@ impl Contextualizer for LlmContextualizer {
         let price = self.price();
         for (text, strategy, members) in &groups {
             let prefix = self.template.prefix(text);
+            let mut reserved = 0.0;
             let suffixes: Vec<String> = members.iter().map(|(_, s)| s.clone()).collect();
             let estimate = estimate_usage(
                 self.llm.prefix_caching(),
@@ -257,7 +265,8 @@ impl Contextualizer for LlmContextualizer {
                     ..estimate
                 };
                 let mut spend = self.spend.lock().unwrap_or_else(|e| e.into_inner());
-                if spend.stopped || spend.dollars + price.dollars(&worst) > budget {
+                let worst = price.dollars(&worst);
+                if spend.stopped || spend.dollars + spend.reserved + worst > budget {
                     spend.stopped = true;
                     for (i, _) in members {
                         contexts[*i] = Some(ChunkContext {
@@ -272,6 +281,8 @@ impl Contextualizer for LlmContextualizer {
                     }
                     continue;
                 }
+                spend.reserved += worst;
+                reserved = worst;
             }
             let done: Mutex<Vec<(usize, ChunkContext)>> = Mutex::new(Vec::new());
             let on_reply = |k: usize, r: &Result<crate::Generation, crate::LlmError>| {
@@ -328,6 +339,9 @@ impl Contextualizer for LlmContextualizer {
                     &on_reply,
                 )
                 .await;
+            if let Ok(mut spend) = self.spend.lock() {
+                spend.reserved -= reserved;
+            }
             for (i, c) in done.into_inner().unwrap_or_default() {
                 contexts[i] = Some(c);
             }

@@ -8,7 +8,8 @@
 //! |---|---|---|
 //! | `base_url` | the API root; also from `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, `OLLAMA_BASE_URL` | the provider's public API (Ollama: `http://localhost:11434/v1`) |
 //! | `key_env` | the environment variable holding the key | `ANTHROPIC_API_KEY`, `OPENAI_API_KEY` |
-//! | `concurrency` | requests in flight | 4 |
+//! | `concurrency` | requests in flight (over all documents) | 4 |
+//! | `documents` | documents contextualized at the same time | 4 |
 //! | `retries` | tries per request, the first included | 6 |
 //! | `timeout` | seconds per try | 120 |
 //! | `window` | the model's context window in tokens | 200,000 for Claude, 128,000 for GPT-4o/4.1/5, else 8,192 |
@@ -80,6 +81,7 @@ pub struct HostedLlm {
     window: usize,
     max_tokens_field: String,
     concurrency: usize,
+    documents: usize,
     client: Client,
 }
 
@@ -109,6 +111,7 @@ impl HostedLlm {
             .collect();
         let mut window = None;
         let mut max_tokens_field = "max_tokens".to_string();
+        let mut documents = 4;
         let parsed = spec::parse(
             spec,
             &endpoints,
@@ -117,6 +120,7 @@ impl HostedLlm {
             &mut |k, v| {
                 match k {
                     "window" => window = Some(spec::number(k, v, 256, 10_000_000)? as usize),
+                    "documents" => documents = spec::number(k, v, 1, 256)? as usize,
                     "max_tokens_field" if v == "max_tokens" || v == "max_completion_tokens" => {
                         max_tokens_field = v.to_string()
                     }
@@ -124,7 +128,7 @@ impl HostedLlm {
                 }
                 Ok(true)
             },
-            "base_url, key_env, concurrency, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens",
+            "base_url, key_env, concurrency, documents, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens",
         )
         .map_err(fail)?;
         let (name, protocol, ..) = PROVIDERS[parsed.endpoint];
@@ -159,6 +163,7 @@ impl HostedLlm {
             window,
             max_tokens_field,
             concurrency,
+            documents,
             client,
         })
     }
@@ -285,6 +290,10 @@ impl Llm for HostedLlm {
 
     fn count_tokens(&self, text: &str) -> usize {
         text.len().div_ceil(3)
+    }
+
+    fn documents_in_flight(&self) -> usize {
+        self.documents
     }
 
     fn prefix_caching(&self) -> crate::PrefixCaching {

@@ -128,6 +128,12 @@ pub trait Llm: Send + Sync {
     /// How the provider reuses a shared prefix.
     fn prefix_caching(&self) -> PrefixCaching;
 
+    /// Documents worth having in flight at once: 1 for a local model (it runs one prompt at
+    /// a time), more for a server.
+    fn documents_in_flight(&self) -> usize {
+        1
+    }
+
     /// One reply per suffix of `prompt`, in order; each is also given to `on_reply` as soon as
     /// it is done. The shared prefix is reused the provider's way (a KV cache, prompt
     /// caching, server-side prefix caching).
