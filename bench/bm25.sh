@@ -30,8 +30,8 @@ ingest() {
 ingest scifact-whole "$scifact" --context none --max-tokens 1024
 ingest scifact-none "$scifact" --context none
 ingest scifact-structural "$scifact" --context structural
-ingest xquad-en-none "$data/xquad-r/en/sentence" --context none
-ingest xquad-ru-none "$data/xquad-r/ru/sentence" --context none
+ingest xquad-en-none "$data/xquad-r/en/sentence" --context none --format beir-flat
+ingest xquad-ru-none "$data/xquad-r/ru/sentence" --context none --format beir-flat
 ingest codebase-none "$codebase/codebase_chunks.json" --context none
 ingest codebase-structural "$codebase/codebase_chunks.json" --context structural
 

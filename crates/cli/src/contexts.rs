@@ -27,7 +27,7 @@ pub struct Built {
 pub struct LlmArgs {
     /// The LLM that writes contexts: a local model (`situate models list`), a .gguf path,
     /// anthropic:MODEL, openai:MODEL or ollama:MODEL, with options after `?` (base_url,
-    /// key_env, concurrency, retries, timeout, window) [default: smollm2-135m-instruct]
+    /// key_env, concurrency, documents, retries, timeout, window) [default: smollm2-135m-instruct]
     #[arg(long)]
     pub llm: Option<String>,
     /// Stop before spending more than this many dollars (by the price table or [llm.price]);

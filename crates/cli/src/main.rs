@@ -119,7 +119,7 @@ struct IngestArgs {
     /// Context method: none or structural [default: structural]
     #[arg(long)]
     context: Option<String>,
-    /// Input format: auto, files, beir or anthropic
+    /// Input format: auto, files, beir (records with a metadata.parent become the chunks of their parent), beir-flat (every record a document) or anthropic
     #[arg(long, default_value = "auto")]
     format: String,
     /// Force the language of every document (en, ru, zh, other) instead of detecting it

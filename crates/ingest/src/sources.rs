@@ -21,8 +21,11 @@ pub enum SourceFormat {
     Auto,
     /// A file or a directory tree of text, markdown, HTML and source files.
     Files,
-    /// BEIR: `corpus.jsonl` with `_id`, `title`, `text` (and optional `metadata`).
+    /// BEIR: `corpus.jsonl` with `_id`, `title`, `text` (and optional `metadata`); records
+    /// naming a `metadata.parent` are the chunks of that parent.
     Beir,
+    /// BEIR with every record a document of its own, `metadata.parent` or not (`beir-flat`).
+    BeirFlat,
     /// Anthropic's `codebase_chunks.json`: documents already chunked; boundaries and chunk
     /// ids are kept.
     Anthropic,
@@ -35,9 +38,10 @@ impl std::str::FromStr for SourceFormat {
             "auto" => Ok(SourceFormat::Auto),
             "files" => Ok(SourceFormat::Files),
             "beir" => Ok(SourceFormat::Beir),
+            "beir-flat" => Ok(SourceFormat::BeirFlat),
             "anthropic" => Ok(SourceFormat::Anthropic),
             _ => Err(format!(
-                "unknown format {s:?}: expected auto, files, beir or anthropic"
+                "unknown format {s:?}: expected auto, files, beir, beir-flat or anthropic"
             )),
         }
     }
@@ -114,13 +118,13 @@ pub fn read_sources(
             )))
         } else {
             match format {
-                SourceFormat::Beir => {
+                SourceFormat::Beir | SourceFormat::BeirFlat => {
                     let file = if path.is_dir() {
                         path.join("corpus.jsonl")
                     } else {
                         path.clone()
                     };
-                    Box::new(read_beir(file, opts.clone()))
+                    Box::new(read_beir(file, opts.clone(), format == SourceFormat::Beir))
                 }
                 SourceFormat::Anthropic => Box::new(read_anthropic(path, &opts).into_iter()),
                 SourceFormat::Files | SourceFormat::Auto => {
@@ -427,7 +431,7 @@ struct BeirLine {
 /// contextualizer then sees the paragraph as the document. A parent whose records are not
 /// consecutive is an error for its later records (skipped with the reason: ingesting them
 /// as a second document of the same id would replace the first).
-fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceItem> {
+fn read_beir(file: PathBuf, opts: SourceOptions, group: bool) -> impl Iterator<Item = SourceItem> {
     let name = file.display().to_string();
     let reader = match File::open(&file) {
         Ok(f) => Some(BufReader::with_capacity(1 << 20, f)),
@@ -471,6 +475,7 @@ fn read_beir(file: PathBuf, opts: SourceOptions) -> impl Iterator<Item = SourceI
         done: std::collections::HashSet::new(),
         ready: std::collections::VecDeque::new(),
         opts,
+        grouping: group,
     })
 }
 
@@ -524,6 +529,8 @@ struct GroupByParent {
     done: std::collections::HashSet<String>,
     ready: std::collections::VecDeque<SourceItem>,
     opts: SourceOptions,
+    /// Whether to gather passages at all (`beir-flat`: no).
+    grouping: bool,
 }
 
 impl GroupByParent {
@@ -558,7 +565,11 @@ impl Iterator for GroupByParent {
                     continue;
                 }
             };
-            let Some(parent) = record.parent().map(str::to_string) else {
+            let parent = record
+                .parent()
+                .filter(|_| self.grouping)
+                .map(str::to_string);
+            let Some(parent) = parent else {
                 self.flush();
                 self.ready.push_back(beir_document(record, &self.opts));
                 continue;
@@ -969,6 +980,19 @@ mod tests {
         assert_eq!(skips.len(), 1);
         assert!(skips[0].source.ends_with(":5"), "{skips:?}");
         assert!(skips[0].reason.contains("must be consecutive"), "{skips:?}");
+
+        // `beir-flat`: every record its own document, as before.
+        let opts = SourceOptions {
+            format: SourceFormat::BeirFlat,
+            ..SourceOptions::default()
+        };
+        let flat: Vec<String> = read_sources(&[dir.path().join("corpus.jsonl")], &opts)
+            .filter_map(|i| match i {
+                SourceItem::Document(d) => Some(d.id),
+                SourceItem::Skipped(_) => None,
+            })
+            .collect();
+        assert_eq!(flat, ["p0-s0", "p0-s1", "p1-s0", "loose", "p0-s2"]);
     }
 
     #[test]
