@@ -187,6 +187,10 @@ pub enum ContextsCommand {
         #[command(flatten)]
         llm: LlmArgs,
     },
+    /// Check the stored LLM contexts again with this version's checks (after they changed):
+    /// a context now failing one is rejected with the reasons, one now passing them all is
+    /// verified. No LLM call; cards a person decided are left alone
+    Verify,
     /// Decide one card's context by hand (provenance "manual")
     Set {
         /// The chunk id
@@ -213,6 +217,59 @@ pub enum ContextsCommand {
         /// The file
         file: PathBuf,
     },
+}
+
+/// The LLM contexts (verified or rejected, not decided by hand) whose verdict under this
+/// version's checks differs from the stored one, as updates; and how many were checked.
+/// What only generation could tell (a reply cut at the token limit, a loop stopped while
+/// decoding) is kept from the stored reasons.
+fn reverify(e: &Engine) -> Result<(u64, Vec<ContextUpdate>)> {
+    let mut checked = 0u64;
+    let mut updates = Vec::new();
+    let mut doc: (String, String) = (String::new(), String::new());
+    e.store().for_each_card_with_status(
+        &[ContextStatus::Verified, ContextStatus::Rejected],
+        &mut |rec| {
+            let c = rec.card;
+            let (Some(p), Some(text)) = (c.provenance.as_ref(), c.generated_context.as_deref())
+            else {
+                return Ok(());
+            };
+            if p.method != "llm" {
+                return Ok(());
+            }
+            if doc.0 != c.document_id {
+                let text = e.store().document_text(&c.document_id)?.unwrap_or_default();
+                doc = (c.document_id.clone(), text);
+            }
+            checked += 1;
+            let truncated = c.context_notes.iter().any(|n| n.contains("token limit"));
+            let mut v = situate_llm::verify::verify(text, &c.original_text, &doc.1, truncated);
+            for kept in c.context_notes.iter().filter(|n| n.ends_with("(stopped)")) {
+                if !v.reasons.contains(kept) {
+                    v.reasons.push(kept.clone());
+                }
+            }
+            let status = if v.passed() {
+                ContextStatus::Verified
+            } else {
+                ContextStatus::Rejected
+            };
+            if status != c.context_status || v.reasons != c.context_notes {
+                updates.push(ContextUpdate {
+                    chunk_id: c.chunk_id.clone(),
+                    context: ChunkContext {
+                        text: Some(v.text),
+                        status,
+                        provenance: c.provenance.clone(),
+                        notes: v.reasons,
+                    },
+                });
+            }
+            Ok(())
+        },
+    )?;
+    Ok((checked, updates))
 }
 
 /// One line of an export.
@@ -426,6 +483,42 @@ pub fn run(
         }
         ContextsCommand::Regenerate { status, batch, llm } => {
             run_contextualize(g, settings, index, &status, batch, &llm)
+        }
+        ContextsCommand::Verify => {
+            let mut e = Engine::open(index, Access::Write)?;
+            let (checked, updates) = reverify(&e)?;
+            let rejected = updates
+                .iter()
+                .filter(|u| u.context.status == ContextStatus::Rejected)
+                .count();
+            e.set_contexts(&updates)?;
+            // The cache holds the same verdicts, for later runs that take contexts from it.
+            let cache = e.store().context_cache_writer()?;
+            for u in &updates {
+                if let Some(p) = u
+                    .context
+                    .provenance
+                    .as_ref()
+                    .filter(|p| !p.input_hash.is_empty())
+                {
+                    cache.set_verdict(&p.input_hash, &u.context)?;
+                }
+            }
+            output::message(
+                json,
+                &format!(
+                    "checked {checked} LLM contexts: {} changed ({rejected} now rejected, {} now verified)",
+                    updates.len(),
+                    updates.len() - rejected
+                ),
+                &serde_json::json!({
+                    "checked": checked,
+                    "changed": updates.len(),
+                    "now_rejected": rejected,
+                    "now_verified": updates.len() - rejected,
+                }),
+            )?;
+            Ok(ExitCode::SUCCESS)
         }
         ContextsCommand::Set {
             chunk_id,

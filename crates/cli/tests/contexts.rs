@@ -362,3 +362,104 @@ fn several_documents_are_in_flight_with_a_hosted_model() {
     }
     assert!(per_topic.values().all(|&n| n == 3), "{per_topic:?}");
 }
+
+/// `contexts verify` applies this version's checks to stored LLM contexts: a context that
+/// now fails is rejected (and leaves the index), one that now passes is verified (and
+/// enters it); a person's decision is left alone.
+#[test]
+fn contexts_verify_applies_the_current_checks_to_stored_contexts() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    let text: String = (0..3)
+        .map(|p| format!("Part {p} on the harbour: the harbour is described here with enough words to fill a chunk.\n\n"))
+        .collect();
+    std::fs::write(docs.join("harbour.txt"), text).expect("w");
+    let index = tmp.path().join("idx");
+    json(
+        situate(&index)
+            .args(["ingest", "--context", "none", "--embedder", "none"])
+            .args(["--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    let line = |chunk: u32, context: &str, status: &str, method: &str, notes: &[&str]| {
+        json!({"document_id": "docs/harbour.txt", "chunk_id": format!("docs/harbour.txt#{chunk}"),
+               "context": context, "model": "local:test", "prompt_version": "anthropic-v1",
+               "status": status, "method": method, "notes": notes})
+        .to_string()
+    };
+    let file = tmp.path().join("contexts.jsonl");
+    std::fs::write(
+        &file,
+        [
+            line(
+                0,
+                "Zanzibar: a note meant to situate this chunk for search retrieval.",
+                "verified",
+                "llm",
+                &[],
+            ),
+            line(
+                1,
+                "The second part of a text describing the harbour.",
+                "rejected",
+                "llm",
+                &["an older check"],
+            ),
+            line(
+                2,
+                "Zanzibar to situate this chunk for search retrieval.",
+                "verified",
+                "manual",
+                &["accepted by hand"],
+            ),
+        ]
+        .join("\n"),
+    )
+    .expect("w");
+    json(situate(&index).arg("contexts").arg("import").arg(&file), 0);
+    let before = json(
+        situate(&index).args(["search", "Zanzibar", "--mode", "bm25"]),
+        0,
+    );
+    assert_eq!(before["hits"].as_array().map(Vec::len), Some(2), "{before}");
+
+    let v = json(situate(&index).args(["contexts", "verify"]), 0);
+    assert_eq!(v["checked"], 2, "the manual one is not checked: {v}");
+    assert_eq!(v["now_rejected"], 1, "{v}");
+    assert_eq!(v["now_verified"], 1, "{v}");
+    let card = |n: u32| {
+        json(
+            situate(&index).args(["show", &format!("docs/harbour.txt#{n}")]),
+            0,
+        )
+    };
+    let c0 = card(0);
+    assert_eq!(c0["context_status"], "rejected");
+    assert!(c0["context_notes"].to_string().contains("chatter"), "{c0}");
+    assert_eq!(card(1)["context_status"], "verified");
+    assert_eq!(
+        card(2)["context_status"],
+        "verified",
+        "a person's decision stands"
+    );
+    let after = json(
+        situate(&index).args(["search", "Zanzibar", "--mode", "bm25"]),
+        0,
+    );
+    let ids: Vec<&str> = after["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .filter_map(|h| h["chunk_id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["docs/harbour.txt#2"],
+        "the rejected context left the index"
+    );
+    // Running it again changes nothing.
+    let again = json(situate(&index).args(["contexts", "verify"]), 0);
+    assert_eq!(again["changed"], 0, "{again}");
+}

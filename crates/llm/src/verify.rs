@@ -6,12 +6,14 @@
 //!
 //! - **length**: at least 3 words and at most [`MAX_WORDS`]; a reply cut at the token limit
 //!   is rejected too;
-//! - **language**: the same as the chunk's, when both are long enough to tell;
+//! - **language**: the same script as the chunk's (Latin, Cyrillic, Han, ...), and the same
+//!   language when both are long enough to tell;
 //! - **grounding**: every number, identifier (`snake_case`, `camelCase`, `a.b`, `a::b`,
 //!   letters mixed with digits) and capitalised name (not opening a sentence) occurs in the
 //!   document;
 //! - **not a copy** of the chunk (most of its word 4-grams taken from the chunk);
-//! - **no chatter or refusal** ("As an AI", "Here is the context", "I cannot", ...);
+//! - **no chatter or refusal** ("As an AI", "Here is the context", "I cannot", ...), nor
+//!   the prompt's own instruction echoed back ("to situate this chunk", "search retrieval");
 //! - **no loop**: a phrase repeated three times or more (small models do this).
 //!
 //! Replies are first cleaned of what models commonly wrap them in (a `Context:` label,
@@ -106,7 +108,7 @@ fn chatter(text: &str) -> Option<String> {
     static CHATTER: OnceLock<Regex> = OnceLock::new();
     re(
         &CHATTER,
-        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context)|</?(chunk|document)>",
+        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context|situate (this|the) chunk|search retrieval)|</?(chunk|document)>",
     )
     .find(text)
     .map(|m| m.as_str().to_string())
@@ -189,8 +191,17 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
     missing
 }
 
-/// The context's language differs from the chunk's, both being long enough to tell.
+/// The context's script or language differs from the chunk's. Scripts are told apart on
+/// short texts too (an English reply to a Russian sentence); languages need both texts long
+/// enough and whatlang sure of both.
 fn language_mismatch(text: &str, chunk: &str) -> Option<String> {
+    if let (Some(a), Some(b)) = (
+        whatlang::detect_script(text),
+        whatlang::detect_script(chunk),
+    ) && a != b
+    {
+        return Some(format!("in {a} script while the chunk is in {b} script"));
+    }
     if text.chars().count() < 40 || chunk.chars().count() < 40 {
         return None;
     }
@@ -259,6 +270,14 @@ mod tests {
             "chatter",
         );
         has(
+            "This is a short context to situate this chunk within the overall document.",
+            "chatter",
+        );
+        has(
+            "The document is designed to help improve search retrieval of the chunk.",
+            "chatter",
+        );
+        has(
             "<document> ACME Corp report for Q2 2023 </document>",
             "chatter",
         );
@@ -297,7 +316,33 @@ mod tests {
         assert!(
             v.reasons
                 .iter()
-                .any(|r| r.contains("while the chunk is in Russian")),
+                .any(|r| r.contains("while the chunk is in Cyrillic script")),
+            "{:?}",
+            v.reasons
+        );
+        // Short texts, where the language cannot be told, still differ in script.
+        let v = verify(
+            "The document covers quarterly revenue.",
+            "Выручка выросла на 3%.",
+            ru_doc,
+            false,
+        );
+        assert!(
+            v.reasons.iter().any(|r| r.contains("Latin script")),
+            "{:?}",
+            v.reasons
+        );
+        // Same script, other language, long enough to tell.
+        let v = verify(
+            "Dieser Abschnitt stammt aus dem Bericht über das zweite Quartal und beschreibt das Wachstum.",
+            "Revenue grew by 3% over the previous quarter, to $314 million, and the growth came from the cloud storage unit.",
+            DOC,
+            false,
+        );
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.contains("while the chunk is in English")),
             "{:?}",
             v.reasons
         );

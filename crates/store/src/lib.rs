@@ -804,6 +804,28 @@ impl ContextCacheWriter {
         .op("writing the context cache")?;
         Ok(())
     }
+
+    /// Replaces the verdict (text, status, reasons) of a cached context, keeping its usage
+    /// and model: after its checks were run again (`situate contexts verify`), so that a
+    /// later run taking it from the cache gets the new verdict. A hash not cached is no
+    /// error.
+    pub fn set_verdict(&self, input_hash: &str, context: &ChunkContext) -> Result<()> {
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
+        conn.execute(
+            "UPDATE context_cache SET context = ?2, status = ?3, notes = ?4 WHERE input_hash = ?1",
+            params![
+                input_hash,
+                context.text,
+                context.status.as_str(),
+                serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
+            ],
+        )
+        .op("updating the context cache")?;
+        Ok(())
+    }
 }
 
 /// A group of writes committed together (one SQLite transaction).

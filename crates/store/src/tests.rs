@@ -259,3 +259,45 @@ fn replaced_and_removed_cards_are_journaled_by_key_and_filters_select_cards() {
     s.trim_journal(3).expect("trim");
     assert!(s.removed_cards_after(0).expect("journal").is_empty());
 }
+
+#[test]
+fn a_cached_context_takes_a_new_verdict_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = Store::open(&dir.path().join("s.db")).expect("open");
+    let w = s.context_cache_writer().expect("writer");
+    let prov = situate_core::Provenance {
+        method: "llm".into(),
+        model: Some("local:test".into()),
+        prompt_version: Some("anthropic-v1".into()),
+        input_hash: "h1".into(),
+        strategy: Some("whole".into()),
+    };
+    let verified = ChunkContext {
+        text: Some("A context.".into()),
+        status: ContextStatus::Verified,
+        provenance: Some(prov.clone()),
+        notes: vec![],
+    };
+    let usage = situate_core::TokenUsage {
+        input_tokens: 10,
+        output_tokens: 3,
+        ..Default::default()
+    };
+    w.put("h1", &verified, &usage).expect("put");
+    let rejected = ChunkContext {
+        status: ContextStatus::Rejected,
+        notes: vec!["chatter".into()],
+        ..verified.clone()
+    };
+    w.set_verdict("h1", &rejected).expect("verdict");
+    w.set_verdict("not-cached", &rejected)
+        .expect("no error for a hash not cached");
+    let got = s.cached_contexts(&["h1"]).expect("read");
+    let c = &got["h1"];
+    assert_eq!(c.status, ContextStatus::Rejected);
+    assert_eq!(c.notes, ["chatter"]);
+    assert_eq!(
+        c.provenance.as_ref().and_then(|p| p.model.as_deref()),
+        Some("local:test")
+    );
+}
