@@ -220,9 +220,8 @@ pub enum ContextsCommand {
 }
 
 /// The LLM contexts (verified or rejected, not decided by hand) whose verdict under this
-/// version's checks differs from the stored one, as updates; and how many were checked.
-/// What only generation could tell (a reply cut at the token limit, a loop stopped while
-/// decoding) is kept from the stored reasons.
+/// version's checks ([`situate_llm::verify::recheck`]) differs from the stored one, as
+/// updates; and how many were checked.
 fn reverify(e: &Engine) -> Result<(u64, Vec<ContextUpdate>)> {
     let mut checked = 0u64;
     let mut updates = Vec::new();
@@ -243,27 +242,20 @@ fn reverify(e: &Engine) -> Result<(u64, Vec<ContextUpdate>)> {
                 doc = (c.document_id.clone(), text);
             }
             checked += 1;
-            let truncated = c.context_notes.iter().any(|n| n.contains("token limit"));
-            let mut v = situate_llm::verify::verify(text, &c.original_text, &doc.1, truncated);
-            for kept in c.context_notes.iter().filter(|n| n.ends_with("(stopped)")) {
-                if !v.reasons.contains(kept) {
-                    v.reasons.push(kept.clone());
-                }
-            }
-            let status = if v.passed() {
-                ContextStatus::Verified
-            } else {
-                ContextStatus::Rejected
-            };
-            if status != c.context_status || v.reasons != c.context_notes {
+            let now = situate_llm::verify::recheck(
+                ChunkContext {
+                    text: Some(text.to_string()),
+                    status: c.context_status,
+                    provenance: c.provenance.clone(),
+                    notes: c.context_notes.clone(),
+                },
+                &c.original_text,
+                &doc.1,
+            );
+            if now.status != c.context_status || now.notes != c.context_notes {
                 updates.push(ContextUpdate {
                     chunk_id: c.chunk_id.clone(),
-                    context: ChunkContext {
-                        text: Some(v.text),
-                        status,
-                        provenance: c.provenance.clone(),
-                        notes: v.reasons,
-                    },
+                    context: now,
                 });
             }
             Ok(())

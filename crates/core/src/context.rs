@@ -181,6 +181,17 @@ pub trait Contextualizer: Send + Sync {
         ])
     }
 
+    /// A context taken from the context cache, checked again as a new one would be now (the
+    /// checks may have changed since it was written). The default keeps it as cached.
+    fn recheck(
+        &self,
+        _doc: &DocumentView<'_>,
+        _chunk: &ChunkView<'_>,
+        cached: ChunkContext,
+    ) -> ChunkContext {
+        cached
+    }
+
     /// How many documents the caller may contextualize at the same time (concurrent calls
     /// of [`Contextualizer::contextualize`]): 1 unless the work is remote, where several
     /// documents keep the requests flowing while one document waits for its first reply.

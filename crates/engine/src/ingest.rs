@@ -568,9 +568,11 @@ pub(crate) fn contextualize_many(
                         .next()
                         .unwrap_or_else(|| failed("no context returned".into()))
                 } else {
+                    // Checked again: the checks may have changed since it was cached.
                     a.cached
                         .get(&a.hashes[i])
                         .cloned()
+                        .map(|c| ctx.recheck(&a.view, &a.chunks[i], c))
                         .unwrap_or_else(|| failed("the cached context vanished".into()))
                 }
             })

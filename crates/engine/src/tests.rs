@@ -391,6 +391,8 @@ fn an_embedder_setting_cut_in_half_by_a_kill_is_completed_on_the_next_ingest() {
 struct Scripted {
     calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     die_after: Option<usize>,
+    /// Whether its checks now reject what it wrote before (a changed verifier).
+    stricter: bool,
 }
 
 #[async_trait::async_trait]
@@ -403,6 +405,21 @@ impl situate_core::Contextualizer for Scripted {
     }
     fn remembers(&self) -> bool {
         true
+    }
+    fn recheck(
+        &self,
+        _doc: &situate_core::DocumentView<'_>,
+        _chunk: &situate_core::ChunkView<'_>,
+        cached: situate_core::ChunkContext,
+    ) -> situate_core::ChunkContext {
+        if !self.stricter {
+            return cached;
+        }
+        situate_core::ChunkContext {
+            status: situate_core::ContextStatus::Rejected,
+            notes: vec!["fails a newer check".into()],
+            ..cached
+        }
     }
     async fn contextualize(
         &self,
@@ -454,6 +471,7 @@ fn contexts_finished_before_a_crash_are_never_asked_for_again() {
         let mut o = IngestOptions::new(Box::new(Scripted {
             calls: calls.clone(),
             die_after,
+            stricter: false,
         }));
         o.batch_documents = 100; // nothing is committed before the crash
         o
@@ -546,6 +564,7 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
     let scripted = Scripted {
         calls: calls.clone(),
         die_after: None,
+        stricter: false,
     };
     let pending = [situate_core::ContextStatus::Pending];
     let r = e
@@ -570,5 +589,22 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
     assert_eq!((r.chunks, r.contexts_cached), (2, 2));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(ids(&search(&e, "Kenya")), ["notes/a.md"]);
+    assert!(e.check().expect("check").is_consistent());
+    // Contexts taken from the cache are checked again: checks stricter than when they were
+    // written reject them (and they leave the index), still with no call.
+    let stricter = Scripted {
+        calls: calls.clone(),
+        die_after: None,
+        stricter: true,
+    };
+    let r = e
+        .recontextualize(&stricter, &verified, 10, &mut |_, _| {})
+        .expect("regenerate");
+    assert_eq!((r.contexts_cached, r.contexts_rejected), (2, 2), "{r:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(
+        ids(&search(&e, "about")).is_empty(),
+        "rejected contexts are not indexed"
+    );
     assert!(e.check().expect("check").is_consistent());
 }

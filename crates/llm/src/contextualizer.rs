@@ -196,6 +196,15 @@ impl Contextualizer for LlmContextualizer {
         self.llm.documents_in_flight()
     }
 
+    fn recheck(
+        &self,
+        doc: &DocumentView<'_>,
+        chunk: &ChunkView<'_>,
+        cached: ChunkContext,
+    ) -> ChunkContext {
+        crate::verify::recheck(cached, chunk.text, doc.text)
+    }
+
     async fn contextualize(
         &self,
         doc: DocumentView<'_>,

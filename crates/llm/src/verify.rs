@@ -104,6 +104,47 @@ pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verd
     Verdict { text, reasons }
 }
 
+/// A stored LLM context (verified or rejected) checked again with these checks: its new
+/// status and reasons. What only generation could tell is kept from the stored reasons (a
+/// reply cut at the token limit, a loop stopped while decoding). Other contexts (manual,
+/// failed, pending, without text) are returned as they are.
+pub fn recheck(
+    context: situate_core::ChunkContext,
+    chunk: &str,
+    document: &str,
+) -> situate_core::ChunkContext {
+    use situate_core::ContextStatus;
+    let is_llm = context
+        .provenance
+        .as_ref()
+        .is_some_and(|p| p.method == "llm");
+    let decided = matches!(
+        context.status,
+        ContextStatus::Verified | ContextStatus::Rejected
+    );
+    let Some(text) = context.text.as_deref().filter(|_| is_llm && decided) else {
+        return context;
+    };
+    let truncated = context.notes.iter().any(|n| n.contains("token limit"));
+    let mut v = verify(text, chunk, document, truncated);
+    for kept in context.notes.iter().filter(|n| n.ends_with("(stopped)")) {
+        if !v.reasons.contains(kept) {
+            v.reasons.push(kept.clone());
+        }
+    }
+    let status = if v.passed() {
+        ContextStatus::Verified
+    } else {
+        ContextStatus::Rejected
+    };
+    situate_core::ChunkContext {
+        text: Some(v.text),
+        status,
+        provenance: context.provenance,
+        notes: v.reasons,
+    }
+}
+
 fn chatter(text: &str) -> Option<String> {
     static CHATTER: OnceLock<Regex> = OnceLock::new();
     re(
@@ -353,5 +394,67 @@ mod tests {
             false,
         );
         assert!(v.passed(), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn stored_contexts_are_rechecked_and_keep_what_only_generation_knew() {
+        use situate_core::{ChunkContext, ContextStatus, Provenance};
+        let prov = |method: &str| {
+            Some(Provenance {
+                method: method.into(),
+                model: Some("local:test".into()),
+                prompt_version: Some("anthropic-v1".into()),
+                input_hash: "h".into(),
+                strategy: None,
+            })
+        };
+        let stored = |text: &str, status, method: &str, notes: &[&str]| ChunkContext {
+            text: Some(text.into()),
+            status,
+            provenance: prov(method),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+        };
+        let echo = "The context helps to situate this chunk for search retrieval.";
+        let now = recheck(
+            stored(echo, ContextStatus::Verified, "llm", &[]),
+            CHUNK,
+            DOC,
+        );
+        assert_eq!(now.status, ContextStatus::Rejected);
+        assert!(
+            now.notes.iter().any(|n| n.contains("chatter")),
+            "{:?}",
+            now.notes
+        );
+        let good = "From the ACME Corp report for Q2 2023, on revenue.";
+        let now = recheck(
+            stored(good, ContextStatus::Rejected, "llm", &["an older check"]),
+            CHUNK,
+            DOC,
+        );
+        assert_eq!(now.status, ContextStatus::Verified, "{:?}", now.notes);
+        let now = recheck(
+            stored(
+                good,
+                ContextStatus::Rejected,
+                "llm",
+                &["repeats itself (stopped)"],
+            ),
+            CHUNK,
+            DOC,
+        );
+        assert_eq!(now.status, ContextStatus::Rejected);
+        assert_eq!(now.notes, ["repeats itself (stopped)"]);
+        let manual = stored(
+            echo,
+            ContextStatus::Verified,
+            "manual",
+            &["accepted by hand"],
+        );
+        assert_eq!(
+            recheck(manual.clone(), CHUNK, DOC),
+            manual,
+            "a person's decision stands"
+        );
     }
 }
