@@ -217,10 +217,30 @@ impl Contextualizer for LlmContextualizer {
         // Chunks grouped by the document text their prompt carries, in order of first use:
         // each group shares one prefix.
         let mut groups: Vec<(String, String, Vec<(usize, String)>)> = Vec::new();
+        let suffixes: Vec<String> = chunks
+            .iter()
+            .map(|c| self.template.suffix(c.text))
+            .collect();
+        let suffix_tokens: Vec<usize> = suffixes.iter().map(|s| count(s)).collect();
+        // One budget for the whole document, left by its longest chunk, so that a long
+        // document's windows fall on the same grid for every chunk and neighbouring chunks
+        // share a window (one prefix, read once). A budget per chunk would give each chunk a
+        // window of its own size: no two prompts alike, the whole window read per chunk.
+        let longest = suffix_tokens.iter().copied().max().unwrap_or(0);
+        let shared_room = self.llm.window().saturating_sub(overhead + longest);
         for (i, chunk) in chunks.iter().enumerate() {
             let hash = self.input_hash(&doc, chunk);
-            let suffix = self.template.suffix(chunk.text);
-            let room = self.llm.window().saturating_sub(overhead + count(&suffix));
+            let suffix = suffixes[i].clone();
+            let own_room = self
+                .llm
+                .window()
+                .saturating_sub(overhead + suffix_tokens[i]);
+            // A chunk too long for the shared budget keeps its own (smaller) one.
+            let room = if shared_room >= 32 {
+                shared_room
+            } else {
+                own_room
+            };
             let budget = self.document_tokens.map_or(room, |d| d.min(room));
             if budget < 32 {
                 let c = failed(

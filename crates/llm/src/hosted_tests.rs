@@ -303,3 +303,80 @@ async fn hosted_contexts_are_checked_like_local_ones() {
         "Anthropic's prompt: {first}"
     );
 }
+
+/// A document longer than the window: chunks of different lengths still fall on the same
+/// grid of windows, so neighbours share one document block (one cache write, many reads).
+#[tokio::test]
+async fn chunks_of_a_long_document_share_windows_whatever_their_length() {
+    let server = FakeServer::start(|_, n| anthropic_answer("From the long ACME report.", n == 0))
+        .expect("server");
+    let llm = HostedLlm::from_spec_with_env(
+        &format!(
+            "anthropic:claude-test?base_url={}&window=1500",
+            server.url()
+        ),
+        &env_with(&[("ANTHROPIC_API_KEY", "k")]),
+    )
+    .expect("spec");
+    let c = LlmContextualizer::new(Box::new(llm));
+    let paragraphs: Vec<String> = (0..100)
+        .map(|i| {
+            format!(
+                "Section {i} of the ACME report covers {}.",
+                vec!["one more topic"; 3 + i % 7].join(" and ")
+            )
+        })
+        .collect();
+    let text = paragraphs.join("\n\n");
+    assert!(text.len() / 3 > 3 * 1500, "several windows long");
+    let kind = DocKind::Text;
+    let doc = DocumentView {
+        id: "acme",
+        source: "acme",
+        title: None,
+        language: Language::En,
+        kind: &kind,
+        text: &text,
+        content_hash: "h",
+    };
+    let mut spans = Vec::new();
+    let mut at = 0;
+    for (i, p) in paragraphs.iter().enumerate() {
+        let s = text[at..].find(p.as_str()).expect("in doc") + at;
+        spans.push(ChunkSpan {
+            ordinal: i as u32,
+            byte_start: s,
+            byte_end: s + p.len(),
+            char_start: s,
+            char_end: s + p.len(),
+            heading_path: vec![],
+            chunk_id: None,
+        });
+        at = s + p.len();
+    }
+    let chunks: Vec<ChunkView<'_>> = spans
+        .iter()
+        .map(|s| ChunkView {
+            span: s,
+            text: &text[s.byte_start..s.byte_end],
+        })
+        .collect();
+    let out = c.contextualize(doc, &chunks, &NoSink).await.expect("runs");
+    assert!(out.contexts.iter().all(|c| {
+        c.provenance
+            .as_ref()
+            .and_then(|p| p.strategy.as_deref())
+            .is_some_and(|s| s.starts_with("window"))
+    }));
+    let blocks: std::collections::HashSet<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.json()["messages"][0]["content"][0]["text"].to_string())
+        .collect();
+    assert_eq!(server.calls(), 100);
+    assert!(
+        blocks.len() <= 20,
+        "{} distinct document blocks for 100 chunks: windows are not shared",
+        blocks.len()
+    );
+}
