@@ -103,6 +103,25 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// A reranker's latency per query on an index already built (--index): the top --depth
+    /// hits of each query re-scored (bench/rerank.sh)
+    Rerank {
+        /// The reranker (cross-encoder:DIR, llm, llm:LLM, tei:MODEL, ...)
+        #[arg(long)]
+        reranker: String,
+        /// Queries: a BEIR queries.jsonl or one per line
+        #[arg(long)]
+        queries: PathBuf,
+        /// Queries timed (after one warm-up query)
+        #[arg(long, default_value_t = 20)]
+        n: usize,
+        /// Hits re-scored per query
+        #[arg(long, default_value_t = situate_search::rerank::DEFAULT_DEPTH)]
+        depth: usize,
+        /// Write each query's passages (as the reranker read them) and scores here (JSONL)
+        #[arg(long)]
+        pairs: Option<PathBuf>,
+    },
     /// Writes a synthetic corpus of N chunk-sized documents (Zipf-distributed words) as a
     /// BEIR corpus.jsonl, and queries drawn from it
     Synth {
@@ -115,8 +134,26 @@ pub enum BenchCommand {
     },
 }
 
-pub fn run(cmd: BenchCommand, index: &Path) -> Result<ExitCode> {
+pub fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
     match cmd {
+        BenchCommand::Rerank {
+            reranker,
+            queries,
+            n,
+            depth,
+            pairs,
+        } => {
+            crate::bench_rerank::run(
+                index,
+                &reranker,
+                default_llm,
+                &queries,
+                n,
+                depth,
+                pairs.as_deref(),
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Bm25 {
             dataset,
             split,
@@ -279,6 +316,6 @@ fn bm25_bench(
         "recall_at_20": mean(&recall20),
         "threads": 1,
     });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(ExitCode::SUCCESS)
 }

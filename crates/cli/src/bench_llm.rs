@@ -76,11 +76,11 @@ pub fn contexts(model: &Path, corpus: &Path, docs: usize, max_tokens: usize) -> 
     let (without, s_without, t_without) = pass(load(false)?, &documents, max_tokens)?;
     let total = |v: &[f64]| v.iter().sum::<f64>();
     let rate = |n: u64, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
-    println!(
+    outln!(
         "{} documents, {chunks} chunks, max {max_tokens} new tokens per context",
         documents.len()
     );
-    println!(
+    outln!(
         "with reuse:    {:.1} s in all, {:.1} s per document; prefill {} tokens at {:.0} tokens/s, decode {} tokens at {:.1} tokens/s",
         total(&with),
         total(&with) / with.len() as f64,
@@ -89,7 +89,7 @@ pub fn contexts(model: &Path, corpus: &Path, docs: usize, max_tokens: usize) -> 
         s_with.decode_tokens,
         rate(s_with.decode_tokens, s_with.decode)
     );
-    println!(
+    outln!(
         "without reuse: {:.1} s in all, {:.1} s per document; prefill {} tokens at {:.0} tokens/s, decode {} tokens at {:.1} tokens/s",
         total(&without),
         total(&without) / without.len() as f64,
@@ -98,7 +98,7 @@ pub fn contexts(model: &Path, corpus: &Path, docs: usize, max_tokens: usize) -> 
         s_without.decode_tokens,
         rate(s_without.decode_tokens, s_without.decode)
     );
-    println!(
+    outln!(
         "reuse is {:.2}x faster; contexts identical: {}",
         total(&without) / total(&with).max(1e-9),
         t_with == t_without

@@ -70,7 +70,7 @@ pub fn embed(model: &str, dataset: &Path, passages: usize, queries: usize) -> Re
         lat.push(t.elapsed());
     }
     lat.sort();
-    println!(
+    outln!(
         "{model}: {} passages in {secs:.2} s = {:.1} passages/s; {} queries one at a time: p50 {:.2} ms, p99 {:.2} ms; threads {}",
         texts.len(),
         texts.len() as f64 / secs,
@@ -165,7 +165,7 @@ pub fn vectors(
     for (i, v) in data.iter().enumerate() {
         exact.add(i as u64 + 1, v)?;
     }
-    println!(
+    outln!(
         "exact: {n} x {dim}, build {:.1} s",
         started.elapsed().as_secs_f64()
     );
@@ -174,17 +174,17 @@ pub fn vectors(
     for (i, v) in data.iter().enumerate() {
         ann.add(i as u64 + 1, v)?;
     }
-    println!(
+    outln!(
         "hnsw: {n} x {dim}, build {:.1} s",
         started.elapsed().as_secs_f64()
     );
     for (name, qs) in &sets {
         let (truth, p50, p99) = run_queries(&exact, qs, limit)?;
-        println!("{name} queries, exact top-{limit}: p50 {p50:.2} ms p99 {p99:.2} ms");
+        outln!("{name} queries, exact top-{limit}: p50 {p50:.2} ms p99 {p99:.2} ms");
         for &ef in efs {
             ann.set_search_effort(ef);
             let (hits, p50, p99) = run_queries(&ann, qs, limit)?;
-            println!(
+            outln!(
                 "{name} queries, hnsw ef {ef} top-{limit}: p50 {p50:.2} ms p99 {p99:.2} ms, recall@20 against exact {:.4}",
                 recall_at_20(&truth, &hits)
             );
@@ -223,7 +223,7 @@ pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
             }
         }
         lat.sort();
-        println!(
+        outln!(
             "{mode}: {} chunks ({}, {}), {} queries: p50 {:.2} ms, p99 {:.2} ms",
             stats.store.chunks,
             stats.vector_index.as_deref().unwrap_or("no vectors"),
@@ -233,7 +233,7 @@ pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
             percentile(&lat, 0.99)
         );
     }
-    println!(
+    outln!(
         "open {open_ms:.0} ms; peak resident memory {:.0} MB",
         peak_rss_mb().unwrap_or(f64::NAN)
     );
@@ -294,6 +294,6 @@ pub fn synth(n: usize, out: &Path) -> Result<ExitCode> {
     }
     corpus.flush()?;
     queries.flush()?;
-    println!("wrote {n} documents and their queries to {}", out.display());
+    outln!("wrote {n} documents and their queries to {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -23,6 +23,8 @@
 //! rrf_k = 60
 //! bm25_weight = 1.0
 //! vector_weight = 1.0
+//! rerank = "none"             # none | cross-encoder:DIR | llm | llm:LLM | cohere:MODEL | ...
+//! rerank_depth = 150          # fused hits the reranker re-scores
 //!
 //! [embed]
 //! embedder = "auto"           # auto | none | all-minilm-l6-v2 | multilingual-e5-small | DIR
@@ -44,6 +46,9 @@
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+/// The local LLM used when `[llm] model` is not set.
+pub const DEFAULT_LLM: &str = "smollm2-135m-instruct";
 
 /// Every setting; unknown keys are an error (a typo should not be silently ignored).
 #[derive(Debug, Default, Deserialize)]
@@ -99,6 +104,8 @@ pub struct SearchSettings {
     pub rrf_k: Option<f32>,
     pub bm25_weight: Option<f32>,
     pub vector_weight: Option<f32>,
+    pub rerank: Option<String>,
+    pub rerank_depth: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -120,6 +127,15 @@ pub struct Bm25Settings {
 }
 
 impl Settings {
+    /// The LLM that writes contexts and that `--rerank llm` uses: `[llm] model`, or the
+    /// local default.
+    pub fn default_llm(&self) -> String {
+        self.llm
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_LLM.to_string())
+    }
+
     /// Reads `path`, or `./situate.toml` when no path is given and it exists.
     pub fn load(path: Option<&Path>) -> Result<Settings> {
         let path = match path {

@@ -62,7 +62,7 @@ pub fn build(method: &str, settings: &Settings, a: &LlmArgs) -> Result<Built> {
         .llm
         .as_deref()
         .or(s.model.as_deref())
-        .unwrap_or("smollm2-135m-instruct");
+        .unwrap_or(crate::config::DEFAULT_LLM);
     let model = situate_llm::resolve(model)?;
     let mut c = situate_llm::LlmContextualizer::new(model);
     if let Some(t) = &s.template {
@@ -628,9 +628,9 @@ pub fn run(
             if json {
                 output::print_json(&serde_json::json!({"imported": n, "skipped": skipped}))?;
             } else {
-                println!("imported {n} contexts from {}", file.display());
+                outln!("imported {n} contexts from {}", file.display());
                 if !skipped.is_empty() {
-                    println!(
+                    outln!(
                         "skipped {}: {}",
                         skipped.len(),
                         skipped

@@ -6,9 +6,10 @@
 //! `none` (the original text alone), `structural`, `file:CONTEXTS.jsonl` (LLM contexts
 //! generated once and exported with `situate contexts export`, imported into an index of
 //! the corpus built without contexts: no LLM call), or, for a set evaluated against an
-//! existing index, `indexed` (whatever contexts that index holds); RERANK `none` (rerankers
-//! join with their issue). The first configuration is the baseline of the "reduction"
-//! column.
+//! existing index, `indexed` (whatever contexts that index holds); RERANK `none` or any
+//! reranker `situate search --rerank` takes (`cross-encoder:DIR`, `llm`, `cohere:MODEL`,
+//! ...), which re-scores the fused top `--rerank-depth` (150) chunks of every query. The
+//! first configuration is the baseline of the "reduction" column.
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
@@ -34,7 +35,8 @@ pub struct EvalArgs {
     out: PathBuf,
     /// Configurations MODE+CONTEXT[+RERANK], comma-separated; the first is the baseline.
     /// MODE: bm25, vector, hybrid; CONTEXT: none, structural, file:CONTEXTS.jsonl (LLM
-    /// contexts from `situate contexts export`), indexed
+    /// contexts from `situate contexts export`), indexed; RERANK: none, cross-encoder:DIR,
+    /// llm, llm:LLM, cohere:MODEL, voyage:MODEL, jina:MODEL, tei:MODEL, ...
     #[arg(
         long,
         value_delimiter = ',',
@@ -77,6 +79,9 @@ pub struct EvalArgs {
     /// Weight of the vector leg in hybrid configurations
     #[arg(long, default_value_t = 1.0)]
     vector_weight: f32,
+    /// How many fused chunks a configuration's reranker re-scores per query
+    #[arg(long, default_value_t = situate_search::rerank::DEFAULT_DEPTH)]
+    rerank_depth: usize,
 }
 
 /// One parsed configuration.
@@ -123,9 +128,12 @@ fn parse_config(s: &str, existing_index: bool) -> Result<Config> {
             "configuration {s:?}: unknown context {context:?} (none, structural, indexed, file:CONTEXTS.jsonl)"
         ),
     }
-    if rerank != "none" {
-        bail!("configuration {s:?}: rerankers are not built yet (the reranking issue adds them)");
-    }
+    let rerank_shown = rerank_label(rerank).ok_or_else(|| {
+        anyhow!(
+            "configuration {s:?}: unknown reranker {rerank:?} (expected {})",
+            situate_rerank::FORMS
+        )
+    })?;
     // A contexts file is named by its stem in reports and file names.
     let shown = match context.strip_prefix("file:") {
         Some(p) => format!(
@@ -138,11 +146,40 @@ fn parse_config(s: &str, existing_index: bool) -> Result<Config> {
         None => context.to_string(),
     };
     Ok(Config {
-        name: format!("{mode}+{shown}+{rerank}"),
+        name: format!("{mode}+{shown}+{rerank_shown}"),
         mode: mode.into(),
         context: context.into(),
         rerank: rerank.into(),
     })
+}
+
+/// A reranker spec as configurations are named in reports and file names: options dropped,
+/// a model directory or GGUF file by its name; `None` when it is no reranker's form.
+fn rerank_label(spec: &str) -> Option<String> {
+    let bare = spec.split('?').next().unwrap_or(spec);
+    let name = |p: &str, stem: bool| {
+        let p = Path::new(p);
+        if stem { p.file_stem() } else { p.file_name() }
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let label = if bare == "none" || bare == "llm" {
+        bare.to_string()
+    } else if let Some(dir) = bare.strip_prefix("cross-encoder:") {
+        format!("cross-encoder:{}", name(dir.trim_end_matches('/'), false))
+    } else if let Some(llm) = bare.strip_prefix("llm:") {
+        if llm.ends_with(".gguf") {
+            format!("llm:{}", name(llm, true))
+        } else {
+            bare.to_string()
+        }
+    } else if situate_rerank::hosted::is_hosted(bare) {
+        bare.to_string()
+    } else {
+        return None;
+    };
+    // Names become file names: no path separators.
+    Some(label.replace(['/', '\\'], "_"))
 }
 
 /// Reads unanswerable control questions.
@@ -179,7 +216,16 @@ fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
         .collect())
 }
 
-pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::process::ExitCode> {
+pub fn run(
+    a: EvalArgs,
+    index: &Path,
+    default_llm: &str,
+    json: bool,
+    quiet: bool,
+) -> Result<std::process::ExitCode> {
+    if a.rerank_depth == 0 {
+        bail!("--rerank-depth must be at least 1");
+    }
     let mut set = EvalSet::load(&a.dataset, &a.split)?;
     if let Some(n) = a.queries {
         set.truncate(n);
@@ -239,6 +285,12 @@ pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::pr
             MatchOn::Contextual
         };
         let mode: situate_search::Mode = cfg.mode.parse().map_err(anyhow::Error::msg)?;
+        let reranker = situate_rerank::resolve(&cfg.rerank, default_llm)
+            .with_context(|| format!("configuration {}", cfg.name))?;
+        let rerank = reranker.as_deref().map(|r| situate_engine::Rerank {
+            reranker: r,
+            depth: a.rerank_depth,
+        });
         let started = Instant::now();
         let mut rankings = Vec::with_capacity(queries.len());
         for q in &queries {
@@ -248,7 +300,7 @@ pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::pr
             req.mode = Some(mode);
             req.bm25_weight = a.bm25_weight;
             req.vector_weight = a.vector_weight;
-            let hits = engine.search(&req)?;
+            let hits = engine.search_reranked(&req, &Default::default(), rerank)?;
             let mut seen = HashSet::new();
             let ranking: Vec<Retrieved> = hits
                 .into_iter()
@@ -366,10 +418,10 @@ pub fn run(a: EvalArgs, index: &Path, json: bool, quiet: bool) -> Result<std::pr
     )
     .context("writing report.json")?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{table}");
-        println!("reports in {}", a.out.display());
+        outln!("{table}");
+        outln!("reports in {}", a.out.display());
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -450,4 +502,32 @@ fn build_index(
         );
     }
     Ok(engine)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rerank_label;
+
+    #[test]
+    fn rerankers_are_named_for_reports_without_paths_or_options() {
+        assert_eq!(rerank_label("none").as_deref(), Some("none"));
+        assert_eq!(rerank_label("llm").as_deref(), Some("llm"));
+        assert_eq!(
+            rerank_label("cross-encoder:/models/ms-marco-MiniLM-L-6-v2/?long=max").as_deref(),
+            Some("cross-encoder:ms-marco-MiniLM-L-6-v2")
+        );
+        assert_eq!(
+            rerank_label("llm:/models/qwen2.5-0.5b.gguf").as_deref(),
+            Some("llm:qwen2.5-0.5b")
+        );
+        assert_eq!(
+            rerank_label("llm:openai:gpt-4o-mini?base_url=http://x").as_deref(),
+            Some("llm:openai:gpt-4o-mini")
+        );
+        assert_eq!(
+            rerank_label("vllm:BAAI/bge-reranker-v2-m3?base_url=http://localhost:8000").as_deref(),
+            Some("vllm:BAAI_bge-reranker-v2-m3")
+        );
+        assert_eq!(rerank_label("magic"), None);
+    }
 }

@@ -64,7 +64,7 @@ pub fn run(cmd: EvalSetCommand, index: &Path) -> Result<ExitCode> {
                 .open(&file)
                 .with_context(|| format!("creating {} (it must not exist yet)", file.display()))?;
             f.write_all(TEMPLATE.as_bytes())?;
-            println!(
+            outln!(
                 "wrote a template to {}; replace its examples with `situate eval-set add`",
                 file.display()
             );
@@ -160,7 +160,7 @@ fn add(
         .append(true)
         .open(file)?;
     f.write_all(text.as_bytes())?;
-    println!(
+    outln!(
         "added {id} to {} ({})",
         file.display(),
         if relevant.is_empty() {
@@ -219,7 +219,7 @@ fn check(index: &Path, file: &Path) -> Result<ExitCode> {
         }
     }
     let answerable = queries.iter().filter(|q| !q.query.unanswerable).count();
-    println!(
+    outln!(
         "{}: {} questions ({} answerable, {} unanswerable), {} problems",
         file.display(),
         queries.len(),
@@ -228,7 +228,7 @@ fn check(index: &Path, file: &Path) -> Result<ExitCode> {
         problems.len()
     );
     for p in &problems {
-        println!("  {p}");
+        outln!("  {p}");
     }
     Ok(if problems.is_empty() {
         ExitCode::SUCCESS

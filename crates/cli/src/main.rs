@@ -1,8 +1,23 @@
 //! `situate`: the command line. Glue only: parsing, settings, progress and output; the work
 //! happens in `situate-engine`.
 
+/// `println!` that returns the write error instead of panicking: a closed pipe
+/// (`situate status | head`) then ends the command quietly (see `main`).
+macro_rules! outln {
+    () => {
+        std::io::Write::write_all(&mut std::io::stdout(), b"\n")?
+    };
+    ($($t:tt)*) => {
+        {
+            use std::io::Write as _;
+            writeln!(std::io::stdout(), $($t)*)?
+        }
+    };
+}
+
 mod bench;
 mod bench_llm;
+mod bench_rerank;
 mod bench_vec;
 mod config;
 mod contexts;
@@ -188,6 +203,15 @@ struct SearchArgs {
     /// Weight of the vector leg [default: 1]
     #[arg(long)]
     vector_weight: Option<f32>,
+    /// Rerank the fused top hits: none, cross-encoder:DIR (a Hugging Face BERT or XLM-R
+    /// cross-encoder; options ?max_tokens=N&batch=N&long=truncate|max), llm (the local LLM
+    /// judges each hit), llm:LLM (a GGUF path or hosted LLM), cohere:MODEL, voyage:MODEL,
+    /// jina:MODEL, tei:MODEL, vllm:MODEL, infinity:MODEL (with ?base_url=...) [default: none]
+    #[arg(long)]
+    rerank: Option<String>,
+    /// How many fused hits the reranker re-scores (at least -k) [default: 150]
+    #[arg(long)]
+    rerank_depth: Option<usize>,
     /// Only this document (repeatable)
     #[arg(long)]
     document: Vec<String>,
@@ -369,17 +393,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 metadata: key_values("--meta", &a.meta)?,
             };
             let mode = e.mode_for(req.mode)?;
+            let rerank_spec = a
+                .rerank
+                .clone()
+                .or(settings.search.rerank.clone())
+                .unwrap_or_else(|| "none".into());
+            let depth = a
+                .rerank_depth
+                .or(settings.search.rerank_depth)
+                .unwrap_or(situate_search::rerank::DEFAULT_DEPTH);
+            if depth == 0 {
+                bail!("--rerank-depth must be at least 1");
+            }
+            let reranker = situate_rerank::resolve(&rerank_spec, &settings.default_llm())?;
             let started = Instant::now();
-            let hits = e.search_filtered(&req, &filter)?;
-            output::hits(
-                g.json,
-                &a.query,
+            let hits = e.search_reranked(
+                &req,
+                &filter,
+                reranker
+                    .as_deref()
+                    .map(|r| situate_engine::Rerank { reranker: r, depth }),
+            )?;
+            let shown = output::SearchShown {
+                query: &a.query,
                 match_on,
                 mode,
-                a.explain,
-                &hits,
-                started.elapsed(),
-            )?;
+                explain: a.explain,
+                reranker: reranker.as_deref().map(|r| r.id()),
+            };
+            output::hits(g.json, &shown, &hits, started.elapsed())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { chunk_id } => {
@@ -422,10 +464,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }))?;
             } else {
                 for (status, n) in &stats.store.context_status {
-                    println!("{status:<10} {n}");
+                    outln!("{status:<10} {n}");
                 }
                 for c in listed.iter().take(50) {
-                    println!(
+                    outln!(
                         "  {} {}: {}",
                         c.context_status,
                         c.chunk_id,
@@ -433,7 +475,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     );
                 }
                 if listed.len() > 50 {
-                    println!("  ... {} more: `situate contexts list`", listed.len() - 50);
+                    outln!("  ... {} more: `situate contexts list`", listed.len() - 50);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -475,10 +517,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(a) => eval::run(a, &index, g.json, g.quiet),
+        Command::Eval(a) => eval::run(a, &index, &settings.default_llm(), g.json, g.quiet),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, g.json),
-        Command::Bench(b) => bench::run(b, &index),
+        Command::Bench(b) => bench::run(b, &index, &settings.default_llm()),
     }
 }
 
@@ -626,13 +668,16 @@ fn ingest(
                 "dollars_per_million_document_tokens": per_million,
             }))?;
         } else {
-            println!(
+            outln!(
                 "dry run: {docs} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
-                report.unchanged, report.chunks, report.contexts_cached, report.document_tokens
+                report.unchanged,
+                report.chunks,
+                report.contexts_cached,
+                report.document_tokens
             );
-            println!("{}", contexts::cost_line(&report.usage, price, docs, true));
+            outln!("{}", contexts::cost_line(&report.usage, price, docs, true));
             if let Some(m) = per_million {
-                println!("${m:.2} per million document tokens");
+                outln!("${m:.2} per million document tokens");
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -640,15 +685,15 @@ fn ingest(
     output::ingest_report(g.json, e.dir(), created, &method, &report, elapsed)?;
     if method == "llm" && !g.json {
         let docs = report.added + report.replaced;
-        println!("{}", contexts::cost_line(&report.usage, price, docs, false));
+        outln!("{}", contexts::cost_line(&report.usage, price, docs, false));
         if let Some(p) = price.filter(|_| report.document_tokens > 0) {
-            println!(
+            outln!(
                 "${:.2} per million document tokens",
                 p.dollars(&report.usage) * 1e6 / report.document_tokens as f64
             );
         }
         if report.contexts_deferred > 0 {
-            println!(
+            outln!(
                 "{} chunks were left without a context (budget reached); `situate contextualize` goes on",
                 report.contexts_deferred
             );

@@ -44,7 +44,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                     Installed::Fresh(p) => (p, true),
                 };
                 if !json {
-                    println!(
+                    outln!(
                         "{} {} in {}",
                         n,
                         if fresh {
@@ -58,7 +58,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 done.push(serde_json::json!({"name": n, "path": path, "fresh": fresh}));
             }
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({"installed": done}))?
                 );
@@ -72,7 +72,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 let path = root.join(e.name);
                 let installed = path.is_dir() && install::verify(e, &path).unwrap_or(false);
                 if !json {
-                    println!(
+                    outln!(
                         "{:<20} {:<10} {}  [{}=={}]",
                         e.name,
                         if installed { "installed" } else { "-" },
@@ -84,7 +84,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 rows.push(serde_json::json!({"name": e.name, "installed": installed, "path": path, "package": e.package, "version": e.version}));
             }
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({"dir": root, "models": rows})

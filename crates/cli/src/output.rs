@@ -53,23 +53,38 @@ fn indent(text: &str, pad: &str) -> String {
         .join(&format!("\n{pad}"))
 }
 
+/// How a search was run, for its output.
+pub struct SearchShown<'a> {
+    /// The query.
+    pub query: &'a str,
+    /// Plain or contextual BM25.
+    pub match_on: MatchOn,
+    /// The legs run.
+    pub mode: situate_engine::Mode,
+    /// Whether each hit's ranks and scores are shown (text output).
+    pub explain: bool,
+    /// The reranker's id, if one re-scored the hits.
+    pub reranker: Option<&'a str>,
+}
+
 /// Search results: context and original visibly apart.
-pub fn hits(
-    json: bool,
-    query: &str,
-    match_on: MatchOn,
-    mode: situate_engine::Mode,
-    explain: bool,
-    hits: &[Hit],
-    took: Duration,
-) -> Result<()> {
+pub fn hits(json: bool, shown: &SearchShown<'_>, hits: &[Hit], took: Duration) -> Result<()> {
+    let SearchShown {
+        query,
+        match_on,
+        mode,
+        explain,
+        reranker,
+    } = *shown;
     if json {
-        // Every hit carries `score` (fused in hybrid mode) and `legs` (each leg's rank and
-        // score), with or without --explain.
+        // Every hit carries `score` (the rerank score when reranked, else fused in hybrid
+        // mode) and `legs` (each leg's rank and score; when reranked also `fused` (hybrid)
+        // and `rerank`), with or without --explain.
         return print_json(&serde_json::json!({
             "query": query,
             "mode": mode,
             "bm25": match_on.to_string(),
+            "reranker": reranker,
             "took_ms": took.as_secs_f64() * 1000.0,
             "hits": hits,
         }));
@@ -94,12 +109,19 @@ pub fn hits(
                     None => format!("{l} —"),
                 })
                 .collect();
-            let fused = if mode == situate_engine::Mode::Hybrid {
-                format!(" · fused {:.5}", h.score)
-            } else {
-                String::new()
+            let leg = |name: &str| h.legs.iter().find(|x| x.leg == name);
+            let fused = match (mode, leg("fused")) {
+                (situate_engine::Mode::Hybrid, Some(f)) => {
+                    format!(" · fused #{} ({:.5})", f.rank, f.score)
+                }
+                (situate_engine::Mode::Hybrid, None) => format!(" · fused {:.5}", h.score),
+                _ => String::new(),
             };
-            writeln!(out, "    explain   {}{fused}", legs.join(" · "))?;
+            let rerank = match leg("rerank") {
+                Some(r) => format!(" · rerank #{} ({:.4})", r.rank, r.score),
+                None => String::new(),
+            };
+            writeln!(out, "    explain   {}{fused}{rerank}", legs.join(" · "))?;
         }
         if !h.heading_path.is_empty() {
             writeln!(out, "    section   {}", h.heading_path.join(" > "))?;
@@ -119,6 +141,10 @@ pub fn hits(
         situate_engine::Mode::Bm25 => format!("{match_on} BM25"),
         situate_engine::Mode::Vector => "vectors".to_string(),
         situate_engine::Mode::Hybrid => format!("hybrid ({match_on} BM25 + vectors, fused)"),
+    };
+    let how = match reranker {
+        Some(r) => format!("{how}, reranked by {r}"),
+        None => how,
     };
     writeln!(
         out,

@@ -110,13 +110,13 @@ fn unanswerable_controls_get_an_abstain_report() {
 }
 
 #[test]
-fn configurations_not_built_yet_are_refused_clearly() {
+fn bad_configurations_are_refused_clearly() {
     let tmp = tempfile::tempdir().expect("tmp");
     for (config, says) in [
         ("fancy+none", "unknown mode"),
         ("bm25+llm", "file:FILE"),
         ("bm25+file:/nonexistent.jsonl", "no contexts file"),
-        ("bm25+none+cohere", "not built yet"),
+        ("bm25+none+cohere", "unknown reranker"),
         ("bm25", "MODE+CONTEXT"),
     ] {
         let out = run(

@@ -6,6 +6,7 @@ mod crash;
 mod eval;
 mod hosted;
 mod ingest;
+mod rerank;
 mod search;
 
 use serde_json::Value;

@@ -6,7 +6,8 @@
 //! - the data model: [`Document`], [`ChunkSpan`], [`ChunkCard`] and the context that situates
 //!   a chunk ([`ContextStatus`], [`Provenance`]);
 //! - the stage traits: [`Contextualizer`] (writes contexts, asynchronous and batched per
-//!   document) and [`LexicalIndex`] (a BM25 leg);
+//!   document), [`LexicalIndex`] (a BM25 leg), [`Embedder`], [`VectorIndex`] and
+//!   [`Reranker`] (re-scores the fused top hits);
 //! - [`Hit`], what a search returns: the context and the original text kept apart;
 //! - the one rule that derives indexed text from a card: [`indexed_text`].
 //!
@@ -22,6 +23,7 @@
 mod context;
 mod embed;
 mod model;
+mod rerank;
 mod vector;
 
 pub use context::{
@@ -33,6 +35,7 @@ pub use model::{
     CardRecord, ChunkCard, ChunkSpan, ContextStatus, DocKind, Document, Hit, Language, LegScore,
     Provenance,
 };
+pub use rerank::{RerankError, RerankPassage, Reranker};
 pub use vector::{CardSet, DocumentFilter, VectorIndex, VectorQuery};
 
 use std::fmt;

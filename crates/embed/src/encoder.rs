@@ -1,4 +1,5 @@
-//! A BERT encoder forward pass for embedding, written for the CPU (used by [`crate::bert`]).
+//! A BERT encoder forward pass, written for the CPU: sentence embeddings ([`crate::bert`])
+//! and the cross-encoders of `situate-rerank` (BERT and XLM-RoBERTa layouts).
 //!
 //! candle-transformers' `BertModel` is correct but slow here for three reasons measured with
 //! `perf` (BENCHMARKS.md): a batch is padded to its longest text and attention, masking and
@@ -14,13 +15,14 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
 /// A dense layer with its weight transposed once at load (in × out, contiguous).
-struct Dense {
+pub struct Dense {
     wt: Tensor,
     b: Tensor,
 }
 
 impl Dense {
-    fn load(vb: VarBuilder, input: usize, output: usize) -> candle_core::Result<Self> {
+    /// Loads `weight` (out × in) and `bias` (out).
+    pub fn load(vb: VarBuilder, input: usize, output: usize) -> candle_core::Result<Self> {
         let w = vb.get((output, input), "weight")?;
         Ok(Dense {
             wt: w.t()?.contiguous()?,
@@ -29,7 +31,7 @@ impl Dense {
     }
 
     /// x (t × in) → t × out, bias added.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         // With the weight contiguous as in × out, gemm reads it in place; by a transposed
         // view (as candle's `Linear` does) it repacked the weight at every call, which was
         // a third of a query's time.
@@ -87,6 +89,7 @@ pub struct Encoder {
     hidden: usize,
     eps: f64,
     act: Act,
+    position_offset: usize,
 }
 
 impl Encoder {
@@ -102,7 +105,9 @@ impl Encoder {
         }
     }
 
-    fn load_at(vb: VarBuilder, c: &Config) -> candle_core::Result<Self> {
+    /// Loads the weights exactly under `vb` (`embeddings.*`, `encoder.layer.N.*`), without
+    /// guessing a prefix.
+    pub fn load_at(vb: VarBuilder, c: &Config) -> candle_core::Result<Self> {
         let h = c.hidden_size;
         if c.num_attention_heads == 0 || !h.is_multiple_of(c.num_attention_heads) {
             candle_core::bail!("hidden_size {h} is not a multiple of num_attention_heads");
@@ -137,24 +142,94 @@ impl Encoder {
                 HiddenAct::GeluApproximate => Act::GeluTanh,
                 HiddenAct::Relu => Act::Relu,
             },
+            position_offset: 0,
         })
+    }
+
+    /// The first position id of a text: 0 for BERT; RoBERTa-family models (XLM-R) number
+    /// positions from `pad_token_id + 1`.
+    pub fn with_position_offset(mut self, offset: usize) -> Self {
+        self.position_offset = offset;
+        self
+    }
+
+    /// The hidden size.
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// The longest text the position embeddings allow (position offset included).
+    pub fn max_tokens(&self) -> usize {
+        self.pos
+            .dim(0)
+            .unwrap_or(0)
+            .saturating_sub(self.position_offset)
     }
 
     /// The mean of the last hidden states of each text (token ids with special tokens, no
     /// padding; token type 0), one row per text.
     pub fn mean_pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let dev = self.word.device();
         let h = self.hidden;
+        if texts.iter().all(|t| t.is_empty()) {
+            return Ok(vec![vec![0.0; h]; texts.len()]);
+        }
+        let (x, segs) = self.packed(texts.iter().map(|t| (t.as_slice(), None)))?;
+        mean_per_text(&x, &segs)
+    }
+
+    /// The last hidden state of each text's first token (`[CLS]`, `<s>`): what a
+    /// sequence-classification head reads. Each text is (token ids, token type ids); the
+    /// type ids may be empty (all 0). One row per text, `texts.len()` × hidden.
+    pub fn first_token_states(
+        &self,
+        texts: &[(Vec<u32>, Vec<u32>)],
+    ) -> candle_core::Result<Tensor> {
+        if let Some(i) = texts.iter().position(|(ids, _)| ids.is_empty()) {
+            candle_core::bail!("text {i} has no tokens");
+        }
+        let (x, segs) = self.packed(texts.iter().map(|(ids, types)| {
+            (
+                ids.as_slice(),
+                Some(types.as_slice()).filter(|t| !t.is_empty()),
+            )
+        }))?;
+        let firsts: Vec<u32> = segs.iter().map(|&(s, _)| s as u32).collect();
+        x.index_select(&Tensor::new(firsts.as_slice(), x.device())?, 0)
+    }
+
+    /// Runs the encoder over texts packed end to end; returns the packed last hidden states
+    /// and each text's (first row, rows).
+    fn packed<'a>(
+        &self,
+        texts: impl Iterator<Item = (&'a [u32], Option<&'a [u32]>)>,
+    ) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
+        let dev = self.word.device();
         let mut ids = Vec::new();
+        let mut types = Vec::new();
+        let mut any_type = false;
         let mut positions = Vec::new();
-        let mut segs = Vec::with_capacity(texts.len());
-        for t in texts {
+        let mut segs = Vec::new();
+        let limit = self.pos.dim(0)?;
+        for (t, ty) in texts {
+            if self.position_offset + t.len() > limit {
+                candle_core::bail!(
+                    "a text of {} tokens is longer than the model's {} positions",
+                    t.len(),
+                    limit - self.position_offset.min(limit)
+                );
+            }
             segs.push((ids.len(), t.len()));
             ids.extend_from_slice(t);
-            positions.extend(0..t.len() as u32);
-        }
-        if ids.is_empty() {
-            return Ok(vec![vec![0.0; h]; texts.len()]);
+            match ty {
+                Some(ty) if ty.len() == t.len() => {
+                    any_type |= ty.iter().any(|&x| x != 0);
+                    types.extend_from_slice(ty);
+                }
+                Some(ty) => candle_core::bail!("{} token types for {} tokens", ty.len(), t.len()),
+                None => types.extend(std::iter::repeat_n(0u32, t.len())),
+            }
+            let first = self.position_offset as u32;
+            positions.extend(first..first + t.len() as u32);
         }
         let word = self
             .word
@@ -162,8 +237,14 @@ impl Encoder {
         let pos = self
             .pos
             .index_select(&Tensor::new(positions.as_slice(), dev)?, 0)?;
-        let ty = self.ty.narrow(0, 0, 1)?;
-        let x = (word + pos)?.broadcast_add(&ty)?;
+        let x = if any_type {
+            let ty = self
+                .ty
+                .index_select(&Tensor::new(types.as_slice(), dev)?, 0)?;
+            ((word + pos)? + ty)?
+        } else {
+            (word + pos)?.broadcast_add(&self.ty.narrow(0, 0, 1)?)?
+        };
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
         for l in &self.layers {
             let ctx = packed_attention(
@@ -179,7 +260,7 @@ impl Encoder {
             let fo = l.fo.forward(&mid)?;
             x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.w, &l.oln.b, self.eps as f32)?;
         }
-        mean_per_text(&x, &segs)
+        Ok((x, segs))
     }
 }
 

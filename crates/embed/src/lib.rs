@@ -11,7 +11,7 @@
 
 pub mod bert;
 pub mod e5;
-mod encoder;
+pub mod encoder;
 pub mod hashing;
 pub mod hosted;
 pub mod resolve;

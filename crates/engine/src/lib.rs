@@ -38,6 +38,15 @@ pub use contexts::{ContextProgress, ContextUpdate};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use situate_index::ChineseTokenizer;
 pub use situate_search::{Mode, SearchRequest};
+
+/// The reranking stage of a search ([`Engine::search_reranked`]).
+#[derive(Clone, Copy)]
+pub struct Rerank<'a> {
+    /// The reranker.
+    pub reranker: &'a dyn situate_core::Reranker,
+    /// How many fused hits it re-scores (the paper's 150; at least the `k` asked).
+    pub depth: usize,
+}
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
 
@@ -82,6 +91,9 @@ pub enum EngineError {
     /// A search failed.
     #[error("search failed: {0}")]
     Search(IndexError),
+    /// The reranker failed (the search is not answered from the unreranked order).
+    #[error("reranking failed: {0}")]
+    Rerank(#[from] situate_core::RerankError),
     /// The vector index failed.
     #[error(transparent)]
     Vector(#[from] situate_vector::VectorError),
@@ -529,6 +541,34 @@ impl Engine {
         };
         situate_search::search(&legs, &StoreCards(&self.store), &req, mode, cards.as_ref())
             .map_err(EngineError::Search)
+    }
+
+    /// [`Engine::search_filtered`], then the reranking stage: the fused top
+    /// `rerank.depth` hits (at least `k`) are re-scored by the reranker and the best `k`
+    /// returned, each with its rerank score beside its fused and per-leg ones
+    /// (`situate_search::rerank::apply`). Without a reranker this is `search_filtered`.
+    pub fn search_reranked(
+        &self,
+        req: &SearchRequest<'_>,
+        filter: &DocumentFilter,
+        rerank: Option<Rerank<'_>>,
+    ) -> Result<Vec<Hit>> {
+        let Some(rerank) = rerank else {
+            return self.search_filtered(req, filter);
+        };
+        let depth = rerank.depth.max(req.k);
+        let wide = SearchRequest {
+            k: depth,
+            fetch: req.fetch.max(depth),
+            ..req.clone()
+        };
+        let hits = self.search_filtered(&wide, filter)?;
+        let mode = self.mode_for(req.mode)?;
+        let passages = situate_search::rerank::passages(&hits);
+        let scores = self
+            .runtime()?
+            .block_on(rerank.reranker.score(req.text, &passages))?;
+        situate_search::rerank::apply(hits, &scores, req.k, mode).map_err(EngineError::Search)
     }
 
     /// The raw BM25 leg (card keys and scores), for benchmarks and evaluation.

@@ -608,3 +608,110 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
     );
     assert!(e.check().expect("check").is_consistent());
 }
+
+/// A reranker that prefers passages naming an animal, and records what it read.
+struct Prefers {
+    word: &'static str,
+    seen: std::sync::Mutex<Vec<(Option<String>, String)>>,
+    fail: bool,
+}
+
+#[async_trait::async_trait]
+impl situate_core::Reranker for Prefers {
+    fn id(&self) -> &str {
+        "prefers"
+    }
+    async fn score(
+        &self,
+        _query: &str,
+        passages: &[situate_core::RerankPassage<'_>],
+    ) -> std::result::Result<Vec<f32>, situate_core::RerankError> {
+        if self.fail {
+            return Err(situate_core::RerankError {
+                reranker: "prefers".into(),
+                message: "the server is down".into(),
+            });
+        }
+        if let Ok(mut s) = self.seen.lock() {
+            s.extend(
+                passages
+                    .iter()
+                    .map(|p| (p.context.map(str::to_string), p.text.to_string())),
+            );
+        }
+        Ok(passages
+            .iter()
+            .map(|p| if p.text.contains(self.word) { 1.0 } else { 0.0 })
+            .collect())
+    }
+}
+
+#[test]
+fn reranking_reorders_the_fused_top_hits_and_keeps_k() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Exact)).expect("create");
+    e.ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    let owls = Prefers {
+        word: "Owls",
+        seen: Default::default(),
+        fail: false,
+    };
+    let mut req = SearchRequest::new("zebras stripes and penguins", 2);
+    req.mode = Some(Mode::Hybrid);
+    let none = DocumentFilter::default();
+    let plain = e.search_filtered(&req, &none).expect("plain");
+    assert_ne!(plain[0].document_id, "notes/c.txt");
+    let rerank = Rerank {
+        reranker: &owls,
+        depth: 150,
+    };
+    let hits = e
+        .search_reranked(&req, &none, Some(rerank))
+        .expect("reranked");
+    // The owl chunk was deep in the fused list (or found by the vector leg only); the
+    // reranker brings it to the top, and k = 2 holds.
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].document_id, "notes/c.txt");
+    assert_eq!(hits[0].score, 1.0);
+    let legs: Vec<&str> = hits[0].legs.iter().map(|l| l.leg.as_str()).collect();
+    assert!(legs.ends_with(&["fused", "rerank"]), "{legs:?}");
+    // Every fused hit was read (3 chunks), each with its structural context apart.
+    let seen = owls.seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|(ctx, _)| ctx.is_some()));
+    assert!(seen.iter().any(|(_, t)| t.starts_with("Penguins")));
+    // A depth of 1 re-scores only the fused top k (depth is at least k).
+    let shallow = Rerank {
+        reranker: &owls,
+        depth: 1,
+    };
+    let hits = e
+        .search_reranked(&req, &none, Some(shallow))
+        .expect("shallow");
+    assert_eq!(
+        ids(&hits).iter().collect::<std::collections::BTreeSet<_>>(),
+        ids(&plain)
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    // A failing reranker is an error, not a silent fall back to the fused order.
+    let down = Prefers {
+        word: "x",
+        seen: Default::default(),
+        fail: true,
+    };
+    let err = e
+        .search_reranked(
+            &req,
+            &none,
+            Some(Rerank {
+                reranker: &down,
+                depth: 150,
+            }),
+        )
+        .expect_err("down");
+    assert!(err.to_string().contains("the server is down"), "{err}");
+}

@@ -278,6 +278,67 @@ impl HostedLlm {
     }
 }
 
+impl HostedLlm {
+    /// One yes/no judgement: OpenAI-compatible servers are asked for the first token's
+    /// `top_logprobs` (P(yes) / (P(yes) + P(no)) over the listed tokens that spell each
+    /// answer); a server that lists neither, and Anthropic (which exposes no token
+    /// probabilities), are read from the reply's text: 1 for yes, 0 for no.
+    async fn judge_one(
+        &self,
+        system: Option<&str>,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<f32, LlmError> {
+        let unusable = |text: &str| LlmError::Answer {
+            provider: self.id.clone(),
+            message: format!("expected yes or no, got {text:?}"),
+        };
+        if self.protocol == Protocol::Anthropic {
+            let g = self.ask(system, prefix, suffix, 3).await?;
+            return crate::yes_no(&g.text).ok_or_else(|| unusable(&g.text));
+        }
+        let mut messages = Vec::new();
+        if let Some(s) = system {
+            messages.push(json!({"role": "system", "content": s}));
+        }
+        messages.push(json!({"role": "user", "content": format!("{prefix}{suffix}")}));
+        let mut body = json!({
+            "model": self.model,
+            "temperature": 0,
+            "messages": messages,
+            "logprobs": true,
+            "top_logprobs": 10,
+        });
+        body[self.max_tokens_field.as_str()] = json!(1);
+        let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .as_deref()
+            .map(|b| vec![("authorization", b)])
+            .unwrap_or_default();
+        let url = format!("{}/chat/completions", self.base_url);
+        let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+        let choice = &reply["choices"][0];
+        let (mut yes, mut no) = (Vec::new(), Vec::new());
+        if let Some(top) = choice["logprobs"]["content"][0]["top_logprobs"].as_array() {
+            for t in top {
+                let (Some(token), Some(lp)) = (t["token"].as_str(), t["logprob"].as_f64()) else {
+                    continue;
+                };
+                match crate::yes_no(token) {
+                    Some(v) if v > 0.5 => yes.push(lp as f32),
+                    Some(_) => no.push(lp as f32),
+                    None => {}
+                }
+            }
+        }
+        if let Some(share) = crate::yes_share(&yes, &no) {
+            return Ok(share);
+        }
+        let text = choice["message"]["content"].as_str().unwrap_or("");
+        crate::yes_no(text).ok_or_else(|| unusable(text))
+    }
+}
+
 #[async_trait::async_trait]
 impl Llm for HostedLlm {
     fn id(&self) -> &str {
@@ -330,6 +391,32 @@ impl Llm for HostedLlm {
         out[i] = Some(first);
         let mut rest = futures_util::stream::iter(1..n)
             .map(ask)
+            .buffer_unordered(self.concurrency);
+        while let Some((i, r)) = rest.next().await {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply".into()))))
+            .collect()
+    }
+
+    async fn judge_shared(&self, prompt: SharedPrompt<'_>) -> Vec<Result<f32, LlmError>> {
+        let n = prompt.suffixes.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let judge = |i: usize| async move {
+            let r = self
+                .judge_one(prompt.system, prompt.prefix, &prompt.suffixes[i])
+                .await;
+            (i, r)
+        };
+        let mut out: Vec<Option<Result<f32, LlmError>>> = (0..n).map(|_| None).collect();
+        // As for replies: the first alone, so the shared prefix is cached for the others.
+        let (i, first) = judge(0).await;
+        out[i] = Some(first);
+        let mut rest = futures_util::stream::iter(1..n)
+            .map(judge)
             .buffer_unordered(self.concurrency);
         while let Some((i, r)) = rest.next().await {
             out[i] = Some(r);

@@ -142,6 +142,78 @@ pub trait Llm: Send + Sync {
         prompt: SharedPrompt<'_>,
         on_reply: OnReply<'_>,
     ) -> Vec<Result<Generation, LlmError>>;
+
+    /// For each suffix of `prompt` (a yes/no question), how strongly the model answers
+    /// "yes": P(yes) / (P(yes) + P(no)) from the probabilities of the reply's first token
+    /// where the provider exposes them (local models, OpenAI-compatible servers with
+    /// `logprobs`). The default reads a short reply instead: 1 for yes, 0 for no
+    /// ([`judge_by_reply`]). `prompt.max_tokens` is ignored.
+    async fn judge_shared(&self, prompt: SharedPrompt<'_>) -> Vec<Result<f32, LlmError>> {
+        judge_by_reply(self, prompt).await
+    }
+}
+
+/// A yes/no judgement read from the reply's text: 1 when its first word is "yes", 0 when it
+/// is "no" (any case, punctuation ignored); anything else is an error.
+pub async fn judge_by_reply<L: Llm + ?Sized>(
+    llm: &L,
+    prompt: SharedPrompt<'_>,
+) -> Vec<Result<f32, LlmError>> {
+    let prompt = SharedPrompt {
+        max_tokens: 3,
+        ..prompt
+    };
+    llm.generate_shared(prompt, &|_, _| {})
+        .await
+        .into_iter()
+        .map(|r| {
+            r.and_then(|g| {
+                yes_no(&g.text).ok_or_else(|| LlmError::Answer {
+                    provider: llm.id().to_string(),
+                    message: format!("expected yes or no, got {:?}", g.text),
+                })
+            })
+        })
+        .collect()
+}
+
+/// 1 for a reply starting with "yes", 0 for "no", `None` otherwise.
+///
+/// ```
+/// assert_eq!(situate_llm::yes_no(" Yes."), Some(1.0));
+/// assert_eq!(situate_llm::yes_no("no, it does not"), Some(0.0));
+/// assert_eq!(situate_llm::yes_no("Maybe"), None);
+/// ```
+pub fn yes_no(text: &str) -> Option<f32> {
+    let word: String = text
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphabetic())
+        .collect::<String>()
+        .to_lowercase();
+    match word.as_str() {
+        "yes" => Some(1.0),
+        "no" => Some(0.0),
+        _ => None,
+    }
+}
+
+/// P(yes) / (P(yes) + P(no)) from the log-probabilities (or logits: only differences
+/// matter) of the tokens that spell each answer, computed stably.
+pub fn yes_share(yes: &[f32], no: &[f32]) -> Option<f32> {
+    fn lse(v: &[f32]) -> Option<f64> {
+        let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        if !m.is_finite() {
+            return None;
+        }
+        Some(m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln())
+    }
+    match (lse(yes), lse(no)) {
+        (Some(y), Some(n)) => Some((1.0 / (1.0 + (n - y).exp())) as f32),
+        (Some(_), None) => Some(1.0),
+        (None, Some(_)) => Some(0.0),
+        (None, None) => None,
+    }
 }
 
 /// Loads the LLM a setting names: a local model of the catalog (installed with `situate
@@ -201,3 +273,22 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
 mod hosted_tests;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod judge_tests {
+    use super::yes_share;
+
+    #[test]
+    fn the_yes_share_sums_each_answers_spellings_and_is_stable() {
+        assert_eq!(yes_share(&[0.0], &[0.0]), Some(0.5));
+        let got = yes_share(&[0.3f32.ln(), 0.1f32.ln()], &[0.2f32.ln()]).expect("share");
+        assert!((got - 0.4 / 0.6).abs() < 1e-6, "{got}");
+        // Logits in the thousands (only differences matter) do not overflow.
+        let got = yes_share(&[1000.0], &[999.0]).expect("share");
+        assert!((got - 1.0 / (1.0 + (-1.0f32).exp())).abs() < 1e-6, "{got}");
+        assert_eq!(yes_share(&[], &[-1.0]), Some(0.0));
+        assert_eq!(yes_share(&[-1.0], &[]), Some(1.0));
+        assert_eq!(yes_share(&[], &[]), None);
+        assert_eq!(yes_share(&[f32::NEG_INFINITY], &[f32::NEG_INFINITY]), None);
+    }
+}

@@ -193,6 +193,32 @@ pub struct LocalLlm {
     device: Device,
     reuse_prefix: bool,
     stats: std::sync::Arc<Mutex<LocalStats>>,
+    /// The single tokens that start a "yes" and a "no" answer (for judgements).
+    answer_tokens: Option<(Vec<u32>, Vec<u32>)>,
+}
+
+/// The single tokens that spell a first word `yes` / `no` in the usual casings, with and
+/// without a leading space; `None` when the vocabulary has no single token for one of them.
+fn answer_tokens(tokenizer: &Tokenizer) -> Option<(Vec<u32>, Vec<u32>)> {
+    let ids = |words: &[&str]| -> Vec<u32> {
+        let mut v: Vec<u32> = words
+            .iter()
+            .flat_map(|w| [w.to_string(), format!(" {w}")])
+            .filter_map(|w| {
+                let e = tokenizer.encode(w.as_str(), false).ok()?;
+                match e.get_ids() {
+                    [one] => Some(*one),
+                    _ => None,
+                }
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let yes = ids(&["yes", "Yes", "YES"]);
+    let no = ids(&["no", "No", "NO"]);
+    (!yes.is_empty() && !no.is_empty()).then_some((yes, no))
 }
 
 fn load_err(path: &Path, message: impl std::fmt::Display) -> LlmError {
@@ -292,13 +318,14 @@ impl LocalLlm {
         Ok(LocalLlm {
             id,
             weights: Mutex::new(weights),
-            tokenizer,
             template,
             stop,
             window,
             device,
             reuse_prefix: true,
             stats: Default::default(),
+            answer_tokens: answer_tokens(&tokenizer),
+            tokenizer,
         })
     }
 
@@ -508,6 +535,74 @@ impl Llm for LocalLlm {
                 prefix_cached = false;
             }
             on_reply(i, &result);
+            out.push(result);
+        }
+        weights.clear();
+        out
+    }
+
+    async fn judge_shared(&self, prompt: SharedPrompt<'_>) -> Vec<Result<f32, LlmError>> {
+        let Some((yes, no)) = &self.answer_tokens else {
+            return crate::judge_by_reply(self, prompt).await;
+        };
+        let n = prompt.suffixes.len();
+        let (open, close) = self.template.user_turn(prompt.system);
+        let fail_all = |e: LlmError| -> Vec<Result<f32, LlmError>> {
+            let msg = e.to_string();
+            let mut out = vec![Err(e)];
+            out.extend((1..n).map(|_| Err(LlmError::Generate(msg.clone()))));
+            out.truncate(n);
+            out
+        };
+        let prefix = match self.encode(&format!("{open}{}", prompt.prefix)) {
+            Ok(p) => p,
+            Err(e) => return fail_all(e),
+        };
+        let mut weights = match self.weights.lock() {
+            Ok(w) => w,
+            Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
+        };
+        let reuse = self.reuse_prefix && weights.reusable();
+        let mut prefix_cached = false;
+        let mut out = Vec::with_capacity(n);
+        for suffix in prompt.suffixes {
+            let result = (|| {
+                let own = self.encode(&format!("{suffix}{close}"))?;
+                let total = prefix.len() + own.len() + 1;
+                if total > self.window {
+                    return Err(LlmError::TooLong {
+                        tokens: total,
+                        window: self.window,
+                    });
+                }
+                let logits = if reuse {
+                    if !prefix_cached {
+                        weights.clear();
+                        self.feed(&mut weights, &prefix, 0)?;
+                        prefix_cached = true;
+                    }
+                    self.feed(&mut weights, &own, prefix.len())?
+                } else {
+                    weights.clear();
+                    let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
+                    self.feed(&mut weights, &all, 0)?
+                };
+                let logits: Vec<f32> = logits
+                    .flatten_all()
+                    .and_then(|l| l.to_dtype(candle_core::DType::F32))
+                    .and_then(|l| l.to_vec1())
+                    .map_err(|e| LlmError::Generate(e.to_string()))?;
+                let pick = |ids: &[u32]| -> Vec<f32> {
+                    ids.iter()
+                        .filter_map(|&i| logits.get(i as usize).copied())
+                        .collect()
+                };
+                crate::yes_share(&pick(yes), &pick(no))
+                    .ok_or_else(|| LlmError::Generate("no finite logit for yes or no".into()))
+            })();
+            if result.is_err() {
+                prefix_cached = false;
+            }
             out.push(result);
         }
         weights.clear();

@@ -310,3 +310,64 @@ fn the_forward_pass_agrees_with_candles_llama_on_smollm2() {
     eprintln!("largest logit difference: {worst}");
     assert!(worst < 3.0, "logits differ by up to {worst}");
 }
+
+#[tokio::test]
+async fn yes_no_judgements_are_probabilities_and_do_not_depend_on_prefix_reuse() {
+    let mut llm = smollm2();
+    let prefix = "Answer \"yes\" if the passage answers the question, otherwise \"no\".\n\n\
+                  <query>\nHow much did ACME's revenue grow in Q2 2023?\n</query>\n\n";
+    let suffixes: Vec<String> = sections()
+        .iter()
+        .map(|(_, t)| {
+            format!("<passage>\n{t}\n</passage>\n\nDoes the passage answer the question? Answer only yes or no.")
+        })
+        .collect();
+    let prompt = SharedPrompt {
+        system: None,
+        prefix,
+        suffixes: &suffixes,
+        max_tokens: 1,
+    };
+    let reused: Vec<f32> = llm
+        .judge_shared(prompt)
+        .await
+        .into_iter()
+        .map(|r| r.expect("judgement"))
+        .collect();
+    assert_eq!(reused.len(), 3);
+    assert!(reused.iter().all(|p| (0.0..=1.0).contains(p)), "{reused:?}");
+    let mut distinct = reused.clone();
+    distinct.dedup();
+    assert!(
+        distinct.len() > 1,
+        "the passages are told apart: {reused:?}"
+    );
+    llm.set_prefix_reuse(false);
+    let fresh: Vec<f32> = llm
+        .judge_shared(prompt)
+        .await
+        .into_iter()
+        .map(|r| r.expect("judgement"))
+        .collect();
+    for (a, b) in reused.iter().zip(&fresh) {
+        assert!((a - b).abs() < 1e-3, "{reused:?} vs {fresh:?}");
+    }
+    // The judgement is the model's own first-token choice made continuous: a reply
+    // generated greedily from the same prompt starts with the likelier answer.
+    llm.set_prefix_reuse(true);
+    let replies = llm
+        .generate_shared(
+            SharedPrompt {
+                max_tokens: 2,
+                ..prompt
+            },
+            &|_, _| {},
+        )
+        .await;
+    for (r, p) in replies.into_iter().zip(&reused) {
+        let text = r.expect("reply").text;
+        if let Some(v) = crate::yes_no(&text) {
+            assert_eq!(v > 0.5, *p > 0.5, "{text:?} against P(yes) = {p}");
+        }
+    }
+}

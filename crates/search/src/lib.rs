@@ -6,10 +6,12 @@
 //! filter ([`CardSet`]) is applied *inside* each leg, so both return `fetch` allowed hits
 //! and `k` survive however selective the filter. Hits are built from the chunk cards, so
 //! every hit carries the card's context and original text apart, each leg's rank and
-//! score, and the fused score. Reranking will slot in between fusion and [`build_hits`].
+//! score, and the fused score. [`rerank`] orders the fused top hits by a reranker's scores
+//! (the caller scores them: rerankers are asynchronous and may be remote).
 #![warn(missing_docs)]
 
 pub mod fusion;
+pub mod rerank;
 
 use fusion::{Fused, Fusion, RankedList, fuse};
 use situate_core::{
