@@ -230,19 +230,7 @@ impl HostedLlm {
                 })
             }
             Protocol::OpenAiChat => {
-                let mut messages = Vec::new();
-                if let Some(s) = system {
-                    messages.push(json!({"role": "system", "content": s}));
-                }
-                // The document first, in one message, so that servers' prefix caches match.
-                messages.push(json!({"role": "user", "content": format!("{prefix}{suffix}")}));
-                let mut body = json!({
-                    "model": self.model,
-                    "temperature": 0,
-                    "messages": messages,
-                });
-                body[self.max_tokens_field.as_str()] = json!(max_tokens);
-                let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
+                let (body, bearer) = self.chat_request(system, prefix, suffix, max_tokens);
                 let headers: Vec<(&str, &str)> = bearer
                     .as_deref()
                     .map(|b| vec![("authorization", b)])
@@ -279,6 +267,53 @@ impl HostedLlm {
 }
 
 impl HostedLlm {
+    /// Cache-aware scheduling of `n` requests sharing a prefix: `ask(0)` alone (it writes or
+    /// warms the cache the others read), then the rest concurrently; results in order.
+    async fn first_then_rest<T, F, Fut>(&self, n: usize, ask: F) -> Vec<Result<T, LlmError>>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = (usize, Result<T, LlmError>)>,
+    {
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut out: Vec<Option<Result<T, LlmError>>> = (0..n).map(|_| None).collect();
+        let (i, first) = ask(0).await;
+        out[i] = Some(first);
+        let mut rest = futures_util::stream::iter(1..n)
+            .map(&ask)
+            .buffer_unordered(self.concurrency);
+        while let Some((i, r)) = rest.next().await {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply".into()))))
+            .collect()
+    }
+
+    /// An OpenAI-compatible chat request: the body (the document first, in one user message,
+    /// so that servers' prefix caches match) and the bearer header value, if any.
+    fn chat_request(
+        &self,
+        system: Option<&str>,
+        prefix: &str,
+        suffix: &str,
+        max_tokens: usize,
+    ) -> (Value, Option<String>) {
+        let mut messages = Vec::new();
+        if let Some(s) = system {
+            messages.push(json!({"role": "system", "content": s}));
+        }
+        messages.push(json!({"role": "user", "content": format!("{prefix}{suffix}")}));
+        let mut body = json!({
+            "model": self.model,
+            "temperature": 0,
+            "messages": messages,
+        });
+        body[self.max_tokens_field.as_str()] = json!(max_tokens);
+        (body, self.key.as_ref().map(|k| format!("Bearer {k}")))
+    }
+
     /// One yes/no judgement: OpenAI-compatible servers are asked for the first token's
     /// `top_logprobs` (P(yes) / (P(yes) + P(no)) over the listed tokens that spell each
     /// answer); a server that lists neither, and Anthropic (which exposes no token
@@ -297,20 +332,9 @@ impl HostedLlm {
             let g = self.ask(system, prefix, suffix, 3).await?;
             return crate::yes_no(&g.text).ok_or_else(|| unusable(&g.text));
         }
-        let mut messages = Vec::new();
-        if let Some(s) = system {
-            messages.push(json!({"role": "system", "content": s}));
-        }
-        messages.push(json!({"role": "user", "content": format!("{prefix}{suffix}")}));
-        let mut body = json!({
-            "model": self.model,
-            "temperature": 0,
-            "messages": messages,
-            "logprobs": true,
-            "top_logprobs": 10,
-        });
-        body[self.max_tokens_field.as_str()] = json!(1);
-        let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
+        let (mut body, bearer) = self.chat_request(system, prefix, suffix, 1);
+        body["logprobs"] = json!(true);
+        body["top_logprobs"] = json!(10);
         let headers: Vec<(&str, &str)> = bearer
             .as_deref()
             .map(|b| vec![("authorization", b)])
@@ -370,10 +394,6 @@ impl Llm for HostedLlm {
         on_reply: OnReply<'_>,
     ) -> Vec<Result<Generation, LlmError>> {
         let n = prompt.suffixes.len();
-        let mut out: Vec<Option<Result<Generation, LlmError>>> = (0..n).map(|_| None).collect();
-        if n == 0 {
-            return Vec::new();
-        }
         let ask = |i: usize| async move {
             let r = self
                 .ask(
@@ -386,43 +406,17 @@ impl Llm for HostedLlm {
             on_reply(i, &r);
             (i, r)
         };
-        // The first alone: it writes (or warms) the cache the others read.
-        let (i, first) = ask(0).await;
-        out[i] = Some(first);
-        let mut rest = futures_util::stream::iter(1..n)
-            .map(ask)
-            .buffer_unordered(self.concurrency);
-        while let Some((i, r)) = rest.next().await {
-            out[i] = Some(r);
-        }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply".into()))))
-            .collect()
+        self.first_then_rest(n, ask).await
     }
 
     async fn judge_shared(&self, prompt: SharedPrompt<'_>) -> Vec<Result<f32, LlmError>> {
         let n = prompt.suffixes.len();
-        if n == 0 {
-            return Vec::new();
-        }
         let judge = |i: usize| async move {
             let r = self
                 .judge_one(prompt.system, prompt.prefix, &prompt.suffixes[i])
                 .await;
             (i, r)
         };
-        let mut out: Vec<Option<Result<f32, LlmError>>> = (0..n).map(|_| None).collect();
-        // As for replies: the first alone, so the shared prefix is cached for the others.
-        let (i, first) = judge(0).await;
-        out[i] = Some(first);
-        let mut rest = futures_util::stream::iter(1..n)
-            .map(judge)
-            .buffer_unordered(self.concurrency);
-        while let Some((i, r)) = rest.next().await {
-            out[i] = Some(r);
-        }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply".into()))))
-            .collect()
+        self.first_then_rest(n, judge).await
     }
 }
