@@ -28,6 +28,11 @@ use tokenizers::Tokenizer;
 /// attention matrix (heads × piece × context floats) on long documents.
 const PREFILL_PIECE: usize = 256;
 
+/// Passage tokens an LLM judge runs side by side in one forward pass (after the shared
+/// prefix): a pass costs a fixed ~0.2 s on SmolLM2-135M however few its rows, and more than
+/// a few hundred rows make the attention matrix the larger cost.
+const JUDGE_GROUP_TOKENS: usize = 256;
+
 enum Weights {
     /// llama, qwen2, qwen3: our own forward pass, whose KV cache can be cut back to a prefix.
     Decoder(Decoder),
@@ -53,6 +58,21 @@ impl Weights {
                 m.forward(tokens)
             }
             Weights::Gemma3(m) => m.forward(&Tensor::new(tokens, device)?.unsqueeze(0)?, pos),
+        }
+    }
+
+    /// Runs `branches` side by side after the first `pos` cached positions (llama/qwen
+    /// only: callers check [`Weights::reusable`]) and returns each one's last logits.
+    fn branches(&mut self, branches: &[&[u32]], pos: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Weights::Decoder(m) => {
+                if m.len() < pos {
+                    candle_core::bail!("position {pos} is past the {} cached", m.len());
+                }
+                m.truncate(pos);
+                m.forward_branches(branches)
+            }
+            Weights::Gemma3(_) => candle_core::bail!("gemma3 cannot run branches"),
         }
     }
 
@@ -558,15 +578,11 @@ impl Llm for LocalLlm {
             Ok(p) => p,
             Err(e) => return fail_all(e),
         };
-        let mut weights = match self.weights.lock() {
-            Ok(w) => w,
-            Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
-        };
-        let reuse = self.reuse_prefix && weights.reusable();
-        let mut prefix_cached = false;
-        let mut out = Vec::with_capacity(n);
-        for suffix in prompt.suffixes {
-            let result = (|| {
+        // Each passage's own tokens, or why it cannot be judged.
+        let owns: Vec<Result<Vec<u32>, LlmError>> = prompt
+            .suffixes
+            .iter()
+            .map(|suffix| {
                 let own = self.encode(&format!("{suffix}{close}"))?;
                 let total = prefix.len() + own.len() + 1;
                 if total > self.window {
@@ -575,38 +591,111 @@ impl Llm for LocalLlm {
                         window: self.window,
                     });
                 }
-                let logits = if reuse {
+                Ok(own)
+            })
+            .collect();
+        let share = |logits: &[f32]| -> Result<f32, LlmError> {
+            let pick = |ids: &[u32]| -> Vec<f32> {
+                ids.iter()
+                    .filter_map(|&i| logits.get(i as usize).copied())
+                    .collect()
+            };
+            crate::yes_share(&pick(yes), &pick(no))
+                .ok_or_else(|| LlmError::Generate("no finite logit for yes or no".into()))
+        };
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        let mut weights = match self.weights.lock() {
+            Ok(w) => w,
+            Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
+        };
+        let mut out: Vec<Option<Result<f32, LlmError>>> = (0..n).map(|_| None).collect();
+        if self.reuse_prefix && weights.reusable() {
+            // The prefix once, then the passages side by side in groups of about
+            // JUDGE_GROUP_TOKENS (see `Decoder::forward_branches`).
+            let budget = JUDGE_GROUP_TOKENS.min(self.window.saturating_sub(prefix.len()));
+            let mut groups: Vec<Vec<usize>> = Vec::new();
+            let mut size = 0;
+            for (i, own) in owns.iter().enumerate() {
+                let Ok(own) = own else { continue };
+                match groups.last_mut() {
+                    Some(g) if size + own.len() <= budget => g.push(i),
+                    _ => {
+                        groups.push(vec![i]);
+                        size = 0;
+                    }
+                }
+                size += own.len();
+            }
+            let mut prefix_cached = false;
+            for group in groups {
+                let result = (|| -> Result<Vec<Vec<f32>>, LlmError> {
                     if !prefix_cached {
                         weights.clear();
                         self.feed(&mut weights, &prefix, 0)?;
                         prefix_cached = true;
                     }
-                    self.feed(&mut weights, &own, prefix.len())?
-                } else {
-                    weights.clear();
-                    let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
-                    self.feed(&mut weights, &all, 0)?
-                };
-                let logits: Vec<f32> = logits
-                    .flatten_all()
-                    .and_then(|l| l.to_dtype(candle_core::DType::F32))
-                    .and_then(|l| l.to_vec1())
-                    .map_err(|e| LlmError::Generate(e.to_string()))?;
-                let pick = |ids: &[u32]| -> Vec<f32> {
-                    ids.iter()
-                        .filter_map(|&i| logits.get(i as usize).copied())
-                        .collect()
-                };
-                crate::yes_share(&pick(yes), &pick(no))
-                    .ok_or_else(|| LlmError::Generate("no finite logit for yes or no".into()))
-            })();
-            if result.is_err() {
-                prefix_cached = false;
+                    let branches: Vec<&[u32]> = group
+                        .iter()
+                        .filter_map(|&i| owns[i].as_ref().ok().map(Vec::as_slice))
+                        .collect();
+                    let started = Instant::now();
+                    let logits = weights
+                        .branches(&branches, prefix.len())
+                        .map_err(g)?
+                        .to_dtype(candle_core::DType::F32)
+                        .and_then(|l| l.to_vec2())
+                        .map_err(g)?;
+                    if let Ok(mut s) = self.stats.lock() {
+                        s.prefill_tokens += branches.iter().map(|b| b.len() as u64).sum::<u64>();
+                        s.prefill += started.elapsed();
+                    }
+                    Ok(logits)
+                })();
+                match result {
+                    Ok(rows) => {
+                        for (&i, row) in group.iter().zip(&rows) {
+                            out[i] = Some(share(row));
+                        }
+                    }
+                    Err(e) => {
+                        // A failure may leave the cache part-written: run the prefix again.
+                        prefix_cached = false;
+                        let msg = e.to_string();
+                        for &i in &group {
+                            out[i] = Some(Err(LlmError::Generate(msg.clone())));
+                        }
+                    }
+                }
             }
-            out.push(result);
+        } else {
+            // The prefix run again for every passage (no reuse, or a model that cannot
+            // continue a cached prefix): one whole prompt at a time.
+            for (i, own) in owns.iter().enumerate() {
+                let Ok(own) = own else { continue };
+                let result = (|| {
+                    weights.clear();
+                    let all: Vec<u32> = prefix.iter().chain(own).copied().collect();
+                    let logits: Vec<f32> = self
+                        .feed(&mut weights, &all, 0)?
+                        .flatten_all()
+                        .and_then(|l| l.to_dtype(candle_core::DType::F32))
+                        .and_then(|l| l.to_vec1())
+                        .map_err(g)?;
+                    share(&logits)
+                })();
+                out[i] = Some(result);
+            }
         }
         weights.clear();
-        out
+        drop(weights);
+        out.into_iter()
+            .zip(owns)
+            .map(|(judged, own)| match (judged, own) {
+                (Some(r), _) => r,
+                (None, Err(e)) => Err(e),
+                (None, Ok(_)) => Err(LlmError::Generate("the passage was not judged".into())),
+            })
+            .collect()
     }
 }
 

@@ -316,25 +316,30 @@ async fn yes_no_judgements_are_probabilities_and_do_not_depend_on_prefix_reuse()
     let mut llm = smollm2();
     let prefix = "Answer \"yes\" if the passage answers the question, otherwise \"no\".\n\n\
                   <query>\nHow much did ACME's revenue grow in Q2 2023?\n</query>\n\n";
-    let suffixes: Vec<String> = sections()
-        .iter()
-        .map(|(_, t)| {
-            format!("<passage>\n{t}\n</passage>\n\nDoes the passage answer the question? Answer only yes or no.")
+    // Four rounds of the three sections: more passage tokens than one side-by-side group
+    // holds, so the passages are judged in several groups.
+    let mut suffixes: Vec<String> = (1..=4)
+        .flat_map(|round| {
+            sections().into_iter().map(move |(_, t)| {
+                format!("<passage>\n(Copy {round}) {t}\n</passage>\n\nDoes the passage answer the question? Answer only yes or no.")
+            })
         })
         .collect();
+    // A passage longer than the window, among them: its own error, the others judged.
+    suffixes.insert(4, "<passage>\nanvil ".repeat(9000));
     let prompt = SharedPrompt {
         system: None,
         prefix,
         suffixes: &suffixes,
         max_tokens: 1,
     };
-    let reused: Vec<f32> = llm
-        .judge_shared(prompt)
-        .await
-        .into_iter()
-        .map(|r| r.expect("judgement"))
-        .collect();
-    assert_eq!(reused.len(), 3);
+    let mut reused = llm.judge_shared(prompt).await;
+    assert_eq!(reused.len(), 13);
+    assert!(
+        matches!(reused.remove(4), Err(crate::LlmError::TooLong { .. })),
+        "the long passage is refused"
+    );
+    let reused: Vec<f32> = reused.into_iter().map(|r| r.expect("judgement")).collect();
     assert!(reused.iter().all(|p| (0.0..=1.0).contains(p)), "{reused:?}");
     let mut distinct = reused.clone();
     distinct.dedup();
@@ -343,12 +348,13 @@ async fn yes_no_judgements_are_probabilities_and_do_not_depend_on_prefix_reuse()
         "the passages are told apart: {reused:?}"
     );
     llm.set_prefix_reuse(false);
-    let fresh: Vec<f32> = llm
-        .judge_shared(prompt)
-        .await
-        .into_iter()
-        .map(|r| r.expect("judgement"))
-        .collect();
+    let mut fresh = llm.judge_shared(prompt).await;
+    assert!(matches!(
+        fresh.remove(4),
+        Err(crate::LlmError::TooLong { .. })
+    ));
+    let fresh: Vec<f32> = fresh.into_iter().map(|r| r.expect("judgement")).collect();
+    assert_eq!(fresh.len(), reused.len());
     for (a, b) in reused.iter().zip(&fresh) {
         assert!((a - b).abs() < 1e-3, "{reused:?} vs {fresh:?}");
     }
@@ -364,6 +370,8 @@ async fn yes_no_judgements_are_probabilities_and_do_not_depend_on_prefix_reuse()
             &|_, _| {},
         )
         .await;
+    let mut replies = replies;
+    assert!(replies.remove(4).is_err());
     for (r, p) in replies.into_iter().zip(&reused) {
         let text = r.expect("reply").text;
         if let Some(v) = crate::yes_no(&text) {
