@@ -7,7 +7,8 @@
 //! - **length**: at least 3 words and at most [`MAX_WORDS`]; a reply cut at the token limit
 //!   is rejected too;
 //! - **language**: the same script as the chunk's (Latin, Cyrillic, Han, ...), and the same
-//!   language when both are long enough to tell;
+//!   language when both are long enough to tell, or else the document's script and language
+//!   (a chunk alone can mislead: whatlang calls some code French or Latin);
 //! - **grounding**: every number, identifier (`snake_case`, `camelCase`, `a.b`, `a::b`,
 //!   letters mixed with digits) and capitalised name (not opening a sentence) occurs in the
 //!   document;
@@ -98,7 +99,7 @@ pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verd
     if !missing.is_empty() {
         reasons.push(format!("not in the document: {}", missing.join(", ")));
     }
-    if let Some(why) = language_mismatch(&text, chunk) {
+    if let Some(why) = language_mismatch(&text, chunk, document) {
         reasons.push(why);
     }
     Verdict { text, reasons }
@@ -232,29 +233,38 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
     missing
 }
 
-/// The context's script or language differs from the chunk's. Scripts are told apart on
-/// short texts too (an English reply to a Russian sentence); languages need both texts long
-/// enough and whatlang sure of both.
-fn language_mismatch(text: &str, chunk: &str) -> Option<String> {
-    if let (Some(a), Some(b)) = (
-        whatlang::detect_script(text),
-        whatlang::detect_script(chunk),
-    ) && a != b
+/// The context's script or language differs from both the chunk's and the document's.
+/// Scripts are told apart on short texts too (an English reply to a Russian sentence);
+/// languages need both texts long enough and whatlang sure of both. The document counts
+/// too because a chunk alone can mislead: whatlang calls some code chunks French, Latin or
+/// Catalan, and a note in the language of the document it situates the chunk in is right.
+fn language_mismatch(text: &str, chunk: &str, document: &str) -> Option<String> {
+    // Enough of the document to tell its language, at a character boundary.
+    let document = match document.char_indices().nth(20_000) {
+        Some((cut, _)) => &document[..cut],
+        None => document,
+    };
+    let script = |t: &str| whatlang::detect_script(t);
+    if let (Some(a), Some(b)) = (script(text), script(chunk))
+        && a != b
+        && script(document) != Some(a)
     {
         return Some(format!("in {a} script while the chunk is in {b} script"));
     }
     if text.chars().count() < 40 || chunk.chars().count() < 40 {
         return None;
     }
-    let a = whatlang::detect(text).filter(|i| i.is_reliable())?;
-    let b = whatlang::detect(chunk).filter(|i| i.is_reliable())?;
-    (a.lang() != b.lang()).then(|| {
-        format!(
-            "in {} while the chunk is in {}",
-            a.lang().eng_name(),
-            b.lang().eng_name()
-        )
-    })
+    let lang = |t: &str| {
+        whatlang::detect(t)
+            .filter(|i| i.is_reliable())
+            .map(|i| i.lang())
+    };
+    let a = lang(text)?;
+    let b = lang(chunk)?;
+    // The document's likeliest language, sure or not: it only ever lets a note pass.
+    let doc = whatlang::detect(document).map(|i| i.lang());
+    (a != b && doc != Some(a))
+        .then(|| format!("in {} while the chunk is in {}", a.eng_name(), b.eng_name()))
 }
 
 #[cfg(test)]
@@ -394,6 +404,65 @@ mod tests {
             false,
         );
         assert!(v.passed(), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn a_context_in_the_documents_language_passes_whatever_the_chunks() {
+        // An English report quoting a French sentence: a note in English situates it.
+        let quote = "Le chiffre d'affaires a augmenté de trois pour cent par rapport au trimestre précédent, grâce au stockage en nuage.";
+        let doc = format!(
+            "{DOC}\n\nOperating costs fell by 2% to $250 million after the closure of the Denver \
+             anvil plant, and headcount was 1,850 at the end of the quarter. The board expects \
+             the cloud storage unit to keep growing through the rest of the year. Most of the \
+             new customers are hospitals and schools, which signed contracts of three years or \
+             more, and the company will open a second data centre in Ohio next spring. The \
+             anvil business was flat: sales to farms and workshops made up for the loss of one \
+             large retail customer.\n\n\
+             Press: a Paris newspaper wrote about the quarter: {quote}"
+        );
+        assert_eq!(
+            whatlang::detect(quote).map(|i| i.lang()),
+            Some(whatlang::Lang::Fra)
+        );
+        assert_eq!(
+            whatlang::detect(&doc).map(|i| i.lang()),
+            Some(whatlang::Lang::Eng)
+        );
+        let v = verify(
+            "This chunk quotes a Paris newspaper on the quarter's revenue growth, in ACME Corp's quarterly report for the second quarter of 2023, within the press section.",
+            quote,
+            &doc,
+            false,
+        );
+        assert!(v.passed(), "{:?}", v.reasons);
+        // A note in neither the chunk's nor the document's language is still rejected.
+        let v = verify(
+            "Ein Zitat einer Pariser Zeitung im Quartalsbericht über das Wachstum des Umsatzes im Quartal.",
+            quote,
+            &doc,
+            false,
+        );
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.contains("in German while the chunk is in French")),
+            "{:?}",
+            v.reasons
+        );
+        // The same for scripts: Latin code in a Russian document, a note in Russian.
+        let code = "fn revenue(q: u32) -> u64 { 314 }";
+        let ru_doc = format!("Отчёт компании за второй квартал с примером кода: {code}");
+        let v = verify(
+            "Пример кода из отчёта компании о выручке за второй квартал.",
+            code,
+            &ru_doc,
+            false,
+        );
+        assert!(
+            !v.reasons.iter().any(|r| r.contains("script")),
+            "{:?}",
+            v.reasons
+        );
     }
 
     #[test]
