@@ -286,7 +286,7 @@ pub(crate) fn packed_attention(
                 .contiguous()
         };
         let (qh, kh, vh) = (split(&q)?, split(k)?, split(v)?);
-        let att = candle_nn::ops::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
+        let att = situate_kernels::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
         ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
     }
     Tensor::cat(&ctx, 0)
@@ -343,8 +343,13 @@ impl CustomOp1 for BiasAct<'_> {
         let work = |xs: &[f32], os: &mut [f32]| {
             for (xr, or) in xs.chunks(d).zip(os.chunks_mut(d)) {
                 for ((o, &v), &b) in or.iter_mut().zip(xr).zip(bias.iter()) {
-                    *o = apply(act, v + b);
+                    *o = v + b;
                 }
+            }
+            match act {
+                Act::Gelu => situate_kernels::map_in_place(os, |v| apply(Act::Gelu, v)),
+                Act::GeluTanh => situate_kernels::map_in_place(os, |v| apply(Act::GeluTanh, v)),
+                Act::Relu => situate_kernels::map_in_place(os, |v| apply(Act::Relu, v)),
             }
         };
         if threads == 1 {
@@ -384,7 +389,7 @@ fn erf(x: f32) -> f32 {
     let poly = t
         * (0.254_829_6
             + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
-    let y = 1.0 - poly * (-a * a).exp();
+    let y = 1.0 - poly * situate_kernels::exp(-a * a);
     y.copysign(x)
 }
 

@@ -10,7 +10,7 @@
 //! key/value head instead of repeating that head. Cutting the cache back
 //! ([`Decoder::truncate`]) is what reuses a document's prefix for every chunk: no copy of
 //! the cache at all. The layers themselves are candle's kernels (quantized matrix products,
-//! RMS norm, RoPE, softmax, gemm).
+//! RMS norm, RoPE, gemm) and situate-kernels' vectorised softmax.
 //!
 //! The three architectures differ only in: biases on the q/k/v projections (qwen2), an RMS
 //! norm of each query and key head before RoPE (qwen3), and the RoPE layout (llama pairs
@@ -415,7 +415,7 @@ impl Decoder {
                     .reshape((kv, group * n, total))?,
                 None => att,
             };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
+            let att = situate_kernels::softmax_last_dim(&att)?;
             let y = att.matmul(&values)?; // (kv, group * n, d) = (h, n, d)
             let y = y.reshape((h, n, d))?.transpose(0, 1)?.reshape((n, h * d))?;
             x = (x + layer.wo.forward(&y)?)?;
