@@ -8,8 +8,9 @@
 //! the corpus built without contexts: no LLM call), or, for a set evaluated against an
 //! existing index, `indexed` (whatever contexts that index holds); RERANK `none` or any
 //! reranker `situate search --rerank` takes (`cross-encoder:DIR`, `llm`, `cohere:MODEL`,
-//! ...), which re-scores the fused top `--rerank-depth` (150) chunks of every query. The
-//! first configuration is the baseline of the "reduction" column.
+//! ...), which re-scores the fused top `--rerank-depth` (150) chunks of every query (the
+//! rest of a query's 100 follow in fused order). The first configuration is the baseline of
+//! the "reduction" column.
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
@@ -300,7 +301,27 @@ pub fn run(
             req.mode = Some(mode);
             req.bm25_weight = a.bm25_weight;
             req.vector_weight = a.vector_weight;
-            let hits = engine.search_reranked(&req, &Default::default(), rerank)?;
+            let hits = match rerank {
+                // The reranker re-scores the fused top `depth` only; the rest of the ranking
+                // follows in fused order, so deeper metrics (recall@100, MAP) still see it.
+                Some(r) if r.depth < req.k => {
+                    let top = SearchRequest {
+                        k: r.depth,
+                        ..req.clone()
+                    };
+                    let mut hits = engine.search_reranked(&top, &Default::default(), rerank)?;
+                    let reranked: HashSet<String> =
+                        hits.iter().map(|h| h.chunk_id.clone()).collect();
+                    let fused = engine.search_filtered(&req, &Default::default())?;
+                    hits.extend(
+                        fused
+                            .into_iter()
+                            .filter(|h| !reranked.contains(&h.chunk_id)),
+                    );
+                    hits
+                }
+                _ => engine.search_reranked(&req, &Default::default(), rerank)?,
+            };
             let mut seen = HashSet::new();
             let ranking: Vec<Retrieved> = hits
                 .into_iter()

@@ -219,6 +219,33 @@ fn eval_adds_rerank_rows() {
     assert!((mrr(0) - 0.5).abs() < 1e-9);
     assert!((mrr(1) - 2.0 / 3.0).abs() < 1e-9, "{:#}", rows[1]);
     assert!(out.join("queries-bm25+none+tei:m.jsonl").is_file());
+    // A depth under the ranking's length: the reranker sees only the fused top 1, and the
+    // rest follows in fused order. q1's d2 stays second (MRR 0.5 again); dropped, MRR
+    // would be 1/3, and re-scored, 2/3.
+    let before = server.requests().len();
+    let out3 = tmp.path().join("out3");
+    let v = json(
+        situate(&tmp.path().join("unused"))
+            .arg("eval")
+            .arg("--dataset")
+            .arg(fixtures().join("ranked"))
+            .arg("--out")
+            .arg(&out3)
+            .args(["--rerank-depth", "1", "--config", &rerank]),
+        0,
+    );
+    let row = &v["configurations"][0];
+    assert!(
+        (row["metrics"]["mrr@10"].as_f64().expect("mrr") - 0.5).abs() < 1e-9,
+        "{row:#}"
+    );
+    let sent = &server.requests()[before..];
+    assert!(!sent.is_empty());
+    assert!(
+        sent.iter()
+            .all(|r| r.json()["texts"].as_array().is_some_and(|t| t.len() <= 1)),
+        "only the top 1 is re-scored"
+    );
     let out2 = tmp.path().join("out2");
     let bad = run(
         situate(&tmp.path().join("unused"))
