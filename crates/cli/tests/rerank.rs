@@ -198,17 +198,21 @@ fn a_bad_or_failing_reranker_is_a_clear_error() {
 #[test]
 fn eval_adds_rerank_rows() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().join("out");
-    let server = tei("beta");
-    let rerank = format!("bm25+none+tei:m?base_url={}", server.url());
-    let v = json(
-        situate(&tmp.path().join("unused"))
-            .arg("eval")
+    // `situate eval` on the hand-checked `ranked` set, into `tmp/OUT`, with more arguments.
+    let eval = |out: &str, args: &[&str]| {
+        let mut cmd = situate(&tmp.path().join("unused"));
+        cmd.arg("eval")
             .arg("--dataset")
             .arg(fixtures().join("ranked"))
             .arg("--out")
-            .arg(&out)
-            .args(["--config", &format!("bm25+none,{rerank}")]),
+            .arg(tmp.path().join(out))
+            .args(args);
+        cmd
+    };
+    let server = tei("beta");
+    let rerank = format!("bm25+none+tei:m?base_url={}", server.url());
+    let v = json(
+        &mut eval("out", &["--config", &format!("bm25+none,{rerank}")]),
         0,
     );
     let rows = v["configurations"].as_array().expect("rows");
@@ -218,20 +222,17 @@ fn eval_adds_rerank_rows() {
     let mrr = |i: usize| rows[i]["metrics"]["mrr@10"].as_f64().expect("mrr");
     assert!((mrr(0) - 0.5).abs() < 1e-9);
     assert!((mrr(1) - 2.0 / 3.0).abs() < 1e-9, "{:#}", rows[1]);
-    assert!(out.join("queries-bm25+none+tei:m.jsonl").is_file());
+    assert!(
+        tmp.path()
+            .join("out/queries-bm25+none+tei:m.jsonl")
+            .is_file()
+    );
     // A depth under the ranking's length: the reranker sees only the fused top 1, and the
     // rest follows in fused order. q1's d2 stays second (MRR 0.5 again); dropped, MRR
     // would be 1/3, and re-scored, 2/3.
     let before = server.requests().len();
-    let out3 = tmp.path().join("out3");
     let v = json(
-        situate(&tmp.path().join("unused"))
-            .arg("eval")
-            .arg("--dataset")
-            .arg(fixtures().join("ranked"))
-            .arg("--out")
-            .arg(&out3)
-            .args(["--rerank-depth", "1", "--config", &rerank]),
+        &mut eval("out3", &["--rerank-depth", "1", "--config", &rerank]),
         0,
     );
     let row = &v["configurations"][0];
@@ -246,16 +247,6 @@ fn eval_adds_rerank_rows() {
             .all(|r| r.json()["texts"].as_array().is_some_and(|t| t.len() <= 1)),
         "only the top 1 is re-scored"
     );
-    let out2 = tmp.path().join("out2");
-    let bad = run(
-        situate(&tmp.path().join("unused"))
-            .arg("eval")
-            .arg("--dataset")
-            .arg(fixtures().join("ranked"))
-            .arg("--out")
-            .arg(&out2)
-            .args(["--config", "bm25+none+magic"]),
-        1,
-    );
+    let bad = run(&mut eval("out2", &["--config", "bm25+none+magic"]), 1);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown reranker"));
 }

@@ -27,9 +27,8 @@ pub fn exp(x: f32) -> f32 {
     const LN2_LO: f32 = -2.121_944_4e-4;
     // Adding and subtracting 1.5 · 2^23 rounds to the nearest integer without a call.
     const ROUND: f32 = 12_582_912.0;
-    // `max`/`min` rather than `clamp`: clamp keeps NaN only by panicking on bad bounds.
-    let input = x;
-    let x = x.max(-87.33).min(88.37);
+    // NaN stays NaN through `clamp` and the arithmetic below.
+    let x = x.clamp(-87.33, 88.37);
     let n = (x * LOG2E + ROUND) - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4;
@@ -40,8 +39,7 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 0.5;
     let er = p * r * r + r + 1.0;
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    // NaN in, NaN out (`max` above turned it into a number).
-    if input.is_nan() { input } else { er * scale }
+    er * scale
 }
 
 /// Softmax of one row, in place in `out` (same length as `row`).
