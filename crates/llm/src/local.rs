@@ -29,8 +29,8 @@ use tokenizers::Tokenizer;
 const PREFILL_PIECE: usize = 256;
 
 /// Passage tokens an LLM judge runs side by side in one forward pass (after the shared
-/// prefix): a pass costs a fixed ~0.2 s on SmolLM2-135M however few its rows, and more than
-/// a few hundred rows make the attention matrix the larger cost.
+/// prefix): a pass costs a fixed ~0.1 s on SmolLM2-135M however few its rows, and past 256
+/// rows the speed stops rising (258 tokens/s at 256, 253 at 512) while the attention grows.
 const JUDGE_GROUP_TOKENS: usize = 256;
 
 enum Weights {
