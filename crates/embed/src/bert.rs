@@ -8,8 +8,6 @@
 //! end rather than padded, which gives the same vectors as padding with an attention mask.
 
 use crate::encoder::Encoder;
-use candle_core::{DType, Device};
-use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::{Path, PathBuf};
@@ -65,18 +63,7 @@ impl BertEmbedder {
                 .unwrap_or_else(|| dir.display().to_string())
         );
         let file = |name: &str| -> Result<PathBuf, EmbedError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(err(
-                    &id,
-                    format!(
-                        "{} is missing (a model directory holds config.json, model.safetensors and tokenizer.json)",
-                        p.display()
-                    ),
-                ))
-            }
+            crate::encoder::model_file(dir, name, "model").map_err(|m| err(&id, m))
         };
         let config_text = std::fs::read_to_string(file("config.json")?).map_err(|e| err(&id, e))?;
         let config: Config = serde_json::from_str(&config_text)
@@ -95,12 +82,8 @@ impl BertEmbedder {
             .map_err(|e| err(&id, format!("setting truncation: {e}")))?;
         // Texts are packed, not padded (see the module doc).
         tokenizer.with_padding(None);
-        let weights = file("model.safetensors")?;
-        // SAFETY: the weights file is memory-mapped read-only; situate never writes it, and a
-        // model directory changed under a running process is outside what it promises.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
-                .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
+        let vb = crate::encoder::mmap_weights(&file("model.safetensors")?)
+            .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
         let model = Encoder::load(vb, &config)
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
         Ok(BertEmbedder {

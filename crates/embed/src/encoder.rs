@@ -264,6 +264,31 @@ impl Encoder {
     }
 }
 
+/// `name` in the Hugging Face model directory `dir`, or why it cannot be read; `kind` names
+/// such a directory in the message ("model", "cross-encoder").
+pub fn model_file(
+    dir: &std::path::Path,
+    name: &str,
+    kind: &str,
+) -> Result<std::path::PathBuf, String> {
+    let p = dir.join(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} is missing (a {kind} directory holds config.json, model.safetensors and tokenizer.json)",
+            p.display()
+        ))
+    }
+}
+
+/// The f32 weights of a `model.safetensors` file, memory-mapped.
+pub fn mmap_weights(path: &std::path::Path) -> candle_core::Result<VarBuilder<'static>> {
+    // SAFETY: the weights file is memory-mapped read-only; situate never writes it, and a
+    // model directory changed under a running process is outside what it promises.
+    unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &candle_core::Device::Cpu) }
+}
+
 /// Self-attention over texts packed end to end: `segs` holds each text's (first row, rows);
 /// every text attends to itself only, so packing needs no mask. q, k, v are t × hidden.
 pub(crate) fn packed_attention(

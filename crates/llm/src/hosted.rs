@@ -230,13 +230,8 @@ impl HostedLlm {
                 })
             }
             Protocol::OpenAiChat => {
-                let (body, bearer) = self.chat_request(system, prefix, suffix, max_tokens);
-                let headers: Vec<(&str, &str)> = bearer
-                    .as_deref()
-                    .map(|b| vec![("authorization", b)])
-                    .unwrap_or_default();
-                let url = format!("{}/chat/completions", self.base_url);
-                let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+                let body = self.chat_request(system, prefix, suffix, max_tokens);
+                let reply = self.post_chat(&body).await?;
                 let choice = &reply["choices"][0];
                 let text = choice["message"]["content"]
                     .as_str()
@@ -291,15 +286,15 @@ impl HostedLlm {
             .collect()
     }
 
-    /// An OpenAI-compatible chat request: the body (the document first, in one user message,
-    /// so that servers' prefix caches match) and the bearer header value, if any.
+    /// An OpenAI-compatible chat request's body: the document first, in one user message, so
+    /// that servers' prefix caches match.
     fn chat_request(
         &self,
         system: Option<&str>,
         prefix: &str,
         suffix: &str,
         max_tokens: usize,
-    ) -> (Value, Option<String>) {
+    ) -> Value {
         let mut messages = Vec::new();
         if let Some(s) = system {
             messages.push(json!({"role": "system", "content": s}));
@@ -311,7 +306,19 @@ impl HostedLlm {
             "messages": messages,
         });
         body[self.max_tokens_field.as_str()] = json!(max_tokens);
-        (body, self.key.as_ref().map(|k| format!("Bearer {k}")))
+        body
+    }
+
+    /// Sends `body` to the server's `/chat/completions`, with the key as a bearer token if
+    /// there is one; the answer's JSON.
+    async fn post_chat(&self, body: &Value) -> Result<Value, LlmError> {
+        let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .as_deref()
+            .map(|b| vec![("authorization", b)])
+            .unwrap_or_default();
+        let url = format!("{}/chat/completions", self.base_url);
+        Ok(self.client.post_json(&url, &headers, body).await?.body)
     }
 
     /// One yes/no judgement: OpenAI-compatible servers are asked for the first token's
@@ -332,15 +339,10 @@ impl HostedLlm {
             let g = self.ask(system, prefix, suffix, 3).await?;
             return crate::yes_no(&g.text).ok_or_else(|| unusable(&g.text));
         }
-        let (mut body, bearer) = self.chat_request(system, prefix, suffix, 1);
+        let mut body = self.chat_request(system, prefix, suffix, 1);
         body["logprobs"] = json!(true);
         body["top_logprobs"] = json!(10);
-        let headers: Vec<(&str, &str)> = bearer
-            .as_deref()
-            .map(|b| vec![("authorization", b)])
-            .unwrap_or_default();
-        let url = format!("{}/chat/completions", self.base_url);
-        let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+        let reply = self.post_chat(&body).await?;
         let choice = &reply["choices"][0];
         let (mut yes, mut no) = (Vec::new(), Vec::new());
         if let Some(top) = choice["logprobs"]["content"][0]["top_logprobs"].as_array() {

@@ -24,8 +24,7 @@
 //! than padded (see `situate_embed::encoder`), so a passage's score does not depend on the
 //! batch it is in.
 
-use candle_core::{D, DType, Device, Tensor};
-use candle_nn::VarBuilder;
+use candle_core::{D, Tensor};
 use candle_transformers::models::bert::Config;
 use situate_core::{RerankError, RerankPassage, Reranker};
 use situate_embed::encoder::{Dense, Encoder};
@@ -148,18 +147,7 @@ impl CrossEncoder {
     pub fn load(dir: &Path, options: CrossOptions) -> Result<Self, RerankError> {
         let id = format!("cross-encoder:{}", dir.display());
         let file = |name: &str| -> Result<PathBuf, RerankError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(err(
-                    &id,
-                    format!(
-                        "{} is missing (a cross-encoder directory holds config.json, model.safetensors and tokenizer.json)",
-                        p.display()
-                    ),
-                ))
-            }
+            situate_embed::encoder::model_file(dir, name, "cross-encoder").map_err(|m| err(&id, m))
         };
         let text = std::fs::read_to_string(file("config.json")?).map_err(|e| err(&id, e))?;
         let mut raw: serde_json::Value = serde_json::from_str(&text)
@@ -212,12 +200,8 @@ impl CrossEncoder {
                 format!("a reranker has one or two labels; this head has {labels}"),
             ));
         }
-        let weights = file("model.safetensors")?;
-        // SAFETY: the weights file is memory-mapped read-only; situate never writes it, and a
-        // model directory changed under a running process is outside what it promises.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
-                .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
+        let vb = situate_embed::encoder::mmap_weights(&file("model.safetensors")?)
+            .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
         let h = config.hidden_size;
         let load = |e: candle_core::Error| err(&id, format!("loading the weights: {e}"));
         let prefix = if roberta { "roberta" } else { "bert" };
