@@ -1,12 +1,11 @@
 //! `situate eval-set`: building a team's own evaluation set (situate's JSONL format, see
-//! `situate_eval::dataset`) against its own index.
+//! `situate_eval::dataset`) against its own index. The file format is the eval crate's, the
+//! check against the index the engine's (`situate_engine::eval::check_set`); this module
+//! asks which hits are golden.
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use situate_engine::{Access, Engine};
-use situate_eval::dataset::{Level, read_own};
-use situate_search::SearchRequest;
-use std::collections::HashMap;
+use situate_engine::{Access, Engine, SearchSettings};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,24 +45,11 @@ pub enum EvalSetCommand {
     },
 }
 
-const TEMPLATE: &str = r#"// situate evaluation set: one JSON object per line; lines starting with // are comments.
-// "relevant" lists golden chunk ids (as `situate search` prints them), or maps them to grades;
-// add "judged": "document" to a line to list document ids instead. Questions whose answer is
-// not in the documents are marked "unanswerable": true. "note" is free text.
-{"id": "q1", "query": "How do I rotate an API key?", "relevant": ["docs/security.md#2"], "note": "example: replace me"}
-{"id": "q2", "query": "Which port does the admin UI listen on?", "relevant": {"docs/admin.md#0": 2, "docs/admin.md#1": 1}}
-{"id": "q3", "query": "What is the CEO's salary?", "unanswerable": true}
-"#;
-
 pub fn run(cmd: EvalSetCommand, index: &Path) -> Result<ExitCode> {
     match cmd {
         EvalSetCommand::New { file } => {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&file)
-                .with_context(|| format!("creating {} (it must not exist yet)", file.display()))?;
-            f.write_all(TEMPLATE.as_bytes())?;
+            situate_eval::dataset::write_own_template(&file)
+                .with_context(|| "it must not exist yet")?;
             outln!(
                 "wrote a template to {}; replace its examples with `situate eval-set add`",
                 file.display()
@@ -78,7 +64,26 @@ pub fn run(cmd: EvalSetCommand, index: &Path) -> Result<ExitCode> {
             k,
             id,
         } => add(index, &file, &query, pick, unanswerable, k, id),
-        EvalSetCommand::Check { file } => check(index, &file),
+        EvalSetCommand::Check { file } => {
+            let engine = Engine::open(index, Access::Read)?;
+            let c = situate_engine::eval::check_set(&engine, &file)?;
+            outln!(
+                "{}: {} questions ({} answerable, {} unanswerable), {} problems",
+                file.display(),
+                c.questions,
+                c.answerable,
+                c.questions - c.answerable,
+                c.problems.len()
+            );
+            for p in &c.problems {
+                outln!("  {p}");
+            }
+            Ok(if c.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
     }
 }
 
@@ -94,13 +99,17 @@ fn add(
     if query.trim().is_empty() {
         bail!("the query is empty");
     }
-    let existing = if file.exists() {
-        read_own(file)?
-    } else {
-        Vec::new()
-    };
+    if file.exists() {
+        // A malformed set is reported before any search.
+        situate_eval::dataset::read_own(file)?;
+    }
     let engine = Engine::open(index, Access::Read)?;
-    let hits = engine.search(&SearchRequest::new(query, k.max(1)))?;
+    let plan = SearchSettings {
+        k: Some(k.max(1)),
+        ..Default::default()
+    }
+    .plan(situate_engine::settings::DEFAULT_LLM)?;
+    let hits = engine.query(query, &plan, &Default::default())?.hits;
     let mut err = std::io::stderr().lock();
     for (i, h) in hits.iter().enumerate() {
         let preview: String = h
@@ -143,23 +152,7 @@ fn add(
             relevant.push(h.chunk_id.clone());
         }
     }
-    let id = id.unwrap_or_else(|| format!("q{}", existing.len() + 1));
-    if existing.iter().any(|q| q.query.id == id) {
-        bail!("{} already has a question with id {id:?}", file.display());
-    }
-    let line = if relevant.is_empty() {
-        serde_json::json!({"id": id, "query": query, "unanswerable": true})
-    } else {
-        serde_json::json!({"id": id, "query": query, "relevant": relevant})
-    };
-    // One write of one whole line: an interrupted add leaves the file as it was or complete.
-    let mut text = serde_json::to_string(&line)?;
-    text.push('\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)?;
-    f.write_all(text.as_bytes())?;
+    let id = situate_eval::dataset::append_own(file, id, query, &relevant)?;
     outln!(
         "added {id} to {} ({})",
         file.display(),
@@ -170,69 +163,4 @@ fn add(
         }
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn check(index: &Path, file: &Path) -> Result<ExitCode> {
-    let queries = read_own(file)?; // a malformed line is an error naming it
-    let engine = Engine::open(index, Access::Read)?;
-    let mut problems = Vec::new();
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut texts: HashMap<String, usize> = HashMap::new();
-    for q in &queries {
-        if let Some(first) = ids.insert(&q.query.id, q.line) {
-            problems.push(format!(
-                "line {}: id {:?} is also on line {first}",
-                q.line, q.query.id
-            ));
-        }
-        let norm = q
-            .query
-            .text
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase();
-        if let Some(first) = texts.insert(norm, q.line) {
-            problems.push(format!(
-                "line {}: the same question as line {first}",
-                q.line
-            ));
-        }
-        let mut golden: Vec<&String> = q.query.judgments.0.keys().collect();
-        golden.sort();
-        for g in golden {
-            let exists = match q.level {
-                Level::Chunk => engine.store().card_by_chunk_id(g)?.is_some(),
-                Level::Document => engine.store().document(g)?.is_some(),
-            };
-            if !exists {
-                let what = if q.level == Level::Chunk {
-                    "chunk"
-                } else {
-                    "document"
-                };
-                problems.push(format!(
-                    "line {}: golden {what} {g:?} is not in the index",
-                    q.line
-                ));
-            }
-        }
-    }
-    let answerable = queries.iter().filter(|q| !q.query.unanswerable).count();
-    outln!(
-        "{}: {} questions ({} answerable, {} unanswerable), {} problems",
-        file.display(),
-        queries.len(),
-        answerable,
-        queries.len() - answerable,
-        problems.len()
-    );
-    for p in &problems {
-        outln!("  {p}");
-    }
-    Ok(if problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }

@@ -1,5 +1,6 @@
-//! `situate`: the command line. Glue only: parsing, settings, progress and output; the work
-//! happens in `situate-engine`.
+//! `situate`: the command line. Glue only: each command parses its flags into a request of
+//! `situate-engine` (or `situate-models`), makes one call, and prints the answer as text or
+//! JSON. Settings (`situate.toml`), their merging and their checks are the engine's.
 
 /// `println!` that returns the write error instead of panicking: a closed pipe
 /// (`situate status | head`) then ends the command quietly (see `main`).
@@ -15,29 +16,24 @@ macro_rules! outln {
     };
 }
 
-mod bench;
-mod bench_llm;
-mod bench_rerank;
-mod bench_vec;
-mod config;
 mod contexts;
 mod eval;
 mod evalset;
 mod models;
 mod output;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use config::Settings;
-use situate_core::{Language, MatchOn};
-use situate_engine::{Access, CreateSettings, Engine, IngestEvent, IngestOptions};
-use situate_ingest::SourceFormat;
-use std::io::IsTerminal;
+use situate_core::ContextStatus;
+use situate_engine::{
+    Access, Engine, FilterSettings, IngestEvent, IngestRequest, SearchSettings, Settings,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Contextual Retrieval: index documents with situating contexts, search them with BM25.
+/// Contextual Retrieval: index documents with situating contexts (structural or written by
+/// an LLM), search them with contextual BM25 and embeddings fused, rerank, and evaluate.
 #[derive(Parser)]
 #[command(name = "situate", version, about, max_term_width = 100)]
 struct Cli {
@@ -61,6 +57,10 @@ struct Global {
     /// No progress display
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Never install a model: a model that is not installed is an error naming the command
+    /// that installs it (also SITUATE_OFFLINE=1)
+    #[arg(long, global = true)]
+    offline: bool,
 }
 
 #[derive(Subcommand)]
@@ -103,12 +103,9 @@ enum Command {
     /// Build and check a team's own evaluation set against this index
     #[command(subcommand, name = "eval-set")]
     EvalSet(evalset::EvalSetCommand),
-    /// Install and list local models (embedders)
+    /// Install and list local models: embedders and the local LLM
     #[command(subcommand)]
     Models(models::ModelsCommand),
-    /// Benchmarks (see BENCHMARKS.md)
-    #[command(subcommand, hide = true)]
-    Bench(bench::BenchCommand),
 }
 
 #[derive(Args)]
@@ -131,7 +128,8 @@ struct IngestArgs {
     /// Files and directories to ingest
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Context method: none or structural [default: structural]
+    /// Context method: none, structural (path, title, headings, enclosing code) or llm
+    /// (written by --llm) [default: structural]
     #[arg(long)]
     context: Option<String>,
     /// Input format: auto, files, beir (records with a metadata.parent become the chunks of their parent), beir-flat (every record a document) or anthropic
@@ -165,28 +163,13 @@ struct IngestArgs {
     embed: EmbedArgs,
 }
 
-#[derive(Args)]
-struct SearchArgs {
-    /// The query
-    query: String,
-    /// Number of hits [default: 10]
-    #[arg(short, long)]
-    k: Option<usize>,
-    /// BM25 over the original only (plain) or context and original (contextual) [default: contextual]
-    #[arg(long)]
-    bm25: Option<String>,
-    /// Weight of the context relative to the original [default: 0.5]
+/// The search settings `situate search` and `situate eval` share; unset ones come from
+/// `[search]` in situate.toml, then the defaults.
+#[derive(Args, Clone, Default)]
+pub struct TuningArgs {
+    /// Weight of the context relative to the original in contextual BM25 [default: 0.5]
     #[arg(long)]
     context_weight: Option<f32>,
-    /// Only documents of this language (repeatable)
-    #[arg(long)]
-    language: Vec<String>,
-    /// bm25, vector or hybrid [default: hybrid when the index has vectors, else bm25]
-    #[arg(long)]
-    mode: Option<String>,
-    /// Show each hit's rank and score in every leg and the fused score
-    #[arg(long)]
-    explain: bool,
     /// Hits each leg contributes to the fusion [default: 150]
     #[arg(long)]
     fetch: Option<usize>,
@@ -203,15 +186,55 @@ struct SearchArgs {
     /// Weight of the vector leg [default: 1]
     #[arg(long)]
     vector_weight: Option<f32>,
+    /// How many of the fused top hits the reranker re-scores; the hits ranked below follow
+    /// in fused order [default: 150]
+    #[arg(long)]
+    rerank_depth: Option<usize>,
+}
+
+impl TuningArgs {
+    /// These flags as a settings layer.
+    pub fn settings(&self) -> SearchSettings {
+        SearchSettings {
+            context_weight: self.context_weight,
+            fetch: self.fetch,
+            fusion: self.fusion.clone(),
+            rrf_k: self.rrf_k,
+            bm25_weight: self.bm25_weight,
+            vector_weight: self.vector_weight,
+            rerank_depth: self.rerank_depth,
+            ..SearchSettings::default()
+        }
+    }
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    /// The query
+    query: String,
+    /// Number of hits [default: 10]
+    #[arg(short, long)]
+    k: Option<usize>,
+    /// BM25 over the original only (plain) or context and original (contextual) [default: contextual]
+    #[arg(long)]
+    bm25: Option<String>,
+    /// bm25, vector or hybrid [default: hybrid when the index has vectors, else bm25]
+    #[arg(long)]
+    mode: Option<String>,
+    /// Show each hit's rank and score in every leg and the fused score
+    #[arg(long)]
+    explain: bool,
     /// Rerank the fused top hits: none, cross-encoder:DIR (a Hugging Face BERT or XLM-R
     /// cross-encoder; options ?max_tokens=N&batch=N&long=truncate|max), llm (the local LLM
     /// judges each hit), llm:LLM (a GGUF path or hosted LLM), cohere:MODEL, voyage:MODEL,
     /// jina:MODEL, tei:MODEL, vllm:MODEL, infinity:MODEL (with ?base_url=...) [default: none]
     #[arg(long)]
     rerank: Option<String>,
-    /// How many fused hits the reranker re-scores (at least -k) [default: 150]
+    #[command(flatten)]
+    tuning: TuningArgs,
+    /// Only documents of this language (repeatable)
     #[arg(long)]
-    rerank_depth: Option<usize>,
+    language: Vec<String>,
     /// Only this document (repeatable)
     #[arg(long)]
     document: Vec<String>,
@@ -221,42 +244,6 @@ struct SearchArgs {
     /// Only documents with this metadata, KEY=VALUE (repeatable; all must match)
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
-}
-
-/// Parses repeated KEY=VALUE arguments.
-fn key_values(flag: &str, items: &[String]) -> Result<Vec<(String, String)>> {
-    items
-        .iter()
-        .map(|kv| match kv.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-            _ => bail!("{flag} {kv:?}: expected KEY=VALUE"),
-        })
-        .collect()
-}
-
-fn create_settings(
-    settings: &Settings,
-    chinese: Option<String>,
-    embed: &EmbedArgs,
-) -> Result<CreateSettings> {
-    let chinese = chinese
-        .or(settings.bm25.chinese.clone())
-        .unwrap_or_else(|| "bigram".into());
-    let embedder = embed
-        .embedder
-        .clone()
-        .or(settings.embed.embedder.clone())
-        .unwrap_or_else(|| "auto".into());
-    let vector_index = embed
-        .vector_index
-        .clone()
-        .or(settings.embed.vector_index.clone())
-        .unwrap_or_else(|| "auto".into());
-    Ok(CreateSettings {
-        chinese: chinese.parse().map_err(anyhow::Error::msg)?,
-        embedder,
-        vector_index: vector_index.parse().map_err(anyhow::Error::msg)?,
-    })
 }
 
 /// Keeps freed memory in the process for reuse. By default glibc serves every large block
@@ -286,7 +273,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(output::colour_on_stderr())
         .init();
+    models::set_install_policy(cli.global.offline, cli.global.quiet || cli.global.json);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -303,6 +292,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// The global flags a command's output needs.
+#[derive(Clone, Copy)]
+pub struct Out {
+    /// Print one JSON document.
+    pub json: bool,
+    /// No progress display.
+    pub quiet: bool,
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let settings = Settings::load(cli.global.settings.as_deref())?;
     let index = cli
@@ -310,14 +308,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         .index
         .clone()
         .unwrap_or_else(|| settings.index_dir());
-    let g = &cli.global;
+    let out = Out {
+        json: cli.global.json,
+        quiet: cli.global.quiet,
+    };
     match cli.command {
         Command::Init { chinese, embed } => {
-            let create = create_settings(&settings, chinese, &embed)?;
+            let create = settings.create_settings(
+                chinese.as_deref(),
+                embed.embedder.as_deref(),
+                embed.vector_index.as_deref(),
+            )?;
             let embedder = create.embedder.clone();
             let e = Engine::create(&index, create)?;
             output::message(
-                g.json,
+                out.json,
                 &format!(
                     "created an index at {} (embedder: {embedder})",
                     e.dir().display()
@@ -329,113 +334,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ingest(a) => ingest(g, &settings, &index, a),
+        Command::Ingest(a) => ingest(out, &settings, &index, a),
         Command::Search(a) => {
+            let flags = SearchSettings {
+                k: a.k,
+                bm25: a.bm25,
+                mode: a.mode,
+                rerank: a.rerank,
+                ..a.tuning.settings()
+            };
+            let plan = flags
+                .over(&settings.search)
+                .plan(&settings.default_llm())?;
+            let filter = FilterSettings {
+                documents: a.document,
+                paths: a.path,
+                languages: a.language,
+                meta: a.meta,
+            }
+            .filter()?;
             let e = Engine::open(&index, Access::Read)?;
-            let match_on = match a.bm25.or(settings.search.bm25.clone()) {
-                Some(m) => situate_engine::parse_match_on(&m)?,
-                None => MatchOn::Contextual,
-            };
-            let languages = a
-                .language
-                .iter()
-                .map(|l| l.parse::<Language>().map_err(anyhow::Error::msg))
-                .collect::<Result<Vec<_>>>()?;
-            let k = a.k.or(settings.search.k).unwrap_or(10);
-            if k == 0 {
-                bail!("-k must be at least 1");
-            }
-            let context_weight = a
-                .context_weight
-                .or(settings.search.context_weight)
-                .unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT);
-            if !(context_weight.is_finite() && context_weight >= 0.0) {
-                bail!("--context-weight must be a number >= 0");
-            }
-            let mut req = situate_search::SearchRequest::new(&a.query, k);
-            req.match_on = match_on;
-            req.context_weight = context_weight;
-            req.languages = &languages;
-            req.mode = match a.mode.or(settings.search.mode.clone()) {
-                Some(m) => Some(m.parse().map_err(anyhow::Error::msg)?),
-                None => None,
-            };
-            req.fetch = a.fetch.or(settings.search.fetch).unwrap_or(req.fetch);
-            if req.fetch == 0 {
-                bail!("--fetch must be at least 1");
-            }
-            let rrf_k = a.rrf_k.or(settings.search.rrf_k).unwrap_or(60.0);
-            if !(rrf_k.is_finite() && rrf_k >= 0.0) {
-                bail!("--rrf-k must be a number >= 0");
-            }
-            req.fusion = match a.fusion.or(settings.search.fusion.clone()).as_deref() {
-                None | Some("rrf") => situate_search::fusion::Fusion::Rrf { k: rrf_k },
-                Some("minmax") => situate_search::fusion::Fusion::MinMax,
-                Some(f) => bail!("unknown fusion {f:?}: expected rrf or minmax"),
-            };
-            req.bm25_weight = a.bm25_weight.or(settings.search.bm25_weight).unwrap_or(1.0);
-            req.vector_weight = a
-                .vector_weight
-                .or(settings.search.vector_weight)
-                .unwrap_or(1.0);
-            for (flag, w) in [
-                ("--bm25-weight", req.bm25_weight),
-                ("--vector-weight", req.vector_weight),
-            ] {
-                if !(w.is_finite() && w >= 0.0) {
-                    bail!("{flag} must be a number >= 0");
-                }
-            }
-            let filter = situate_core::DocumentFilter {
-                document_ids: a.document.clone(),
-                path_globs: a.path.clone(),
-                languages: languages.clone(),
-                metadata: key_values("--meta", &a.meta)?,
-            };
-            let mode = e.mode_for(req.mode)?;
-            let rerank_spec = a
-                .rerank
-                .clone()
-                .or(settings.search.rerank.clone())
-                .unwrap_or_else(|| "none".into());
-            let depth = a
-                .rerank_depth
-                .or(settings.search.rerank_depth)
-                .unwrap_or(situate_search::rerank::DEFAULT_DEPTH);
-            if depth == 0 {
-                bail!("--rerank-depth must be at least 1");
-            }
-            let reranker = situate_rerank::resolve(&rerank_spec, &settings.default_llm())?;
-            let started = Instant::now();
-            let hits = e.search_reranked(
-                &req,
-                &filter,
-                reranker
-                    .as_deref()
-                    .map(|r| situate_engine::Rerank { reranker: r, depth }),
-            )?;
-            let shown = output::SearchShown {
-                query: &a.query,
-                match_on,
-                mode,
-                explain: a.explain,
-                reranker: reranker.as_deref().map(|r| r.id()),
-            };
-            output::hits(g.json, &shown, &hits, started.elapsed())?;
+            let response = e.query(&a.query, &plan, &filter)?;
+            output::hits(out.json, &response, a.explain)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { chunk_id } => {
             let e = Engine::open(&index, Access::Read)?;
             let card = e.chunk(&chunk_id)?;
             let doc = e.document(&card.card.document_id)?;
-            output::card(g.json, &card, &doc)?;
+            output::card(out.json, &card, &doc)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats => {
             let e = Engine::open(&index, Access::Read)?;
             let stats = e.stats()?;
             let check = e.check()?;
-            output::stats(g.json, e.dir(), &stats, &check)?;
+            output::stats(out.json, e.dir(), &stats, &check)?;
             Ok(if check.is_consistent() {
                 ExitCode::SUCCESS
             } else {
@@ -445,55 +379,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Status => {
             let e = Engine::open(&index, Access::Read)?;
             let stats = e.stats()?;
-            let mut listed = Vec::new();
-            e.store().for_each_card_with_status(
-                &[
-                    situate_core::ContextStatus::Failed,
-                    situate_core::ContextStatus::Rejected,
-                ],
-                &mut |rec| {
-                    listed.push(rec.card);
-                    Ok(())
-                },
-            )?;
-            if g.json {
-                output::print_json(&serde_json::json!({
-                    "context_status": stats.store.context_status,
-                    "context_methods": stats.store.context_methods,
-                    "failed_or_rejected": listed,
-                }))?;
-            } else {
-                for (status, n) in &stats.store.context_status {
-                    outln!("{status:<10} {n}");
-                }
-                for c in listed.iter().take(50) {
-                    outln!(
-                        "  {} {}: {}",
-                        c.context_status,
-                        c.chunk_id,
-                        c.context_notes.join("; ")
-                    );
-                }
-                if listed.len() > 50 {
-                    outln!("  ... {} more: `situate contexts list`", listed.len() - 50);
-                }
-            }
+            let listed = e.cards_with_status(&[ContextStatus::Failed, ContextStatus::Rejected])?;
+            output::status(out.json, &stats, &listed)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Contextualize(a) => contexts::run_contextualize(
-            (g.json, g.quiet),
+            out,
             &settings,
             &index,
             &a.status,
             a.batch,
             &a.llm,
         ),
-        Command::Contexts(c) => contexts::run(c, (g.json, g.quiet), &settings, &index),
+        Command::Contexts(c) => contexts::run(c, out, &settings, &index),
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
             e.remove(&document_id)?;
             output::message(
-                g.json,
+                out.json,
                 &format!("removed {document_id}"),
                 &serde_json::json!({"removed": document_id}),
             )?;
@@ -501,14 +404,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Rebuild => {
             let mut e = Engine::open(&index, Access::Write)?;
-            let total = e.store().stats()?.chunks;
-            let bar = output::progress_bar(g.quiet || g.json, Some(total), "indexing cards");
+            let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
             let started = Instant::now();
-            let r = e.rebuild(&mut |done, _| bar.set_position(done))?;
+            let r = e.rebuild(&mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done)
+            })?;
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             output::message(
-                g.json,
+                out.json,
                 &format!(
                     "rebuilt the indexes from {} chunk cards in {secs:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
                     r.chunks, r.vectors, r.embedded
@@ -517,103 +422,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(a) => eval::run(a, &index, &settings.default_llm(), g.json, g.quiet),
+        Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),
-        Command::Models(c) => models::run(c, g.json),
-        Command::Bench(b) => bench::run(b, &index, &settings.default_llm()),
+        Command::Models(c) => models::run(c, out.json),
     }
 }
 
-fn ingest(
-    g: &Global,
-    settings: &Settings,
-    index: &std::path::Path,
-    a: IngestArgs,
-) -> Result<ExitCode> {
-    let method = a
-        .context
-        .or(settings.ingest.context.clone())
-        .unwrap_or_else(|| "structural".into());
-    let built = contexts::build(&method, settings, &a.llm)?;
-    let price = built.price;
-    let mut opts = IngestOptions::new(built.contextualizer);
-    opts.dry_run = a.llm.dry_run;
-    opts.sources.format = a
-        .format
-        .parse::<SourceFormat>()
-        .map_err(anyhow::Error::msg)?;
-    opts.sources.language = match a.language.or(settings.ingest.language.clone()) {
-        Some(l) => Some(l.parse().map_err(anyhow::Error::msg)?),
-        None => None,
+fn ingest(out: Out, settings: &Settings, index: &std::path::Path, a: IngestArgs) -> Result<ExitCode> {
+    let req = IngestRequest {
+        paths: a.paths,
+        context: a.context,
+        format: Some(a.format),
+        language: a.language,
+        max_tokens: a.max_tokens,
+        overlap: a.overlap,
+        tokenizer: a.tokenizer,
+        batch: a.batch,
+        llm: a.llm.run(),
+        meta: a.meta,
+        embedder: a.embed.embedder,
+        vector_index: a.embed.vector_index,
     };
-    if let Some(l) = &settings.ingest.default_language {
-        opts.sources.default_language = l.parse().map_err(anyhow::Error::msg)?;
-    }
-    opts.chunker.max_tokens = a
-        .max_tokens
-        .or(settings.chunk.max_tokens)
-        .unwrap_or(opts.chunker.max_tokens);
-    opts.chunker.overlap_tokens = a
-        .overlap
-        .or(settings.chunk.overlap_tokens)
-        .unwrap_or(opts.chunker.overlap_tokens);
-    opts.chunker.tokenizer = a.tokenizer.or(settings.chunk.tokenizer.clone());
-    if a.batch == Some(0) {
-        bail!("--batch must be at least 1");
-    }
-    // An LLM takes seconds per chunk: commit every few documents so that what is done is
-    // searchable early (contexts are kept as they finish in any case).
-    opts.batch_documents = match a.batch {
-        None if method == "llm" => 8,
-        None => 256,
-        Some(b) => b,
-    };
-    opts.metadata = key_values("--meta", &a.meta)?;
-    if let Some((k, _)) = opts
-        .metadata
-        .iter()
-        .find(|(k, _)| !k.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)))
-    {
-        bail!("--meta key {k:?}: use letters, digits, '_', '-' and '.' only");
-    }
-
-    let mut created = !Engine::exists(index);
-    let create = create_settings(settings, None, &a.embed)?;
-    // A dry run on an index not yet made works on a scratch one: it writes nothing here.
-    let scratch = if opts.dry_run && created {
-        created = false;
-        Some(tempfile::tempdir().context("making a scratch index for the dry run")?)
-    } else {
-        None
-    };
-    let target = scratch
-        .as_ref()
-        .map(|d| d.path().join("index"))
-        .unwrap_or_else(|| index.to_path_buf());
-    let mut e = Engine::open_or_create(&target, create)
-        .with_context(|| format!("opening the index at {}", index.display()))?;
-    if !created {
-        // Creation settings may be repeated (re-running a command), not changed.
-        let (embedder, backend) = e.embed_creation_settings()?;
-        for (flag, given, stored) in [
-            ("--embedder", &a.embed.embedder, &embedder),
-            ("--vector-index", &a.embed.vector_index, &backend),
-        ] {
-            if let Some(g) = given
-                && g != stored
-                && g != "auto"
-            {
-                bail!(
-                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
-                    index.display()
-                );
-            }
-        }
-    }
-    let bar = output::progress_bar(g.quiet || g.json, None, "ingesting");
+    let dry_run = req.llm.dry_run;
+    let prepared = situate_engine::prepare_ingest(index, settings, req)?;
+    let (llm_method, price) = (prepared.method == "llm", prepared.price);
+    let bar = output::progress_bar(out.quiet || out.json, None, "ingesting");
     let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
     let started = Instant::now();
-    let report = e.ingest(&a.paths, opts, &mut |ev| {
+    let outcome = prepared.run(&mut |ev| {
         match ev {
             IngestEvent::Document { chunks: c, .. } => {
                 docs += 1;
@@ -626,10 +462,10 @@ fn ingest(
                 usage,
                 cached,
             } => {
-                if method == "llm" {
+                if llm_method {
                     bar.set_message(format!(
                         "{docs} documents; {}",
-                        contexts::progress_message(done, None, &usage, cached, price, started)
+                        output::progress_message(done, None, &usage, cached, price, started)
                     ));
                     bar.tick();
                 }
@@ -650,66 +486,18 @@ fn ingest(
     })?;
     bar.finish_and_clear();
     let elapsed = started.elapsed();
-    if a.llm.dry_run {
-        let docs = report.added + report.replaced;
-        let per_million = price
-            .filter(|_| report.document_tokens > 0)
-            .map(|p| p.dollars(&report.usage) * 1e6 / report.document_tokens as f64);
-        if g.json {
-            output::print_json(&serde_json::json!({
-                "dry_run": true,
-                "documents": docs,
-                "unchanged": report.unchanged,
-                "chunks": report.chunks,
-                "contexts_cached": report.contexts_cached,
-                "document_tokens": report.document_tokens,
-                "estimated_usage": report.usage,
-                "estimated_dollars": price.map(|p| p.dollars(&report.usage)),
-                "dollars_per_million_document_tokens": per_million,
-            }))?;
-        } else {
-            outln!(
-                "dry run: {docs} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
-                report.unchanged,
-                report.chunks,
-                report.contexts_cached,
-                report.document_tokens
-            );
-            outln!("{}", contexts::cost_line(&report.usage, price, docs, true));
-            if let Some(m) = per_million {
-                outln!("${m:.2} per million document tokens");
-            }
-        }
+    if dry_run {
+        output::dry_run(out.json, &outcome.report, outcome.price)?;
         return Ok(ExitCode::SUCCESS);
     }
-    output::ingest_report(g.json, e.dir(), created, &method, &report, elapsed)?;
-    if method == "llm" && !g.json {
-        let docs = report.added + report.replaced;
-        outln!("{}", contexts::cost_line(&report.usage, price, docs, false));
-        if let Some(p) = price.filter(|_| report.document_tokens > 0) {
-            outln!(
-                "${:.2} per million document tokens",
-                p.dollars(&report.usage) * 1e6 / report.document_tokens as f64
-            );
-        }
-        if report.contexts_deferred > 0 {
-            outln!(
-                "{} chunks were left without a context (budget reached); `situate contextualize` goes on",
-                report.contexts_deferred
-            );
-        }
-    }
+    output::ingest_report(out.json, &outcome, elapsed)?;
+    let report = &outcome.report;
     let nothing = report.documents_ok() == 0;
     Ok(if nothing || (a.strict && !report.skipped.is_empty()) {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Whether progress bars can be drawn (stderr is a terminal).
-fn interactive() -> bool {
-    std::io::stderr().is_terminal()
 }
 
 #[cfg(test)]

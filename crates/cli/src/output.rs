@@ -2,12 +2,24 @@
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use situate_core::{CardRecord, Hit, MatchOn};
-use situate_engine::StoredDocument;
-use situate_engine::{Consistency, EngineStats, IngestReport};
-use std::io::Write;
+use situate_core::{CardRecord, ChunkCard, TokenUsage};
+use situate_engine::{
+    Consistency, EngineStats, IngestOutcome, IngestReport, Price, SearchResponse, StoredDocument,
+};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Whether progress bars can be drawn (stderr is a terminal).
+fn interactive() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// Whether messages on stderr may carry colour: stderr is a terminal and `NO_COLOR` is not
+/// set (<https://no-color.org>), as for the progress bars.
+pub fn colour_on_stderr() -> bool {
+    interactive() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
 
 pub fn print_json(v: &serde_json::Value) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -27,7 +39,7 @@ pub fn message(json: bool, text: &str, value: &serde_json::Value) -> Result<()> 
 
 /// A spinner (unknown total) or a bar, on stderr, hidden when not interactive.
 pub fn progress_bar(hidden: bool, total: Option<u64>, what: &str) -> ProgressBar {
-    if hidden || !crate::interactive() {
+    if hidden || !interactive() {
         return ProgressBar::hidden();
     }
     let bar = match total {
@@ -53,42 +65,20 @@ fn indent(text: &str, pad: &str) -> String {
         .join(&format!("\n{pad}"))
 }
 
-/// How a search was run, for its output.
-pub struct SearchShown<'a> {
-    /// The query.
-    pub query: &'a str,
-    /// Plain or contextual BM25.
-    pub match_on: MatchOn,
-    /// The legs run.
-    pub mode: situate_engine::Mode,
-    /// Whether each hit's ranks and scores are shown (text output).
-    pub explain: bool,
-    /// The reranker's id, if one re-scored the hits.
-    pub reranker: Option<&'a str>,
-}
-
-/// Search results: context and original visibly apart.
-pub fn hits(json: bool, shown: &SearchShown<'_>, hits: &[Hit], took: Duration) -> Result<()> {
-    let SearchShown {
-        query,
-        match_on,
-        mode,
-        explain,
-        reranker,
-    } = *shown;
+/// Search results: context and original visibly apart; with `explain`, each hit's rank and
+/// score in every leg.
+pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
     if json {
         // Every hit carries `score` (the rerank score when reranked, else fused in hybrid
         // mode) and `legs` (each leg's rank and score; when reranked also `fused` (hybrid)
         // and `rerank`), with or without --explain.
-        return print_json(&serde_json::json!({
-            "query": query,
-            "mode": mode,
-            "bm25": match_on.to_string(),
-            "reranker": reranker,
-            "took_ms": took.as_secs_f64() * 1000.0,
-            "hits": hits,
-        }));
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, r)?;
+        writeln!(out)?;
+        return Ok(());
     }
+    let (query, hits, mode, match_on) = (&r.query, &r.hits, r.mode, r.bm25);
+    let reranker = r.reranker.as_deref();
     let mut out = std::io::stdout().lock();
     if hits.is_empty() {
         writeln!(out, "no hits for {query:?}")?;
@@ -146,12 +136,7 @@ pub fn hits(json: bool, shown: &SearchShown<'_>, hits: &[Hit], took: Duration) -
         Some(r) => format!("{how}, reranked by {r}"),
         None => how,
     };
-    writeln!(
-        out,
-        "{} hits, {how}, {:.1} ms",
-        hits.len(),
-        took.as_secs_f64() * 1000.0
-    )?;
+    writeln!(out, "{} hits, {how}, {:.1} ms", hits.len(), r.took_ms)?;
     Ok(())
 }
 
@@ -288,14 +273,14 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
 }
 
 /// The summary at the end of an ingest.
-pub fn ingest_report(
-    json: bool,
-    dir: &Path,
-    created: bool,
-    method: &str,
-    r: &IngestReport,
-    took: Duration,
-) -> Result<()> {
+pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Result<()> {
+    let IngestOutcome {
+        report: r,
+        created,
+        method,
+        price,
+        dir,
+    } = outcome;
     let secs = took.as_secs_f64();
     if json {
         return print_json(&serde_json::json!({
@@ -307,7 +292,7 @@ pub fn ingest_report(
         }));
     }
     let mut out = std::io::stdout().lock();
-    if created {
+    if *created {
         writeln!(out, "created an index at {}", dir.display())?;
     }
     writeln!(
@@ -365,5 +350,151 @@ pub fn ingest_report(
     if r.documents_ok() == 0 {
         writeln!(out, "nothing could be ingested")?;
     }
+    if method == "llm" {
+        let docs = r.added + r.replaced;
+        writeln!(out, "{}", cost_line(&r.usage, *price, docs, false))?;
+        if let Some(p) = price.filter(|_| r.document_tokens > 0) {
+            writeln!(
+                out,
+                "${:.2} per million document tokens",
+                p.dollars(&r.usage) * 1e6 / r.document_tokens as f64
+            )?;
+        }
+        if r.contexts_deferred > 0 {
+            writeln!(
+                out,
+                "{} chunks were left without a context (budget reached); `situate contextualize` goes on",
+                r.contexts_deferred
+            )?;
+        }
+    }
     Ok(())
+}
+
+/// What a dry run would cost.
+pub fn dry_run(json: bool, report: &IngestReport, price: Option<Price>) -> Result<()> {
+    let docs = report.added + report.replaced;
+    let per_million = price
+        .filter(|_| report.document_tokens > 0)
+        .map(|p| p.dollars(&report.usage) * 1e6 / report.document_tokens as f64);
+    if json {
+        return print_json(&serde_json::json!({
+            "dry_run": true,
+            "documents": docs,
+            "unchanged": report.unchanged,
+            "chunks": report.chunks,
+            "contexts_cached": report.contexts_cached,
+            "document_tokens": report.document_tokens,
+            "estimated_usage": report.usage,
+            "estimated_dollars": price.map(|p| p.dollars(&report.usage)),
+            "dollars_per_million_document_tokens": per_million,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "dry run: {docs} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
+        report.unchanged, report.chunks, report.contexts_cached, report.document_tokens
+    )?;
+    writeln!(out, "{}", cost_line(&report.usage, price, docs, true))?;
+    if let Some(m) = per_million {
+        writeln!(out, "${m:.2} per million document tokens")?;
+    }
+    Ok(())
+}
+
+/// `situate status`: counts by context status, and the cards that failed or were rejected.
+pub fn status(json: bool, stats: &EngineStats, listed: &[ChunkCard]) -> Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "context_status": stats.store.context_status,
+            "context_methods": stats.store.context_methods,
+            "failed_or_rejected": listed,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    for (status, n) in &stats.store.context_status {
+        writeln!(out, "{status:<10} {n}")?;
+    }
+    for c in listed.iter().take(50) {
+        writeln!(
+            out,
+            "  {} {}: {}",
+            c.context_status,
+            c.chunk_id,
+            c.context_notes.join("; ")
+        )?;
+    }
+    if listed.len() > 50 {
+        writeln!(
+            out,
+            "  ... {} more: `situate contexts list`",
+            listed.len() - 50
+        )?;
+    }
+    Ok(())
+}
+
+/// One line on what the contexts cost.
+pub fn cost_line(
+    usage: &TokenUsage,
+    price: Option<Price>,
+    documents: u64,
+    estimate: bool,
+) -> String {
+    let read_share = {
+        let input =
+            usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens;
+        if input == 0 {
+            0.0
+        } else {
+            usage.cache_read_input_tokens as f64 * 100.0 / input as f64
+        }
+    };
+    let tokens = format!(
+        "{} input, {} cache writes, {} cache reads ({read_share:.0}% of input), {} output tokens",
+        usage.input_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
+        usage.output_tokens
+    );
+    let what = if estimate { "estimated" } else { "spent" };
+    match price {
+        Some(p) => format!(
+            "LLM {what}: {tokens}; ${:.4} for {documents} documents",
+            p.dollars(usage)
+        ),
+        None => format!("LLM {what}: {tokens} (no price known for this model)"),
+    }
+}
+
+/// The progress line of a context run: chunks, tokens per second, cache share, dollars.
+pub fn progress_message(
+    done: u64,
+    total: Option<u64>,
+    usage: &TokenUsage,
+    cached: u64,
+    price: Option<Price>,
+    started: Instant,
+) -> String {
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let tokens = usage.input_tokens
+        + usage.cache_creation_input_tokens
+        + usage.cache_read_input_tokens
+        + usage.output_tokens;
+    let input =
+        usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens;
+    let hit = if input == 0 {
+        0.0
+    } else {
+        usage.cache_read_input_tokens as f64 * 100.0 / input as f64
+    };
+    let of = total.map(|t| format!("/{t}")).unwrap_or_default();
+    let dollars = price
+        .map(|p| format!(", ${:.4}", p.dollars(usage)))
+        .unwrap_or_default();
+    format!(
+        "{done}{of} chunks contextualized ({cached} from the cache), {:.0} tokens/s, {hit:.0}% of input read from cache{dollars}",
+        tokens as f64 / secs
+    )
 }

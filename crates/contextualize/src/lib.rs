@@ -162,7 +162,7 @@ impl Contextualizer for Structural {
                     None => ChunkContext::none(),
                     Some(text) => ChunkContext {
                         provenance: Some(Provenance {
-                            method: "structural".into(),
+                            method: situate_core::ContextMethod::Structural,
                             model: None,
                             prompt_version: Some(STRUCTURAL_VERSION.into()),
                             input_hash: hash_parts(&[

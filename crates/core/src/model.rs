@@ -208,11 +208,65 @@ impl FromStr for ContextStatus {
     }
 }
 
+/// Who wrote (or decided) a context: a closed set, so that the rules that depend on it
+/// ("a person's decision stands": [`ContextMethod::Manual`]) are checked by the compiler,
+/// not by comparing strings. Stored and shown in its lowercase form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextMethod {
+    /// Rules over the document's structure (path, title, headings, enclosing code).
+    Structural,
+    /// A language model.
+    Llm,
+    /// A person (`situate contexts set`): later LLM runs leave it alone.
+    Manual,
+    /// Read from a contexts file that did not say who wrote it.
+    Import,
+}
+
+impl ContextMethod {
+    /// Every method.
+    pub const ALL: [ContextMethod; 4] = [
+        ContextMethod::Structural,
+        ContextMethod::Llm,
+        ContextMethod::Manual,
+        ContextMethod::Import,
+    ];
+
+    /// The stored and displayed form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextMethod::Structural => "structural",
+            ContextMethod::Llm => "llm",
+            ContextMethod::Manual => "manual",
+            ContextMethod::Import => "import",
+        }
+    }
+}
+
+impl fmt::Display for ContextMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ContextMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ContextMethod::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown context method {s:?}: expected structural, llm, manual or import")
+            })
+    }
+}
+
 /// Where a context came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
-    /// The contextualizer (`structural`, `anthropic`, `manual`, ...).
-    pub method: String,
+    /// Who wrote or decided it.
+    pub method: ContextMethod,
     /// The model that wrote it, if any.
     pub model: Option<String>,
     /// The prompt (or rule set) version.
@@ -222,6 +276,13 @@ pub struct Provenance {
     /// What part of the document the model saw (`whole`, or the window rule's summary);
     /// `None` for rule-based contexts.
     pub strategy: Option<String>,
+}
+
+impl Provenance {
+    /// Whether a person decided this context (later runs leave it alone).
+    pub fn is_manual(&self) -> bool {
+        self.method == ContextMethod::Manual
+    }
 }
 
 /// A stored chunk: the source of truth every index is derived from.

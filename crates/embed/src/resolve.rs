@@ -3,7 +3,7 @@
 
 use crate::bert::{BertEmbedder, BertOptions};
 use situate_core::{EmbedError, Embedder, Language};
-use situate_models::{CATALOG, Role, models_dir};
+use situate_models::{CATALOG, Role};
 use std::path::Path;
 
 /// The English default.
@@ -38,14 +38,8 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
                 entry.name, entry.about
             )));
         }
-        let dir = models_dir().join(entry.name);
-        if !dir.is_dir() {
-            return Err(fail(format!(
-                "not installed in {}: run `situate models install {}` (or set SITUATE_MODELS to where it is installed)",
-                dir.display(),
-                entry.name
-            )));
-        }
+        let dir = situate_models::ensure(entry, "the embedder of this index")
+            .map_err(|e| fail(e.to_string()))?;
         let id = format!("{}@{}", entry.name, entry.version);
         if entry.name == "multilingual-e5-small" {
             return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));

@@ -7,7 +7,9 @@
 
 use crate::ingest::{IngestReport, contextualize_many};
 use crate::{Engine, EngineError, Result};
-use situate_core::{ChunkContext, ChunkSpan, ContextStatus, Contextualizer, DocKind, Document};
+use situate_core::{
+    ChunkContext, ChunkSpan, ContextStatus, Contextualizer, DocKind, Document, Provenance,
+};
 
 /// A new context for one card.
 #[derive(Debug, Clone)]
@@ -259,7 +261,7 @@ impl Engine {
 }
 
 fn is_manual(c: &situate_core::ChunkCard) -> bool {
-    c.provenance.as_ref().is_some_and(|p| p.method == "manual")
+    c.provenance.as_ref().is_some_and(Provenance::is_manual)
 }
 
 /// Byte offsets of the character positions `wanted` in `text`, in one pass.

@@ -30,23 +30,28 @@
 //! with one store transaction; leftovers of an interrupted rebuild are removed on open.
 #![warn(missing_docs)]
 
+mod context_file;
 mod contexts;
+pub mod contextualizers;
+pub mod eval;
 mod ingest;
+mod ingest_request;
+mod query;
+mod review;
+pub mod settings;
 mod vectors;
 
+pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
+pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
+pub use ingest_request::{IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest};
+pub use query::{Rerank, SearchResponse};
+pub use review::{Decision, ReverifyReport};
+pub use settings::{FilterSettings, SearchPlan, SearchSettings, Settings};
 pub use situate_index::ChineseTokenizer;
+pub use situate_llm::cost::Price;
 pub use situate_search::{Mode, SearchRequest};
-
-/// The reranking stage of a search ([`Engine::search_reranked`]).
-#[derive(Clone, Copy)]
-pub struct Rerank<'a> {
-    /// The reranker.
-    pub reranker: &'a dyn situate_core::Reranker,
-    /// How many fused hits it re-scores (the paper's 150; at least the `k` asked).
-    pub depth: usize,
-}
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
 
@@ -97,6 +102,27 @@ pub enum EngineError {
     /// The vector index failed.
     #[error(transparent)]
     Vector(#[from] situate_vector::VectorError),
+    /// A reranker could not be loaded.
+    #[error("cannot load the reranker: {0}")]
+    RerankerLoad(#[source] situate_core::RerankError),
+    /// An LLM could not be loaded or set up.
+    #[error(transparent)]
+    Llm(#[from] situate_llm::LlmError),
+    /// A prompt template is not valid.
+    #[error(transparent)]
+    Template(#[from] situate_llm::prompt::TemplateError),
+    /// An evaluation file could not be read.
+    #[error(transparent)]
+    EvalData(#[from] situate_eval::beir::EvalDataError),
+    /// A settings file is not valid.
+    #[error("in {path}")]
+    Settings {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A file-system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -112,7 +138,7 @@ pub enum EngineError {
 /// `Result` with [`EngineError`].
 pub type Result<T> = std::result::Result<T, EngineError>;
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
+pub(crate) fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
     move |source| EngineError::Io {
         op,
         path: path.to_path_buf(),
@@ -166,6 +192,7 @@ pub struct Engine {
     /// The generation of the vector snapshot on disk.
     vector_saved: Option<u64>,
     vector_backend: Backend,
+    rerankers: query::Rerankers,
     _lock: Option<File>,
 }
 
@@ -229,6 +256,7 @@ impl Engine {
             vector_gen: 0,
             vector_saved: None,
             vector_backend,
+            rerankers: Default::default(),
             _lock: lock,
         };
         engine.load_vectors()?;
@@ -321,9 +349,16 @@ impl Engine {
         &self.dir
     }
 
-    /// The card store (read access for inspection).
-    pub fn store(&self) -> &Store {
+    /// The card store, for the engine's tests; front ends use the engine's methods.
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Cards by row key (as the legs return them), with their documents' title and source,
+    /// in the order asked; keys without a card are left out.
+    pub fn cards(&self, keys: &[u64]) -> Result<Vec<CardRecord>> {
+        Ok(self.store.cards(keys)?)
     }
 
     /// How Chinese is tokenized in this index.
@@ -541,34 +576,6 @@ impl Engine {
         };
         situate_search::search(&legs, &StoreCards(&self.store), &req, mode, cards.as_ref())
             .map_err(EngineError::Search)
-    }
-
-    /// [`Engine::search_filtered`], then the reranking stage: the fused top
-    /// `rerank.depth` hits (at least `k`) are re-scored by the reranker and the best `k`
-    /// returned, each with its rerank score beside its fused and per-leg ones
-    /// (`situate_search::rerank::apply`). Without a reranker this is `search_filtered`.
-    pub fn search_reranked(
-        &self,
-        req: &SearchRequest<'_>,
-        filter: &DocumentFilter,
-        rerank: Option<Rerank<'_>>,
-    ) -> Result<Vec<Hit>> {
-        let Some(rerank) = rerank else {
-            return self.search_filtered(req, filter);
-        };
-        let depth = rerank.depth.max(req.k);
-        let wide = SearchRequest {
-            k: depth,
-            fetch: req.fetch.max(depth),
-            ..req.clone()
-        };
-        let hits = self.search_filtered(&wide, filter)?;
-        let mode = self.mode_for(req.mode)?;
-        let passages = situate_search::rerank::passages(&hits);
-        let scores = self
-            .runtime()?
-            .block_on(rerank.reranker.score(req.text, &passages))?;
-        situate_search::rerank::apply(hits, &scores, req.k, mode).map_err(EngineError::Search)
     }
 
     /// The raw BM25 leg (card keys and scores), for benchmarks and evaluation.

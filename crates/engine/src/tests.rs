@@ -441,7 +441,7 @@ impl situate_core::Contextualizer for Scripted {
                 text: Some(format!("From {}: about {}", doc.id, c.text.len())),
                 status: situate_core::ContextStatus::Verified,
                 provenance: Some(situate_core::Provenance {
-                    method: "scripted".into(),
+                    method: situate_core::ContextMethod::Llm,
                     model: Some("script".into()),
                     prompt_version: Some("v1".into()),
                     input_hash: self.input_hash(&doc, c),
@@ -535,7 +535,7 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
             text: Some(text.into()),
             status: situate_core::ContextStatus::Verified,
             provenance: Some(situate_core::Provenance {
-                method: "manual".into(),
+                method: situate_core::ContextMethod::Manual,
                 model: None,
                 prompt_version: None,
                 input_hash: String::new(),
@@ -557,7 +557,10 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
     assert_eq!(ids(&search(&e, "Kenya")), ["notes/a.md"]);
     assert!(e.check().expect("check").is_consistent(), "vectors follow");
     let card = e.chunk("notes/a.md#0").expect("card").card;
-    assert_eq!(card.provenance.map(|p| p.method), Some("manual".into()));
+    assert_eq!(
+        card.provenance.map(|p| p.method),
+        Some(situate_core::ContextMethod::Manual)
+    );
 
     // A run over the cards still pending: each asked once; a second run has nothing to do.
     let calls = std::sync::Arc::new(AtomicUsize::new(0));

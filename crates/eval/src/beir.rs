@@ -49,7 +49,12 @@ fn lines(
 
 /// Reads `queries.jsonl` (`_id`, `text`) into id → text.
 pub fn read_queries(path: &Path) -> Result<BTreeMap<String, String>, EvalDataError> {
-    let mut out = BTreeMap::new();
+    Ok(read_queries_in_order(path)?.into_iter().collect())
+}
+
+/// Reads `queries.jsonl` (`_id`, `text`) as (id, text) in file order.
+pub fn read_queries_in_order(path: &Path) -> Result<Vec<(String, String)>, EvalDataError> {
+    let mut out = Vec::new();
     for (n, line) in lines(path)? {
         let line = line?;
         if line.trim().is_empty() {
@@ -73,7 +78,7 @@ pub fn read_queries(path: &Path) -> Result<BTreeMap<String, String>, EvalDataErr
             }
         };
         let text = v["text"].as_str().unwrap_or_default().to_string();
-        out.insert(id, text);
+        out.push((id, text));
     }
     Ok(out)
 }

@@ -375,6 +375,71 @@ pub fn read_own(path: &Path) -> Result<Vec<OwnQuery>, EvalDataError> {
     Ok(out)
 }
 
+/// The template `situate eval-set new` writes: the format, explained in comments, and three
+/// example questions to replace.
+pub const OWN_TEMPLATE: &str = r#"// situate evaluation set: one JSON object per line; lines starting with // are comments.
+// "relevant" lists golden chunk ids (as `situate search` prints them), or maps them to grades;
+// add "judged": "document" to a line to list document ids instead. Questions whose answer is
+// not in the documents are marked "unanswerable": true. "note" is free text.
+{"id": "q1", "query": "How do I rotate an API key?", "relevant": ["docs/security.md#2"], "note": "example: replace me"}
+{"id": "q2", "query": "Which port does the admin UI listen on?", "relevant": {"docs/admin.md#0": 2, "docs/admin.md#1": 1}}
+{"id": "q3", "query": "What is the CEO's salary?", "unanswerable": true}
+"#;
+
+/// Writes [`OWN_TEMPLATE`] to `path`, which must not exist yet.
+pub fn write_own_template(path: &Path) -> Result<(), EvalDataError> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io(path))?;
+    f.write_all(OWN_TEMPLATE.as_bytes()).map_err(io(path))
+}
+
+/// Appends one question to a set of situate's own format (created when missing): its
+/// golden chunk ids, or none for a question the documents cannot answer. The id defaults to
+/// `q<N+1>` for a set of N questions and must not be taken. The line is written with one
+/// write, so an interrupted append leaves the file as it was or complete. Returns the id.
+pub fn append_own(
+    path: &Path,
+    id: Option<String>,
+    query: &str,
+    relevant: &[String],
+) -> Result<String, EvalDataError> {
+    use std::io::Write;
+    if query.trim().is_empty() {
+        return Err(err(path, 0, "the query is empty"));
+    }
+    let existing = if path.exists() {
+        read_own(path)?
+    } else {
+        Vec::new()
+    };
+    let id = id.unwrap_or_else(|| format!("q{}", existing.len() + 1));
+    if existing.iter().any(|q| q.query.id == id) {
+        return Err(err(
+            path,
+            0,
+            format!("the set already has a question with id {id:?}"),
+        ));
+    }
+    let line = if relevant.is_empty() {
+        serde_json::json!({"id": id, "query": query, "unanswerable": true})
+    } else {
+        serde_json::json!({"id": id, "query": query, "relevant": relevant})
+    };
+    let mut text = line.to_string();
+    text.push('\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io(path))?;
+    f.write_all(text.as_bytes()).map_err(io(path))?;
+    Ok(id)
+}
+
 fn load_jsonl(path: &Path, name: String) -> Result<EvalSet, EvalDataError> {
     let own = read_own(path)?;
     let level = own.first().map_or(Level::Chunk, |q| q.level);

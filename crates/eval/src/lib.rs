@@ -9,7 +9,10 @@
 pub mod beir;
 pub mod dataset;
 pub mod plot;
+pub mod questions;
 pub mod report;
+
+pub use questions::read_questions;
 
 use std::collections::HashMap;
 

@@ -213,6 +213,61 @@ pub fn markdown_table(rows: &[ConfigReport], matching: Matching, level: Level) -
     s
 }
 
+/// What the head of `report.md` says about a run.
+#[derive(Debug, Clone)]
+pub struct ReportHeader<'a> {
+    /// The set's path.
+    pub dataset: &'a str,
+    /// The set's name.
+    pub name: &'a str,
+    /// Its format.
+    pub format: &'a str,
+    /// Queries with an answer.
+    pub answerable: usize,
+    /// Queries without one.
+    pub unanswerable: usize,
+    /// Chunk size.
+    pub max_tokens: usize,
+    /// Chunk overlap.
+    pub overlap: usize,
+    /// The context weight of contextual BM25.
+    pub context_weight: f32,
+}
+
+/// The whole `report.md`: what was run, the comparison `table` ([`markdown_table`]), the
+/// failure plot, and the abstain analysis of each row that has one.
+pub fn markdown_report(h: &ReportHeader<'_>, rows: &[ConfigReport], table: &str) -> String {
+    let mut md = format!("# Evaluation: {}\n\n", h.name);
+    md.push_str(&format!(
+        "Data set `{}` ({} format), {} answerable and {} unanswerable queries; chunks of at most {} tokens \
+         ({} overlap); context weight {}.\n\n",
+        h.dataset, h.format, h.answerable, h.unanswerable, h.max_tokens, h.overlap, h.context_weight
+    ));
+    md.push_str(table);
+    md.push_str("\n![failure rate](failure.svg)\n");
+    for r in rows {
+        let Some(ab) = &r.abstain else {
+            continue;
+        };
+        md.push_str(&format!(
+            "\n## Unanswerable queries: {}\n\nThreshold {:.3} (the top score 95% of answerable queries reach): {:.1}% of \
+             answerable queries lost, {:.1}% of unanswerable queries still answered.\n\n| answerable quantile | threshold | answerable lost | unanswerable abstained |\n|---|---|---|---|\n",
+            r.name,
+            ab.threshold,
+            ab.answerable_lost * 100.0,
+            ab.unanswerable_above_threshold * 100.0
+        ));
+        for (q, t, lost, abst) in &ab.curve {
+            md.push_str(&format!(
+                "| {q:.2} | {t:.3} | {:.1}% | {:.1}% |\n",
+                lost * 100.0,
+                abst * 100.0
+            ));
+        }
+    }
+    md
+}
+
 /// How well a score threshold separates answerable from unanswerable queries.
 #[derive(Debug, Clone, Serialize)]
 pub struct Abstain {

@@ -153,7 +153,7 @@ impl LlmContextualizer {
 
     fn provenance(&self, input_hash: String, strategy: &str) -> Provenance {
         Provenance {
-            method: "llm".into(),
+            method: situate_core::ContextMethod::Llm,
             model: Some(self.llm.id().to_string()),
             prompt_version: Some(self.template.version().to_string()),
             input_hash,

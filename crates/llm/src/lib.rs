@@ -227,18 +227,12 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
         if entry.role != situate_models::Role::Llm {
             return Err(fail(format!("not a generative model ({})", entry.about)));
         }
-        let dir = situate_models::models_dir().join(entry.name);
         let Some((file, _)) = entry.files.iter().find(|(f, _)| f.ends_with(".gguf")) else {
             return Err(fail("the catalog entry has no GGUF file".into()));
         };
+        let dir = situate_models::ensure(entry, "the local LLM")
+            .map_err(|e| fail(e.to_string()))?;
         let path = dir.join(file);
-        if !path.is_file() {
-            return Err(fail(format!(
-                "not installed in {}: run `situate models install {}` (or set SITUATE_MODELS to where it is installed)",
-                dir.display(),
-                entry.name
-            )));
-        }
         let id = format!("local:{}@{}", entry.name, entry.version);
         return Ok(Box::new(local::LocalLlm::load(&path, id)?));
     }

@@ -200,7 +200,7 @@ async fn the_llm_contextualizer_checks_and_records_every_context() {
     );
     for (ctx, chunk) in out.contexts.iter().zip(&chunks) {
         let p = ctx.provenance.as_ref().expect("provenance");
-        assert_eq!(p.method, "llm");
+        assert_eq!(p.method, situate_core::ContextMethod::Llm);
         assert_eq!(p.model.as_deref(), Some("local:smollm2-test"));
         assert_eq!(p.prompt_version.as_deref(), Some("anthropic-v1"));
         assert_eq!(p.strategy.as_deref(), Some("whole"));

@@ -118,7 +118,7 @@ pub fn recheck(
     let is_llm = context
         .provenance
         .as_ref()
-        .is_some_and(|p| p.method == "llm");
+        .is_some_and(|p| p.method == situate_core::ContextMethod::Llm);
     let decided = matches!(
         context.status,
         ContextStatus::Verified | ContextStatus::Rejected
@@ -467,10 +467,10 @@ mod tests {
 
     #[test]
     fn stored_contexts_are_rechecked_and_keep_what_only_generation_knew() {
-        use situate_core::{ChunkContext, ContextStatus, Provenance};
+        use situate_core::{ChunkContext, ContextMethod, ContextStatus, Provenance};
         let prov = |method: &str| {
             Some(Provenance {
-                method: method.into(),
+                method: method.parse::<ContextMethod>().expect("a method"),
                 model: Some("local:test".into()),
                 prompt_version: Some("anthropic-v1".into()),
                 input_hash: "h".into(),

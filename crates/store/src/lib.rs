@@ -11,14 +11,20 @@
 //! journal past that point, so the indexes always converge on the store.
 #![warn(missing_docs)]
 
+mod batch;
+mod cards;
+mod context_cache;
+mod embeddings;
+mod filter;
+mod journal;
 mod schema;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use situate_core::{
-    CardRecord, CardSet, ChunkCard, ChunkContext, ContextStatus, Document, DocumentFilter,
-    Language, Provenance,
-};
-use std::collections::HashMap;
+pub use batch::Batch;
+pub use context_cache::ContextCacheWriter;
+pub use embeddings::{blob_to_vector, vector_to_blob};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use situate_core::{ChunkContext, ContextMethod, Language};
 use std::path::Path;
 use std::str::FromStr;
 
@@ -50,7 +56,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// `Result` with [`StoreError`].
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-trait Op<T> {
+pub(crate) trait Op<T> {
     fn op(self, op: &'static str) -> Result<T>;
 }
 
@@ -59,6 +65,7 @@ impl<T> Op<T> for rusqlite::Result<T> {
         self.map_err(|source| StoreError::Sqlite { op, source })
     }
 }
+
 
 /// What the store remembers of an ingested document, to decide whether it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,18 +135,6 @@ pub struct Stats {
     pub generation: u64,
     /// Cached embeddings per model.
     pub embeddings: Vec<(String, u64)>,
-}
-
-/// Encodes a vector as little-endian f32 bytes (the embedding cache's format).
-pub fn vector_to_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Decodes [`vector_to_blob`]'s format.
-pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// A chunk to write.
@@ -232,193 +227,6 @@ impl Store {
             .op("reading a document's state")
     }
 
-    /// Starts a batch of writes (one transaction).
-    pub fn batch(&mut self) -> Result<Batch<'_>> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .op("starting a write")?;
-        Ok(Batch { tx, changed: 0 })
-    }
-
-    /// Documents changed after `generation`, with the generation that last changed each
-    /// (the index journal).
-    pub fn journal_after(&self, generation: u64) -> Result<Vec<(String, u64)>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT document_id, generation FROM index_journal WHERE generation > ?1 ORDER BY generation")
-            .op("reading the index journal")?;
-        let rows = st
-            .query_map([generation as i64], |r| {
-                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
-            })
-            .op("reading the index journal")?;
-        rows.collect::<rusqlite::Result<_>>()
-            .op("reading the index journal")
-    }
-
-    /// Forgets journal entries the indexes have applied (up to `generation`).
-    pub fn trim_journal(&self, generation: u64) -> Result<()> {
-        self.conn
-            .execute(
-                "DELETE FROM index_journal WHERE generation <= ?1",
-                [generation as i64],
-            )
-            .op("trimming the index journal")?;
-        self.conn
-            .execute(
-                "DELETE FROM card_journal WHERE generation <= ?1",
-                [generation as i64],
-            )
-            .op("trimming the card journal")?;
-        Ok(())
-    }
-
-    /// Card keys removed (or replaced) after `generation`.
-    pub fn removed_cards_after(&self, generation: u64) -> Result<Vec<u64>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT card FROM card_journal WHERE generation > ?1")
-            .op("reading the card journal")?;
-        let rows = st
-            .query_map([generation as i64], |r| r.get::<_, i64>(0))
-            .op("reading the card journal")?;
-        rows.map(|r| r.map(|k| k as u64))
-            .collect::<rusqlite::Result<_>>()
-            .op("reading the card journal")
-    }
-
-    /// The index rows of one document's cards, in chunk order.
-    pub fn index_rows_of(&self, document_id: &str) -> Result<Vec<IndexRow>> {
-        let mut rows = Vec::new();
-        self.for_each_index_row_of(document_id, |r| {
-            rows.push(r);
-            Ok(())
-        })?;
-        Ok(rows)
-    }
-
-    /// Calls `f` with each of one document's index rows, in chunk order, streaming (a large
-    /// document's chunks are never all in memory at once).
-    pub fn for_each_index_row_of(
-        &self,
-        document_id: &str,
-        mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>,
-    ) -> Result<()> {
-        let mut st = self
-            .conn
-            .prepare_cached(&format!(
-                "{INDEX_ROW_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"
-            ))
-            .op("reading cards")?;
-        let mut rows = st.query([document_id]).op("reading cards")?;
-        while let Some(r) = rows.next().op("reading cards")? {
-            f(index_row(r).op("reading cards")?).map_err(StoreError::Consumer)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f` with every card's index row, streaming (for rebuilds).
-    pub fn for_each_index_row(
-        &self,
-        mut f: impl FnMut(IndexRow) -> std::result::Result<(), BoxError>,
-    ) -> Result<()> {
-        let mut st = self
-            .conn
-            .prepare(&format!("{INDEX_ROW_SELECT} ORDER BY c.id"))
-            .op("reading cards")?;
-        let mut rows = st.query([]).op("reading cards")?;
-        while let Some(r) = rows.next().op("reading cards")? {
-            let row = index_row(r).op("reading cards")?;
-            f(row).map_err(StoreError::Consumer)?;
-        }
-        Ok(())
-    }
-
-    /// Cards by row key, with their documents' title and source, in the order asked
-    /// (missing keys are left out).
-    pub fn cards(&self, keys: &[u64]) -> Result<Vec<CardRecord>> {
-        let mut st = self
-            .conn
-            .prepare_cached(&format!("{CARD_SELECT} WHERE c.id = ?1"))
-            .op("reading cards")?;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            if let Some(c) = st
-                .query_row([*k as i64], card_with_document)
-                .optional()
-                .op("reading cards")?
-            {
-                out.push(c);
-            }
-        }
-        Ok(out)
-    }
-
-    /// A card by chunk id.
-    pub fn card_by_chunk_id(&self, chunk_id: &str) -> Result<Option<CardRecord>> {
-        self.conn
-            .query_row(
-                &format!("{CARD_SELECT} WHERE c.chunk_id = ?1"),
-                [chunk_id],
-                card_with_document,
-            )
-            .optional()
-            .op("reading a card")
-    }
-
-    /// A document's cards, in order.
-    pub fn cards_of(&self, document_id: &str) -> Result<Vec<ChunkCard>> {
-        let mut st = self
-            .conn
-            .prepare_cached(&format!(
-                "{CARD_SELECT} WHERE c.document_id = ?1 ORDER BY c.ordinal"
-            ))
-            .op("reading cards")?;
-        let rows = st
-            .query_map([document_id], |r| card_with_document(r).map(|c| c.card))
-            .op("reading cards")?;
-        rows.collect::<rusqlite::Result<_>>().op("reading cards")
-    }
-
-    /// A stored document.
-    pub fn document(&self, id: &str) -> Result<Option<StoredDocument>> {
-        self.conn
-            .query_row(
-                "SELECT document_id, source, title, language, kind, content_hash, chunk_count, char_count, ingested_at, metadata FROM documents WHERE document_id = ?1",
-                [id],
-                |r| {
-                    let lang: String = r.get(3)?;
-                    let meta: String = r.get(9)?;
-                    Ok(StoredDocument {
-                        id: r.get(0)?,
-                        source: r.get(1)?,
-                        title: r.get(2)?,
-                        language: Language::from_str(&lang).unwrap_or(Language::Other),
-                        kind: r.get(4)?,
-                        content_hash: r.get(5)?,
-                        chunk_count: r.get::<_, i64>(6)? as u64,
-                        char_count: r.get::<_, i64>(7)? as u64,
-                        ingested_at: r.get(8)?,
-                        metadata: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
-                    })
-                },
-            )
-            .optional()
-            .op("reading a document")
-    }
-
-    /// A stored document's whole text.
-    pub fn document_text(&self, id: &str) -> Result<Option<String>> {
-        self.conn
-            .query_row(
-                "SELECT text FROM documents WHERE document_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()
-            .op("reading a document's text")
-    }
 
     /// Counts over the store.
     pub fn stats(&self) -> Result<Stats> {
@@ -457,234 +265,6 @@ impl Store {
         })
     }
 
-    /// Which of these text hashes have a cached embedding of `model` (the vectors are not
-    /// read).
-    pub fn cached(
-        &self,
-        model: &str,
-        hashes: &[&str],
-    ) -> Result<std::collections::HashSet<String>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT 1 FROM embeddings WHERE model = ?1 AND text_hash = ?2")
-            .op("reading cached embeddings")?;
-        let mut out = std::collections::HashSet::new();
-        for h in hashes {
-            if !out.contains(*h)
-                && st
-                    .exists(params![model, h])
-                    .op("reading cached embeddings")?
-            {
-                out.insert(h.to_string());
-            }
-        }
-        Ok(out)
-    }
-
-    /// Cached embeddings of `model` for these text hashes (those not cached are absent).
-    pub fn embeddings(&self, model: &str, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT vector FROM embeddings WHERE model = ?1 AND text_hash = ?2")
-            .op("reading cached embeddings")?;
-        let mut out = HashMap::new();
-        for h in hashes {
-            if out.contains_key(*h) {
-                continue;
-            }
-            if let Some(b) = st
-                .query_row(params![model, h], |r| r.get::<_, Vec<u8>>(0))
-                .optional()
-                .op("reading cached embeddings")?
-            {
-                out.insert(h.to_string(), blob_to_vector(&b));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Caches embeddings outside a batch (its own transaction; the generation does not
-    /// change: the cache is derived data, not content).
-    pub fn cache_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        let tx = self.conn.transaction().op("caching embeddings")?;
-        insert_embeddings(&tx, model, items)?;
-        tx.commit().op("caching embeddings")
-    }
-
-    /// Documents (in id order) that have cards whose context status is one of `statuses`.
-    pub fn documents_with_status(&self, statuses: &[ContextStatus]) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT DISTINCT document_id FROM chunks WHERE context_status = ?1")
-            .op("listing documents by context status")?;
-        for s in statuses {
-            let rows = st
-                .query_map([s.as_str()], |r| r.get::<_, String>(0))
-                .op("listing documents by context status")?;
-            for r in rows {
-                out.push(r.op("listing documents by context status")?);
-            }
-        }
-        out.sort();
-        out.dedup();
-        Ok(out)
-    }
-
-    /// Cards whose context status is one of `statuses` (all cards when empty), in document
-    /// and chunk order, calling `f` for each.
-    pub fn for_each_card_with_status(
-        &self,
-        statuses: &[ContextStatus],
-        f: &mut dyn FnMut(CardRecord) -> Result<()>,
-    ) -> Result<()> {
-        let mut st = self
-            .conn
-            .prepare(&format!("{CARD_SELECT} ORDER BY c.document_id, c.ordinal"))
-            .op("listing cards")?;
-        let mut rows = st.query([]).op("listing cards")?;
-        while let Some(r) = rows.next().op("listing cards")? {
-            let rec = card_with_document(r).op("listing cards")?;
-            if statuses.is_empty() || statuses.contains(&rec.card.context_status) {
-                f(rec)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Finished contexts in the context cache for these input hashes (absent ones are not
-    /// cached).
-    pub fn cached_contexts(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT context, status, method, model, prompt_version, strategy, notes
-                 FROM context_cache WHERE input_hash = ?1",
-            )
-            .op("reading the context cache")?;
-        let mut out = HashMap::new();
-        for h in hashes {
-            if out.contains_key(*h) {
-                continue;
-            }
-            let row = st
-                .query_row([h], |r| {
-                    let status: String = r.get(1)?;
-                    let notes: String = r.get(6)?;
-                    Ok(ChunkContext {
-                        text: r.get(0)?,
-                        status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),
-                        provenance: Some(Provenance {
-                            method: r.get(2)?,
-                            model: r.get(3)?,
-                            prompt_version: r.get(4)?,
-                            input_hash: h.to_string(),
-                            strategy: r.get(5)?,
-                        }),
-                        notes: serde_json::from_str(&notes).unwrap_or_default(),
-                    })
-                })
-                .optional()
-                .op("reading the context cache")?;
-            if let Some(c) = row {
-                out.insert(h.to_string(), c);
-            }
-        }
-        Ok(out)
-    }
-
-    /// A writer for the context cache on a connection of its own, usable from any thread
-    /// while this store's connection is busy elsewhere.
-    pub fn context_cache_writer(&self) -> Result<ContextCacheWriter> {
-        let path = self
-            .conn
-            .path()
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| StoreError::Format("the store has no file to share".into()))?;
-        let conn = Connection::open(path).op("opening the context cache")?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .op("setting synchronous")?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))
-            .op("setting the busy timeout")?;
-        Ok(ContextCacheWriter {
-            conn: std::sync::Mutex::new(conn),
-        })
-    }
-
-    /// The card keys of the documents `filter` allows.
-    pub fn filter_cards(&self, filter: &DocumentFilter) -> Result<CardSet> {
-        let mut clauses: Vec<String> = Vec::new();
-        let mut args: Vec<String> = Vec::new();
-        let any_of = |column: &str, op: &str, values: &[String], args: &mut Vec<String>| {
-            if values.is_empty() {
-                return None;
-            }
-            let ors: Vec<String> = values
-                .iter()
-                .map(|v| {
-                    args.push(v.clone());
-                    format!("{column} {op} ?{}", args.len())
-                })
-                .collect();
-            Some(format!("({})", ors.join(" OR ")))
-        };
-        clauses.extend(any_of(
-            "d.document_id",
-            "=",
-            &filter.document_ids,
-            &mut args,
-        ));
-        clauses.extend(any_of(
-            "d.document_id",
-            "GLOB",
-            &filter.path_globs,
-            &mut args,
-        ));
-        let langs: Vec<String> = filter
-            .languages
-            .iter()
-            .map(|l| l.code().to_string())
-            .collect();
-        clauses.extend(any_of("d.language", "=", &langs, &mut args));
-        for (key, value) in &filter.metadata {
-            if key.is_empty()
-                || !key
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || "_-.".contains(c))
-            {
-                return Err(StoreError::Conflict(format!(
-                    "metadata key {key:?}: use letters, digits, '_', '-' and '.' only"
-                )));
-            }
-            args.push(format!("$.\"{key}\""));
-            let path = args.len();
-            args.push(value.clone());
-            clauses.push(format!(
-                "CAST(json_extract(d.metadata, ?{path}) AS TEXT) = ?{}",
-                args.len()
-            ));
-        }
-        let sql = format!(
-            "SELECT c.id FROM chunks c JOIN documents d ON d.document_id = c.document_id{}",
-            if clauses.is_empty() {
-                String::new()
-            } else {
-                format!(" WHERE {}", clauses.join(" AND "))
-            }
-        );
-        let mut st = self.conn.prepare(&sql).op("filtering documents")?;
-        let rows = st
-            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                r.get::<_, i64>(0)
-            })
-            .op("filtering documents")?;
-        let mut set = CardSet::new();
-        for r in rows {
-            set.insert(r.op("filtering documents")? as u64);
-        }
-        Ok(set)
-    }
-
     /// Languages that have at least one document.
     pub fn languages(&self) -> Result<Vec<Language>> {
         let mut st = self
@@ -705,360 +285,9 @@ impl Store {
     }
 }
 
-const INDEX_ROW_SELECT: &str = "SELECT c.id, c.document_id, d.language, c.generated_context, c.context_status, c.original_text FROM chunks c JOIN documents d ON d.document_id = c.document_id";
-
-fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
-    let lang: String = r.get(2)?;
-    let status: String = r.get(4)?;
-    let indexed = ContextStatus::from_str(&status)
-        .map(|s| s.is_indexed())
-        .unwrap_or(false);
-    let context: Option<String> = r.get(3)?;
-    Ok(IndexRow {
-        card: r.get::<_, i64>(0)? as u64,
-        document_id: r.get(1)?,
-        language: Language::from_str(&lang).unwrap_or(Language::Other),
-        context: context.filter(|c| indexed && !c.trim().is_empty()),
-        original: r.get(5)?,
-    })
-}
-
-const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy FROM chunks c JOIN documents d ON d.document_id = c.document_id";
-
-fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
-    let json_list = |s: String| serde_json::from_str::<Vec<String>>(&s).unwrap_or_default();
-    let status: String = r.get(9)?;
-    let method: Option<String> = r.get(10)?;
-    let provenance = match method {
-        Some(method) => Some(Provenance {
-            method,
-            model: r.get(11)?,
-            prompt_version: r.get(12)?,
-            input_hash: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
-            strategy: r.get(17)?,
-        }),
-        None => None,
-    };
-    Ok(CardRecord {
-        card: ChunkCard {
-            card: r.get::<_, i64>(0)? as u64,
-            document_id: r.get(1)?,
-            chunk_id: r.get(2)?,
-            ordinal: r.get(3)?,
-            char_start: r.get::<_, i64>(4)? as u64,
-            char_end: r.get::<_, i64>(5)? as u64,
-            heading_path: json_list(r.get(6)?),
-            original_text: r.get(7)?,
-            generated_context: r.get(8)?,
-            context_status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),
-            provenance,
-            context_notes: json_list(r.get(14)?),
-        },
-        title: r.get(15)?,
-        source: r.get(16)?,
-    })
-}
-
-/// Writes finished contexts to the context cache, each in its own durable transaction (the
-/// cache is derived data: the generation does not change).
-pub struct ContextCacheWriter {
-    conn: std::sync::Mutex<Connection>,
-}
-
-impl ContextCacheWriter {
-    /// Keeps `context` under `input_hash` (replacing an older entry). Contexts that failed
-    /// are not kept: they are to be tried again.
-    pub fn put(
-        &self,
-        input_hash: &str,
-        context: &ChunkContext,
-        usage: &situate_core::TokenUsage,
-    ) -> Result<()> {
-        if matches!(
-            context.status,
-            ContextStatus::Failed | ContextStatus::Pending
-        ) {
-            return Ok(());
-        }
-        let p = context.provenance.as_ref();
-        let conn = self
-            .conn
-            .lock()
-            .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
-        conn.execute(
-            "INSERT OR REPLACE INTO context_cache(input_hash, context, status, method, model, prompt_version, strategy, notes, usage, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                input_hash,
-                context.text,
-                context.status.as_str(),
-                p.map_or("unknown", |p| p.method.as_str()),
-                p.and_then(|p| p.model.as_deref()),
-                p.and_then(|p| p.prompt_version.as_deref()),
-                p.and_then(|p| p.strategy.as_deref()),
-                serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
-                serde_json::to_string(usage).unwrap_or_else(|_| "{}".into()),
-                now_rfc3339(),
-            ],
-        )
-        .op("writing the context cache")?;
-        Ok(())
-    }
-
-    /// Replaces the verdict (text, status, reasons) of a cached context, keeping its usage
-    /// and model: after its checks were run again (`situate contexts verify`), so that a
-    /// later run taking it from the cache gets the new verdict. A hash not cached is no
-    /// error.
-    pub fn set_verdict(&self, input_hash: &str, context: &ChunkContext) -> Result<()> {
-        let conn = self
-            .conn
-            .lock()
-            .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
-        conn.execute(
-            "UPDATE context_cache SET context = ?2, status = ?3, notes = ?4 WHERE input_hash = ?1",
-            params![
-                input_hash,
-                context.text,
-                context.status.as_str(),
-                serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
-            ],
-        )
-        .op("updating the context cache")?;
-        Ok(())
-    }
-}
-
-/// A group of writes committed together (one SQLite transaction).
-pub struct Batch<'a> {
-    tx: Transaction<'a>,
-    changed: usize,
-}
-
-impl Batch<'_> {
-    /// Stores a document and its chunks, replacing any earlier version of it and its chunks.
-    ///
-    /// All or nothing per document (a savepoint): on error the batch is as before the call
-    /// and may go on with other documents.
-    pub fn put_document(
-        &mut self,
-        doc: &Document,
-        ingest_key: &str,
-        chunks: &[NewChunk<'_>],
-    ) -> Result<()> {
-        let sp = self.tx.savepoint().op("starting a document write")?;
-        journal_removed_cards(&sp, &doc.id)?;
-        sp.execute("DELETE FROM chunks WHERE document_id = ?1", [&doc.id])
-            .op("removing chunks")?;
-        sp.execute(
-            "INSERT INTO documents(document_id, source, title, language, kind, content_hash, ingest_key, chunk_count, char_count, ingested_at, metadata, text)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT(document_id) DO UPDATE SET source = excluded.source, title = excluded.title,
-               language = excluded.language, kind = excluded.kind, content_hash = excluded.content_hash,
-               ingest_key = excluded.ingest_key, chunk_count = excluded.chunk_count,
-               char_count = excluded.char_count, ingested_at = excluded.ingested_at,
-               metadata = excluded.metadata, text = excluded.text",
-            params![
-                doc.id,
-                doc.source,
-                doc.title,
-                doc.language.code(),
-                doc.kind.as_stored(),
-                doc.content_hash,
-                ingest_key,
-                chunks.len() as i64,
-                doc.text.chars().count() as i64,
-                now_rfc3339(),
-                serde_json::Value::Object(doc.metadata.clone()).to_string(),
-                doc.text,
-            ],
-        )
-        .op("writing a document")?;
-        {
-            let mut st = sp
-                .prepare_cached(
-                    "INSERT INTO chunks(document_id, chunk_id, ordinal, char_start, char_end, heading_path, original_text,
-                       generated_context, context_status, context_method, context_model, context_prompt_version,
-                       context_input_hash, context_notes, context_strategy)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                )
-                .op("writing chunks")?;
-            for c in chunks {
-                let p = c.context.provenance.as_ref();
-                st.execute(params![
-                    doc.id,
-                    c.chunk_id,
-                    c.ordinal,
-                    c.char_start as i64,
-                    c.char_end as i64,
-                    serde_json::to_string(c.heading_path).unwrap_or_else(|_| "[]".into()),
-                    c.original_text,
-                    c.context.text,
-                    c.context.status.as_str(),
-                    p.map(|p| p.method.as_str()),
-                    p.and_then(|p| p.model.as_deref()),
-                    p.and_then(|p| p.prompt_version.as_deref()),
-                    p.map(|p| p.input_hash.as_str()),
-                    serde_json::to_string(&c.context.notes).unwrap_or_else(|_| "[]".into()),
-                    p.and_then(|p| p.strategy.as_deref()),
-                ])
-                .map_err(|source| match &source {
-                    rusqlite::Error::SqliteFailure(e, _)
-                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                    {
-                        StoreError::Conflict(format!(
-                            "chunk id {} of document {} is already used by another chunk",
-                            c.chunk_id, doc.id
-                        ))
-                    }
-                    _ => StoreError::Sqlite {
-                        op: "writing chunks",
-                        source,
-                    },
-                })?;
-            }
-        }
-        journal(&sp, &doc.id)?;
-        sp.commit().op("finishing a document write")?;
-        self.changed += 1;
-        Ok(())
-    }
-
-    /// Removes a document and its chunks; `false` when it was not stored.
-    pub fn remove_document(&mut self, id: &str) -> Result<bool> {
-        journal_removed_cards(&self.tx, id)?;
-        self.tx
-            .execute("DELETE FROM chunks WHERE document_id = ?1", [id])
-            .op("removing chunks")?;
-        let n = self
-            .tx
-            .execute("DELETE FROM documents WHERE document_id = ?1", [id])
-            .op("removing a document")?;
-        if n > 0 {
-            journal(&self.tx, id)?;
-            self.changed += 1;
-        }
-        Ok(n > 0)
-    }
-
-    /// Replaces the context of the card `chunk_id` (its text, status, provenance and notes);
-    /// the card keeps its key. `false` when there is no such card. The document is journaled
-    /// so that the indexes take the new context (the vector index replaces the card's vector).
-    pub fn update_context(&mut self, chunk_id: &str, context: &ChunkContext) -> Result<bool> {
-        let doc: Option<(String, i64)> = self
-            .tx
-            .query_row(
-                "SELECT document_id, id FROM chunks WHERE chunk_id = ?1",
-                [chunk_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .op("finding a card")?;
-        let Some((doc, card)) = doc else {
-            return Ok(false);
-        };
-        let p = context.provenance.as_ref();
-        self.tx
-            .execute(
-                "UPDATE chunks SET generated_context = ?2, context_status = ?3, context_method = ?4,
-                   context_model = ?5, context_prompt_version = ?6, context_input_hash = ?7,
-                   context_notes = ?8, context_strategy = ?9
-                 WHERE id = ?1",
-                params![
-                    card,
-                    context.text,
-                    context.status.as_str(),
-                    p.map(|p| p.method.as_str()),
-                    p.and_then(|p| p.model.as_deref()),
-                    p.and_then(|p| p.prompt_version.as_deref()),
-                    p.map(|p| p.input_hash.as_str()),
-                    serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
-                    p.and_then(|p| p.strategy.as_deref()),
-                ],
-            )
-            .op("updating a context")?;
-        self.tx
-            .execute(
-                "INSERT INTO card_journal(card, generation)
-                 VALUES (?1, (SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation'))
-                 ON CONFLICT(card) DO UPDATE SET generation = excluded.generation",
-                [card],
-            )
-            .op("writing the card journal")?;
-        journal(&self.tx, &doc)?;
-        self.changed += 1;
-        Ok(true)
-    }
-
-    /// Caches embeddings of `model` by text hash (already cached ones are kept).
-    pub fn put_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        insert_embeddings(&self.tx, model, items)
-    }
-
-    /// Documents written or removed in this batch so far.
-    pub fn changed(&self) -> usize {
-        self.changed
-    }
-
-    /// Commits; returns the new generation. Nothing is visible (or durable) before this.
-    pub fn commit(self) -> Result<u64> {
-        self.tx
-            .execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'generation'", [])
-            .op("advancing the generation")?;
-        let g: String = self
-            .tx
-            .query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| {
-                r.get(0)
-            })
-            .op("advancing the generation")?;
-        self.tx.commit().op("committing")?;
-        g.parse()
-            .map_err(|_| StoreError::Format(format!("generation {g:?} is not a number")))
-    }
-}
-
-/// Records that a document changed in the generation being written.
-fn journal(conn: &Connection, id: &str) -> Result<()> {
-    conn.execute(
-        "INSERT INTO index_journal(document_id, generation)
-         VALUES (?1, (SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation'))
-         ON CONFLICT(document_id) DO UPDATE SET generation = excluded.generation",
-        [id],
-    )
-    .op("writing the index journal")?;
-    Ok(())
-}
-
-/// Caches embeddings of `model` by text hash (already cached ones are kept).
-fn insert_embeddings(conn: &Connection, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
-        )
-        .op("caching embeddings")?;
-    for (hash, v) in items {
-        st.execute(params![model, hash, vector_to_blob(v)])
-            .op("caching embeddings")?;
-    }
-    Ok(())
-}
-
-/// Records the card keys of a document's chunks about to be deleted, so indexes that cannot
-/// delete by document (the vector index) remove exactly those keys on replay.
-fn journal_removed_cards(conn: &Connection, id: &str) -> Result<()> {
-    conn.execute(
-        "INSERT INTO card_journal(card, generation)
-         SELECT id, (SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation')
-         FROM chunks WHERE document_id = ?1
-         ON CONFLICT(card) DO UPDATE SET generation = excluded.generation",
-        [id],
-    )
-    .op("writing the card journal")?;
-    Ok(())
-}
-
 /// Now as RFC 3339 UTC (seconds), computed by hand: a date library for one timestamp is not
 /// worth the dependency.
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -1084,3 +313,20 @@ fn now_rfc3339() -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// A stored context method, read back (an unknown one is a damaged or newer store).
+pub(crate) fn method_column(
+    r: &rusqlite::Row<'_>,
+    column: usize,
+) -> rusqlite::Result<Option<ContextMethod>> {
+    let Some(m) = r.get::<_, Option<String>>(column)? else {
+        return Ok(None);
+    };
+    ContextMethod::from_str(&m).map(Some).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            Box::new(StoreError::Format(e)),
+        )
+    })
+}

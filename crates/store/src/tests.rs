@@ -1,5 +1,5 @@
 use super::*;
-use situate_core::DocKind;
+use situate_core::{ContextStatus, DocKind, Document, DocumentFilter, Provenance};
 
 fn doc(id: &str, text: &str) -> Document {
     Document {
@@ -76,7 +76,7 @@ fn only_indexed_statuses_reach_the_index_rows() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut s = Store::open(&dir.path().join("s.db")).expect("open");
     let prov = Provenance {
-        method: "m".into(),
+        method: situate_core::ContextMethod::Structural,
         model: None,
         prompt_version: None,
         input_hash: "h".into(),
@@ -108,7 +108,10 @@ fn only_indexed_statuses_reach_the_index_rows() {
         .card;
     assert_eq!(card.generated_context.as_deref(), Some("wrong"));
     assert_eq!(card.context_notes, vec!["made up"]);
-    assert_eq!(card.provenance.map(|p| p.method), Some("m".into()));
+    assert_eq!(
+        card.provenance.map(|p| p.method),
+        Some(situate_core::ContextMethod::Structural)
+    );
 }
 
 #[test]
@@ -266,7 +269,7 @@ fn a_cached_context_takes_a_new_verdict_and_keeps_the_rest() {
     let s = Store::open(&dir.path().join("s.db")).expect("open");
     let w = s.context_cache_writer().expect("writer");
     let prov = situate_core::Provenance {
-        method: "llm".into(),
+        method: situate_core::ContextMethod::Llm,
         model: Some("local:test".into()),
         prompt_version: Some("anthropic-v1".into()),
         input_hash: "h1".into(),

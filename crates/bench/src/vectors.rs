@@ -1,4 +1,4 @@
-//! Benchmarks of the vector leg (`situate bench embed|vectors|hybrid|synth`); results in
+//! Benchmarks of the vector leg (`situate-bench embed|vectors|hybrid|synth`); results in
 //! BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
@@ -194,12 +194,9 @@ pub fn vectors(
 }
 
 pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
-    let qs: Vec<String> = std::fs::read_to_string(queries)
-        .with_context(|| format!("reading {}", queries.display()))?
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
+    let qs: Vec<String> = situate_eval::read_questions(queries)?
+        .into_iter()
+        .map(|(_, text)| text)
         .collect();
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());

@@ -1,4 +1,4 @@
-//! `situate bench rerank`: a reranker's latency per query on an index already built, the
+//! `situate-bench rerank`: a reranker's latency per query on an index already built, the
 //! fused top `depth` hits of each query re-scored; the pairs and scores can be written for
 //! a peer to score the same texts (`bench/rerank.sh`).
 
@@ -8,30 +8,6 @@ use situate_search::SearchRequest;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
-
-/// Reads queries: a BEIR `queries.jsonl` (its `text` fields) or a file of lines.
-fn read_queries(path: &Path, n: usize) -> Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let jsonl = path.extension().is_some_and(|e| e == "jsonl");
-    let mut out = Vec::new();
-    for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        if jsonl {
-            let v: serde_json::Value = serde_json::from_str(line)
-                .with_context(|| format!("{} line {}", path.display(), i + 1))?;
-            match v["text"].as_str() {
-                Some(t) => out.push(t.to_string()),
-                None => bail!("{} line {}: no text", path.display(), i + 1),
-            }
-        } else {
-            out.push(line.trim().to_string());
-        }
-        if out.len() == n {
-            break;
-        }
-    }
-    Ok(out)
-}
 
 /// Times `reranker` on the top `depth` hits of the first `n` queries (one warm-up query
 /// first, not counted).
@@ -47,7 +23,11 @@ pub fn run(
     let engine = Engine::open(index, Access::Read)?;
     let reranker = situate_rerank::resolve(spec, default_llm)?
         .ok_or_else(|| anyhow::anyhow!("--reranker none has nothing to time"))?;
-    let queries = read_queries(queries, n + 1)?;
+    let queries: Vec<String> = situate_eval::read_questions(queries)?
+        .into_iter()
+        .map(|(_, text)| text)
+        .take(n + 1)
+        .collect();
     if queries.len() < 2 {
         bail!("need at least two queries (the first warms up)");
     }

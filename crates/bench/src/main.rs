@@ -1,17 +1,70 @@
-//! `situate bench`: measurements for BENCHMARKS.md (not tests: they time things).
+//! `situate-bench`: the measurements behind BENCHMARKS.md (not tests: they time things),
+//! kept out of the `situate` binary, which carries only product commands. The `bench/*.sh`
+//! scripts run it.
+
+/// `println!` that returns the write error instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        {
+            use std::io::Write as _;
+            writeln!(std::io::stdout(), $($t)*)?
+        }
+    };
+}
+
+mod llm;
+mod rerank;
+mod vectors;
 
 use anyhow::{Context, Result, bail};
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
 use situate_core::{LexicalQuery, MatchOn};
-use situate_engine::{Access, Engine};
+use situate_engine::{Access, Engine, Settings};
 use situate_eval::{Judgments, dedup_ranked, mean, ndcg_at, recall_at};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// situate's benchmarks (BENCHMARKS.md).
+#[derive(Parser)]
+#[command(name = "situate-bench", version, about, max_term_width = 100)]
+struct Cli {
+    /// Index directory (for the benchmarks that run on an index)
+    #[arg(long, global = true, env = "SITUATE_INDEX", default_value = ".situate")]
+    index: PathBuf,
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SITUATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let default_llm = match Settings::load(None) {
+        Ok(s) => s.default_llm(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(cli.command, &cli.index, &default_llm) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[derive(Subcommand)]
-pub enum BenchCommand {
+enum BenchCommand {
     /// BM25 queries per second and quality on a BEIR data set already ingested into --index
     Bm25 {
         /// The BEIR folder (queries.jsonl, qrels/)
@@ -134,7 +187,7 @@ pub enum BenchCommand {
     },
 }
 
-pub fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
+fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
     match cmd {
         BenchCommand::Rerank {
             reranker,
@@ -143,7 +196,7 @@ pub fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCod
             depth,
             pairs,
         } => {
-            crate::bench_rerank::run(
+            crate::rerank::run(
                 index,
                 &reranker,
                 default_llm,
@@ -186,18 +239,18 @@ pub fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCod
             dataset,
             passages,
             queries,
-        } => crate::bench_vec::embed(&model, &dataset, passages, queries),
+        } => crate::vectors::embed(&model, &dataset, passages, queries),
         BenchCommand::Vectors {
             n,
             dim,
             queries,
             limit,
             ef,
-        } => crate::bench_vec::vectors(n, dim, queries, limit, &ef),
+        } => crate::vectors::vectors(n, dim, queries, limit, &ef),
         BenchCommand::Hybrid { queries, repeat } => {
-            crate::bench_vec::hybrid(index, &queries, repeat)
+            crate::vectors::hybrid(index, &queries, repeat)
         }
-        BenchCommand::Synth { n, out } => crate::bench_vec::synth(n, &out),
+        BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
         BenchCommand::Contexts {
             corpus,
             model,
@@ -209,7 +262,7 @@ pub fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCod
                     .join("smollm2-135m-instruct")
                     .join("SmolLM2-135M-Instruct.Q4_1.gguf")
             });
-            crate::bench_llm::contexts(&model, &corpus, docs, max_tokens)
+            crate::llm::contexts(&model, &corpus, docs, max_tokens)
         }
     }
 }
@@ -287,7 +340,7 @@ fn bm25_bench(
             .copied()
             .filter(|c| !doc_of.contains_key(c))
             .collect();
-        for rec in engine.store().cards(&missing)? {
+        for rec in engine.cards(&missing)? {
             let id = if by_chunk {
                 rec.card.chunk_id
             } else {

@@ -1,4 +1,4 @@
-//! `situate bench contexts`: the local LLM writing contexts, with the document's KV cache
+//! `situate-bench contexts`: the local LLM writing contexts, with the document's KV cache
 //! reused and without (BENCHMARKS.md, "Local contexts").
 
 use anyhow::{Context, Result, bail};

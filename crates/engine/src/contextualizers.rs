@@ -1,0 +1,109 @@
+//! From a context method (`none`, `structural`, `llm`) and the `[llm]` settings to a
+//! contextualizer, the one way every front end builds one.
+
+use crate::settings::{DEFAULT_LLM, LlmSettings};
+use crate::{EngineError, Result};
+use situate_core::Contextualizer;
+use situate_llm::cost::Price;
+
+/// What a run asks of the LLM, beyond `[llm]` (`--llm`, `--budget`, `--dry-run`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmRun {
+    /// The model, over `[llm] model`.
+    pub llm: Option<String>,
+    /// Dollars not to spend beyond.
+    pub budget: Option<f64>,
+    /// Estimate only: call nothing, write nothing.
+    pub dry_run: bool,
+}
+
+/// A contextualizer and the price its tokens cost (when known).
+pub struct BuiltContextualizer {
+    /// The contextualizer.
+    pub contextualizer: Box<dyn Contextualizer>,
+    /// Dollars per million tokens, for LLMs with a known price.
+    pub price: Option<Price>,
+    /// The method (`none`, `structural`, `llm`).
+    pub method: String,
+}
+
+/// The context methods, for help texts and errors.
+pub const METHODS: &str = "none, structural or llm";
+
+/// Builds the contextualizer `method` names; `llm` from `[llm]` and `run`.
+pub fn build_contextualizer(
+    method: &str,
+    settings: &LlmSettings,
+    run: &LlmRun,
+) -> Result<BuiltContextualizer> {
+    if method != "llm" {
+        if run.budget.is_some() || run.dry_run || run.llm.is_some() {
+            return Err(EngineError::Invalid(
+                "--llm, --budget and --dry-run apply to --context llm".into(),
+            ));
+        }
+        let contextualizer = situate_contextualize::by_name(method)
+            .map_err(|e| EngineError::Invalid(format!("{e}, llm")))?;
+        return Ok(BuiltContextualizer {
+            contextualizer,
+            price: None,
+            method: method.to_string(),
+        });
+    }
+    if let Some(b) = run.budget
+        && !(b.is_finite() && b >= 0.0)
+    {
+        return Err(EngineError::Invalid(format!(
+            "--budget {b}: expected a number of dollars, 0 or more"
+        )));
+    }
+    let s = settings;
+    let model = run
+        .llm
+        .as_deref()
+        .or(s.model.as_deref())
+        .unwrap_or(DEFAULT_LLM);
+    let model = situate_llm::resolve(model)?;
+    let mut c = situate_llm::LlmContextualizer::new(model);
+    if let Some(t) = &s.template {
+        c = c.with_template(situate_llm::prompt::PromptTemplate::from_files(
+            t,
+            s.glossary.as_deref(),
+        )?);
+    } else if let Some(gl) = &s.glossary {
+        let text = std::fs::read_to_string(gl).map_err(crate::io("cannot read the glossary", gl))?;
+        c = c.with_template(situate_llm::prompt::PromptTemplate::parse(
+            situate_llm::prompt::ANTHROPIC_TEMPLATE,
+            Some(&text),
+            "built-in",
+        )?);
+    }
+    if let Some(l) = &s.long_documents {
+        let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {
+            EngineError::Invalid(format!(
+                "[llm] long_documents = {l:?}: expected window, head or fail"
+            ))
+        })?;
+        c = c.with_long_documents(rule);
+    }
+    if let Some(m) = s.max_tokens {
+        c = c.with_max_tokens(m);
+    }
+    let c = c
+        .with_document_tokens(s.document_tokens)
+        .with_price(s.price)
+        .with_budget(run.budget)
+        .estimate_only(run.dry_run);
+    let price = c.price();
+    if run.budget.is_some() && price.is_none() {
+        return Err(EngineError::Invalid(format!(
+            "--budget needs the model's price: {} is not in the price table; give [llm.price] in situate.toml (input, cache_write, cache_read, output in dollars per million tokens)",
+            c.llm().id()
+        )));
+    }
+    Ok(BuiltContextualizer {
+        contextualizer: Box::new(c),
+        price,
+        method: "llm".into(),
+    })
+}

@@ -1,0 +1,646 @@
+//! Evaluation: runs an evaluation set through every configuration asked for and writes
+//! `report.md`, `report.json`, `failure.svg` and one `queries-<configuration>.jsonl` per
+//! configuration ([`run_eval`]); checks a team's own set against an index ([`check_set`]).
+//!
+//! A configuration is `MODE+CONTEXT[+RERANK]`: MODE `bm25`, `vector` or `hybrid`; CONTEXT
+//! `none` (the original text alone), `structural`, `file:CONTEXTS.jsonl` (LLM contexts
+//! generated once and exported with `situate contexts export`, imported into an index of
+//! the corpus built without contexts: no LLM call), or, for a set evaluated against an
+//! existing index, `indexed` (whatever contexts that index holds); RERANK `none` or any
+//! reranker a search takes (`cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...), which
+//! re-scores the fused top `rerank_depth` (150) chunks of every query, the rest of a
+//! query's 100 following in fused order ([`Engine::search_reranked`], as in a search). The
+//! first configuration is the baseline of the "reduction" column.
+//!
+//! Every query runs through the same checked [`SearchPlan`](crate::SearchPlan) a search
+//! uses ([`SearchSettings::plan`]): the set's configuration decides the mode, BM25 plain
+//! (context `none`) or contextual, and the reranker; `k` is 100.
+
+use crate::settings::SearchSettings;
+use crate::{Access, CreateSettings, Engine, EngineError, IngestOptions, Result};
+use situate_eval::dataset::{Corpus, EvalQuery, EvalSet, Level, Matching, read_own};
+use situate_eval::report::{self, ConfigReport, Retrieved};
+use situate_eval::{Judgments, read_questions};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Hits fetched per query (the deepest metric is recall@100).
+pub const EVAL_DEPTH: usize = 100;
+
+/// What to evaluate and how.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    /// The set: a BEIR folder, Anthropic's folder or a `.jsonl` of questions.
+    pub dataset: PathBuf,
+    /// Where the reports go.
+    pub out: PathBuf,
+    /// Configurations `MODE+CONTEXT[+RERANK]`; the first is the baseline.
+    pub configs: Vec<String>,
+    /// Only the first N queries.
+    pub queries: Option<usize>,
+    /// The qrels split of a BEIR folder.
+    pub split: String,
+    /// `id` or `text` (default: text for Anthropic's set, id otherwise).
+    pub matching: Option<String>,
+    /// Unanswerable control questions (any question file [`read_questions`] reads).
+    pub controls: Option<PathBuf>,
+    /// Where evaluation indexes are built and kept [OUT/indexes].
+    pub work: Option<PathBuf>,
+    /// Largest chunk in tokens when the corpus is chunked.
+    pub max_tokens: usize,
+    /// Overlap in tokens when the corpus is chunked.
+    pub overlap: usize,
+    /// Embedder of vector and hybrid configurations.
+    pub embedder: String,
+    /// Search settings every configuration shares (context weight, fusion, leg weights,
+    /// rerank depth); the configuration sets the mode, BM25 kind and reranker, and `k` is
+    /// [`EVAL_DEPTH`].
+    pub search: SearchSettings,
+    /// What `llm` means as a reranker.
+    pub default_llm: String,
+    /// The index a set without a corpus (a `.jsonl` of questions) is evaluated against.
+    pub index: PathBuf,
+}
+
+/// One parsed configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalConfig {
+    /// Its name in reports and file names: `mode+context+rerank`.
+    pub name: String,
+    /// `bm25`, `vector` or `hybrid`.
+    pub mode: String,
+    /// `none`, `structural`, `indexed` or `file:PATH`.
+    pub context: String,
+    /// The reranker spec (`none` for none).
+    pub rerank: String,
+}
+
+/// The report of a run (`report.json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvalReport {
+    /// The set's path.
+    pub dataset: PathBuf,
+    /// The set's name.
+    pub name: String,
+    /// Its format.
+    pub format: &'static str,
+    /// How golden chunks were matched.
+    pub matching: Matching,
+    /// What golden ids name.
+    pub level: Level,
+    /// Queries with an answer.
+    pub answerable_queries: usize,
+    /// Queries without one.
+    pub unanswerable_queries: usize,
+    /// Chunk size.
+    pub max_tokens: usize,
+    /// Chunk overlap.
+    pub overlap: usize,
+    /// The context weight of contextual BM25.
+    pub context_weight: f32,
+    /// One row per configuration.
+    pub configurations: Vec<ConfigReport>,
+}
+
+/// What [`run_eval`] produced.
+#[derive(Debug)]
+pub struct EvalOutcome {
+    /// The report (also in `OUT/report.json`).
+    pub report: EvalReport,
+    /// The comparison as a markdown table (also in `OUT/report.md`).
+    pub table: String,
+    /// Things worth telling (contexts imported, and how many were skipped).
+    pub notes: Vec<String>,
+}
+
+/// Parses one configuration; `existing_index` when the set has no corpus of its own.
+pub fn parse_config(s: &str, existing_index: bool) -> Result<EvalConfig> {
+    let bad = |m: String| Err(EngineError::Invalid(format!("configuration {s:?}: {m}")));
+    let parts: Vec<&str> = s.split('+').map(str::trim).collect();
+    let (mode, context, rerank) = match parts.as_slice() {
+        [m, c] => (*m, *c, "none"),
+        [m, c, r] => (*m, *c, *r),
+        _ => return bad("expected MODE+CONTEXT[+RERANK], e.g. bm25+structural".into()),
+    };
+    let mode = match mode {
+        "bm25" | "vector" | "hybrid" => mode,
+        "embeddings" => "vector",
+        _ => return bad(format!("unknown mode {mode:?} (bm25, vector or hybrid)")),
+    };
+    match (context, existing_index) {
+        ("none", _) | ("structural", false) | ("indexed", true) => {}
+        ("structural", true) => {
+            return bad(
+                "a set without a corpus is evaluated on its index as it is: use none or indexed"
+                    .into(),
+            );
+        }
+        ("indexed", false) => {
+            return bad("`indexed` is for sets evaluated against an existing --index".into());
+        }
+        (c, false) if c.strip_prefix("file:").is_some_and(|p| !p.is_empty()) => {
+            let path = Path::new(&c[5..]);
+            if !path.is_file() {
+                return bad(format!(
+                    "no contexts file {} (write one with `situate contexts export`)",
+                    path.display()
+                ));
+            }
+        }
+        (c, _) if c.starts_with("llm") => {
+            return bad(
+                "generate LLM contexts once (`situate ingest --context llm` on the corpus, then `situate contexts export FILE`) and evaluate them as file:FILE".into(),
+            );
+        }
+        _ => {
+            return bad(format!(
+                "unknown context {context:?} (none, structural, indexed, file:CONTEXTS.jsonl)"
+            ));
+        }
+    }
+    let Some(rerank_shown) = rerank_label(rerank) else {
+        return bad(format!(
+            "unknown reranker {rerank:?} (expected {})",
+            situate_rerank::FORMS
+        ));
+    };
+    // A contexts file is named by its stem in reports and file names.
+    let shown = match context.strip_prefix("file:") {
+        Some(p) => format!(
+            "file:{}",
+            Path::new(p)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        None => context.to_string(),
+    };
+    Ok(EvalConfig {
+        name: format!("{mode}+{shown}+{rerank_shown}"),
+        mode: mode.into(),
+        context: context.into(),
+        rerank: rerank.into(),
+    })
+}
+
+/// A reranker spec as configurations are named in reports and file names: options dropped,
+/// a model directory or GGUF file by its name; `None` when it is no reranker's form.
+pub fn rerank_label(spec: &str) -> Option<String> {
+    let bare = spec.split('?').next().unwrap_or(spec);
+    let name = |p: &str, stem: bool| {
+        let p = Path::new(p);
+        if stem { p.file_stem() } else { p.file_name() }
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let label = if bare == "none" || bare == "llm" {
+        bare.to_string()
+    } else if let Some(dir) = bare.strip_prefix("cross-encoder:") {
+        format!("cross-encoder:{}", name(dir.trim_end_matches('/'), false))
+    } else if let Some(llm) = bare.strip_prefix("llm:") {
+        if llm.ends_with(".gguf") {
+            format!("llm:{}", name(llm, true))
+        } else {
+            bare.to_string()
+        }
+    } else if situate_rerank::hosted::is_hosted(bare) {
+        bare.to_string()
+    } else {
+        return None;
+    };
+    // Names become file names: no path separators.
+    Some(label.replace(['/', '\\'], "_"))
+}
+
+/// Unanswerable control questions from any question file.
+fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
+    Ok(read_questions(path)?
+        .into_iter()
+        .map(|(id, text)| EvalQuery {
+            id: format!("control:{id}"),
+            text,
+            judgments: Judgments::default(),
+            golden_texts: vec![],
+            unanswerable: true,
+        })
+        .collect())
+}
+
+/// Runs the set through every configuration and writes the reports into `req.out`.
+/// `on_query` is called after each query with (queries done, queries in all).
+pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result<EvalOutcome> {
+    let mut set = EvalSet::load(&req.dataset, &req.split)?;
+    if let Some(n) = req.queries {
+        set.truncate(n);
+    }
+    let existing = set.corpus == Corpus::Existing;
+    let configs = req
+        .configs
+        .iter()
+        .map(|c| parse_config(c, existing))
+        .collect::<Result<Vec<_>>>()?;
+    if configs.is_empty() {
+        return Err(EngineError::Invalid("no configuration given".into()));
+    }
+    let mut names = HashSet::new();
+    for c in &configs {
+        if !names.insert(c.name.clone()) {
+            return Err(EngineError::Invalid(format!(
+                "configuration {} is listed twice",
+                c.name
+            )));
+        }
+    }
+    // Every configuration's plan is checked before any index is built.
+    let plans = configs
+        .iter()
+        .map(|c| config_plan(&req.search, c, &req.default_llm))
+        .collect::<Result<Vec<_>>>()?;
+    let matching = match req.matching.as_deref() {
+        Some("id") => Matching::Id,
+        Some("text") => Matching::StrippedText,
+        Some(m) => {
+            return Err(EngineError::Invalid(format!(
+                "--matching is id or text, not {m:?}"
+            )));
+        }
+        None if set.format == "anthropic" => Matching::StrippedText,
+        None => Matching::Id,
+    };
+    if matching == Matching::StrippedText && set.format != "anthropic" {
+        return Err(EngineError::Invalid(
+            "text matching needs golden chunk texts, which only Anthropic's set has".into(),
+        ));
+    }
+    let mut queries = set.queries.clone();
+    if let Some(c) = &req.controls {
+        queries.extend(read_controls(c)?);
+    }
+    std::fs::create_dir_all(&req.out).map_err(crate::io("cannot create", &req.out))?;
+    let work = req.work.clone().unwrap_or_else(|| req.out.join("indexes"));
+
+    let total = (configs.len() * queries.len()) as u64;
+    let mut done = 0u64;
+    let mut notes = Vec::new();
+    let mut rows = Vec::new();
+    for (cfg, plan) in configs.iter().zip(&plans) {
+        let engine = match &set.corpus {
+            Corpus::Existing => Engine::open(&req.index, Access::Read).map_err(|e| {
+                EngineError::Invalid(format!(
+                    "{} has no corpus of its own: evaluating against --index {}: {e}",
+                    set.name,
+                    req.index.display()
+                ))
+            })?,
+            Corpus::Beir(dir) => build_index(
+                dir,
+                situate_ingest::SourceFormat::Beir,
+                &work,
+                &set.name,
+                cfg,
+                req,
+                &mut notes,
+            )?,
+            Corpus::Anthropic(file) => build_index(
+                file,
+                situate_ingest::SourceFormat::Anthropic,
+                &work,
+                &set.name,
+                cfg,
+                req,
+                &mut notes,
+            )?,
+        };
+        let started = Instant::now();
+        let mut rankings = Vec::with_capacity(queries.len());
+        for q in &queries {
+            let hits = engine
+                .query(&q.text, plan, &Default::default())
+                .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))?
+                .hits;
+            let mut seen = HashSet::new();
+            let ranking: Vec<Retrieved> = hits
+                .into_iter()
+                .filter_map(|h| {
+                    let id = match set.level {
+                        Level::Chunk => h.chunk_id,
+                        Level::Document => h.document_id,
+                    };
+                    seen.insert(id.clone()).then(|| Retrieved {
+                        rank: 0,
+                        id,
+                        score: h.score,
+                        legs: h.legs,
+                        text: (matching == Matching::StrippedText).then_some(h.original_text),
+                    })
+                })
+                .enumerate()
+                .map(|(i, mut r)| {
+                    r.rank = i + 1;
+                    r
+                })
+                .collect();
+            rankings.push(ranking);
+            done += 1;
+            on_query(done, total);
+        }
+        let qps = queries.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let (metrics, records) = report::score(&queries, &rankings, matching);
+        let top = |unanswerable: bool| -> Vec<Option<f32>> {
+            queries
+                .iter()
+                .zip(&rankings)
+                .filter(|(q, _)| q.unanswerable == unanswerable)
+                .map(|(_, r)| r.first().map(|x| x.score))
+                .collect()
+        };
+        let abstain = report::abstain(&top(false), &top(true));
+        let path = req.out.join(format!("queries-{}.jsonl", cfg.name));
+        write_atomically(&path, |w| {
+            for r in &records {
+                serde_json::to_writer(&mut *w, r).map_err(std::io::Error::from)?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        })?;
+        rows.push(ConfigReport {
+            name: cfg.name.clone(),
+            mode: cfg.mode.clone(),
+            context: cfg.context.clone(),
+            rerank: cfg.rerank.clone(),
+            metrics,
+            failure_reduction: None,
+            queries_per_second: qps,
+            abstain,
+        });
+    }
+    let baseline = rows[0].name.clone();
+    report::add_reductions(&mut rows, &baseline);
+    let answerable = queries.iter().filter(|q| !q.unanswerable).count();
+    let table = report::markdown_table(&rows, matching, set.level);
+    let title = format!("{} — {} answerable queries", set.name, answerable);
+    situate_eval::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
+        .map_err(|e| EngineError::Invalid(format!("drawing the plot: {e}")))?;
+    let context_weight = plans[0].context_weight;
+    let md = report::markdown_report(
+        &report::ReportHeader {
+            dataset: &req.dataset.display().to_string(),
+            name: &set.name,
+            format: set.format,
+            answerable,
+            unanswerable: queries.len() - answerable,
+            max_tokens: req.max_tokens,
+            overlap: req.overlap,
+            context_weight,
+        },
+        &rows,
+        &table,
+    );
+    let md_path = req.out.join("report.md");
+    write_atomically(&md_path, |w| w.write_all(md.as_bytes()))?;
+    let report = EvalReport {
+        dataset: req.dataset.clone(),
+        name: set.name.clone(),
+        format: set.format,
+        matching,
+        level: set.level,
+        answerable_queries: answerable,
+        unanswerable_queries: queries.len() - answerable,
+        max_tokens: req.max_tokens,
+        overlap: req.overlap,
+        context_weight,
+        configurations: rows,
+    };
+    let json_path = req.out.join("report.json");
+    write_atomically(&json_path, |w| {
+        serde_json::to_writer_pretty(&mut *w, &report).map_err(std::io::Error::from)
+    })?;
+    Ok(EvalOutcome {
+        report,
+        table,
+        notes,
+    })
+}
+
+/// The checked plan of one configuration: `base` with the configuration's mode, BM25
+/// kind and reranker, and `k` = [`EVAL_DEPTH`].
+fn config_plan(
+    base: &SearchSettings,
+    cfg: &EvalConfig,
+    default_llm: &str,
+) -> Result<crate::SearchPlan> {
+    let own = SearchSettings {
+        k: Some(EVAL_DEPTH),
+        mode: Some(cfg.mode.clone()),
+        bm25: Some(if cfg.context == "none" { "plain" } else { "contextual" }.into()),
+        rerank: Some(cfg.rerank.clone()),
+        ..SearchSettings::default()
+    };
+    own.over(base)
+        .plan(default_llm)
+        .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))
+}
+
+/// Writes `path` through a temporary file, synced, then renamed.
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let tmp = path.with_extension("partial");
+    let result = (|| {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(crate::io("cannot write", path))
+}
+
+/// Builds (or reuses: ingest skips what is unchanged) the index of a corpus for one
+/// context.
+fn build_index(
+    input: &Path,
+    format: situate_ingest::SourceFormat,
+    work: &Path,
+    set: &str,
+    cfg: &EvalConfig,
+    req: &EvalRequest,
+    notes: &mut Vec<String>,
+) -> Result<Engine> {
+    let contexts_file = cfg.context.strip_prefix("file:").map(PathBuf::from);
+    // Imported contexts go into an index built without any, named after the file's content.
+    let file_tag;
+    let context = match &contexts_file {
+        Some(f) => {
+            let bytes = std::fs::read(f).map_err(crate::io("cannot read", f))?;
+            file_tag = format!("file-{}", &situate_core::hash_parts(&[&bytes])[..12]);
+            file_tag.as_str()
+        }
+        None => cfg.context.as_str(),
+    };
+    // BM25-only configurations need no embeddings; the others share one index per
+    // (context, embedder).
+    let embedder = if cfg.mode == "bm25" {
+        "none"
+    } else {
+        req.embedder.as_str()
+    };
+    let tag: String = embedder
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = work.join(format!(
+        "{set}-{context}-{tag}-{}-{}",
+        req.max_tokens, req.overlap
+    ));
+    let create = CreateSettings {
+        embedder: embedder.to_string(),
+        ..CreateSettings::default()
+    };
+    let mut engine = Engine::open_or_create(&dir, create)?;
+    let method = if contexts_file.is_some() {
+        "none"
+    } else {
+        context
+    };
+    let mut opts = IngestOptions::new(
+        situate_contextualize::by_name(method).map_err(|e| EngineError::Invalid(e.to_string()))?,
+    );
+    opts.sources.format = format;
+    opts.chunker.max_tokens = req.max_tokens;
+    opts.chunker.overlap_tokens = req.overlap;
+    let report = engine.ingest(&[input.to_path_buf()], opts, &mut |_| {})?;
+    if report.documents_ok() == 0 {
+        return Err(EngineError::Invalid(format!(
+            "nothing could be ingested from {}",
+            input.display()
+        )));
+    }
+    if let Some(f) = &contexts_file
+        && report.added + report.replaced > 0
+    {
+        let imported = engine.import_contexts(f)?;
+        notes.push(format!(
+            "imported {} contexts from {} ({} skipped: chunks not in this corpus)",
+            imported.imported,
+            f.display(),
+            imported.skipped.len()
+        ));
+    }
+    Ok(engine)
+}
+
+/// What [`check_set`] found in a team's own set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SetCheck {
+    /// Questions read.
+    pub questions: usize,
+    /// Of those, with golden ids.
+    pub answerable: usize,
+    /// Each problem, naming its line.
+    pub problems: Vec<String>,
+}
+
+/// Checks a set of situate's own format against `engine`: every line parses (a malformed
+/// line is an error naming it), every golden id is in the index, no id or question (up to
+/// case and spacing) is there twice.
+pub fn check_set(engine: &Engine, file: &Path) -> Result<SetCheck> {
+    let queries = read_own(file)?;
+    let mut problems = Vec::new();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    let mut texts: HashMap<String, usize> = HashMap::new();
+    for q in &queries {
+        if let Some(first) = ids.insert(&q.query.id, q.line) {
+            problems.push(format!(
+                "line {}: id {:?} is also on line {first}",
+                q.line, q.query.id
+            ));
+        }
+        let norm = q
+            .query
+            .text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        if let Some(first) = texts.insert(norm, q.line) {
+            problems.push(format!(
+                "line {}: the same question as line {first}",
+                q.line
+            ));
+        }
+        let mut golden: Vec<&String> = q.query.judgments.0.keys().collect();
+        golden.sort();
+        for g in golden {
+            let (exists, what) = match q.level {
+                Level::Chunk => (engine.has_chunk(g)?, "chunk"),
+                Level::Document => (engine.has_document(g)?, "document"),
+            };
+            if !exists {
+                problems.push(format!(
+                    "line {}: golden {what} {g:?} is not in the index",
+                    q.line
+                ));
+            }
+        }
+    }
+    Ok(SetCheck {
+        questions: queries.len(),
+        answerable: queries.iter().filter(|q| !q.query.unanswerable).count(),
+        problems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rerankers_are_named_for_reports_without_paths_or_options() {
+        assert_eq!(rerank_label("none").as_deref(), Some("none"));
+        assert_eq!(rerank_label("llm").as_deref(), Some("llm"));
+        assert_eq!(
+            rerank_label("cross-encoder:/models/ms-marco-MiniLM-L-6-v2/?long=max").as_deref(),
+            Some("cross-encoder:ms-marco-MiniLM-L-6-v2")
+        );
+        assert_eq!(
+            rerank_label("llm:/models/qwen2.5-0.5b.gguf").as_deref(),
+            Some("llm:qwen2.5-0.5b")
+        );
+        assert_eq!(
+            rerank_label("llm:openai:gpt-4o-mini?base_url=http://x").as_deref(),
+            Some("llm:openai:gpt-4o-mini")
+        );
+        assert_eq!(
+            rerank_label("vllm:BAAI/bge-reranker-v2-m3?base_url=http://localhost:8000").as_deref(),
+            Some("vllm:BAAI_bge-reranker-v2-m3")
+        );
+        assert_eq!(rerank_label("magic"), None);
+    }
+
+    #[test]
+    fn a_configuration_goes_through_the_search_checks() {
+        let cfg = parse_config("hybrid+none+none", false).expect("valid");
+        let plan = config_plan(&SearchSettings::default(), &cfg, "m").expect("valid");
+        assert_eq!(plan.k, EVAL_DEPTH);
+        assert_eq!(plan.match_on, situate_core::MatchOn::Plain);
+        assert_eq!(plan.rerank, None);
+        let bad = SearchSettings {
+            context_weight: Some(-2.0),
+            ..Default::default()
+        };
+        let e = config_plan(&bad, &cfg, "m").expect_err("negative weight");
+        assert!(e.to_string().contains("--context-weight"), "{e}");
+    }
+}

@@ -1,0 +1,212 @@
+//! An ingest as a front end asks it ([`IngestRequest`]): what is given explicitly (flags, a
+//! request body) over `situate.toml`, checked in one place, then [`ingest_into`] opens or
+//! creates the index and runs [`Engine::ingest`].
+
+use crate::contextualizers::{LlmRun, build_contextualizer};
+use crate::settings::{Settings, key_values};
+use crate::{Engine, EngineError, IngestEvent, IngestOptions, IngestReport, Result};
+use situate_ingest::SourceFormat;
+use situate_llm::cost::Price;
+use std::path::{Path, PathBuf};
+
+/// What to ingest and how; every `None` falls back to `situate.toml`, then the default.
+#[derive(Debug, Clone, Default)]
+pub struct IngestRequest {
+    /// Files and directories (or corpus files).
+    pub paths: Vec<PathBuf>,
+    /// The context method: `none`, `structural` or `llm` [structural].
+    pub context: Option<String>,
+    /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` [auto].
+    pub format: Option<String>,
+    /// A language forced on every document.
+    pub language: Option<String>,
+    /// Largest chunk in tokens [256].
+    pub max_tokens: Option<usize>,
+    /// Tokens shared by neighbouring chunks [32].
+    pub overlap: Option<usize>,
+    /// A tokenizer.json to count tokens with.
+    pub tokenizer: Option<PathBuf>,
+    /// Documents per committed batch [256; 8 with an LLM].
+    pub batch: Option<usize>,
+    /// The LLM run (`--llm`, `--budget`, `--dry-run`).
+    pub llm: LlmRun,
+    /// Metadata for every document, `KEY=VALUE`.
+    pub meta: Vec<String>,
+    /// The embedder, when the index is created.
+    pub embedder: Option<String>,
+    /// The vector index backend, when the index is created.
+    pub vector_index: Option<String>,
+}
+
+/// What [`ingest_into`] did.
+#[derive(Debug)]
+pub struct IngestOutcome {
+    /// The counts.
+    pub report: IngestReport,
+    /// Whether the index was created by this ingest.
+    pub created: bool,
+    /// The context method used.
+    pub method: String,
+    /// The LLM's price, when known.
+    pub price: Option<Price>,
+    /// The index directory.
+    pub dir: PathBuf,
+}
+
+/// An ingest checked and ready to run ([`prepare_ingest`]): the index is open (created when
+/// there was none), the contextualizer built.
+pub struct PreparedIngest {
+    engine: Engine,
+    opts: IngestOptions,
+    paths: Vec<PathBuf>,
+    /// Whether the index was created for this ingest.
+    pub created: bool,
+    /// The context method.
+    pub method: String,
+    /// The LLM's price, when known (for progress in dollars).
+    pub price: Option<Price>,
+    index: PathBuf,
+    // A dry run on an index not yet made works here; it goes when the ingest is dropped.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+/// Checks `req` against `settings`, opens the index at `index` (creating it with the
+/// request's creation settings when there is none) and builds the contextualizer; nothing
+/// is ingested yet ([`PreparedIngest::run`]). A dry run on an index not yet made works on a
+/// scratch one and writes nothing at `index`. Creation settings given for an existing index
+/// must equal its own (they cannot change).
+pub fn prepare_ingest(index: &Path, settings: &Settings, req: IngestRequest) -> Result<PreparedIngest> {
+    if req.paths.is_empty() {
+        return Err(EngineError::Invalid("nothing to ingest: give paths".into()));
+    }
+    let method = req
+        .context
+        .clone()
+        .or(settings.ingest.context.clone())
+        .unwrap_or_else(|| "structural".into());
+    let built = build_contextualizer(&method, &settings.llm, &req.llm)?;
+    let price = built.price;
+    let mut opts = IngestOptions::new(built.contextualizer);
+    opts.dry_run = req.llm.dry_run;
+    opts.sources.format = req
+        .format
+        .as_deref()
+        .unwrap_or("auto")
+        .parse::<SourceFormat>()
+        .map_err(EngineError::Invalid)?;
+    opts.sources.language = match req.language.clone().or(settings.ingest.language.clone()) {
+        Some(l) => Some(l.parse().map_err(EngineError::Invalid)?),
+        None => None,
+    };
+    if let Some(l) = &settings.ingest.default_language {
+        opts.sources.default_language = l.parse().map_err(EngineError::Invalid)?;
+    }
+    opts.chunker.max_tokens = req
+        .max_tokens
+        .or(settings.chunk.max_tokens)
+        .unwrap_or(opts.chunker.max_tokens);
+    opts.chunker.overlap_tokens = req
+        .overlap
+        .or(settings.chunk.overlap_tokens)
+        .unwrap_or(opts.chunker.overlap_tokens);
+    opts.chunker.tokenizer = req.tokenizer.clone().or(settings.chunk.tokenizer.clone());
+    if req.batch == Some(0) {
+        return Err(EngineError::Invalid("--batch must be at least 1".into()));
+    }
+    // An LLM takes seconds per chunk: commit every few documents so that what is done is
+    // searchable early (contexts are kept as they finish in any case).
+    opts.batch_documents = match req.batch {
+        None if method == "llm" => 8,
+        None => 256,
+        Some(b) => b,
+    };
+    opts.metadata = key_values("--meta", &req.meta)?;
+    if let Some((k, _)) = opts
+        .metadata
+        .iter()
+        .find(|(k, _)| !k.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)))
+    {
+        return Err(EngineError::Invalid(format!(
+            "--meta key {k:?}: use letters, digits, '_', '-' and '.' only"
+        )));
+    }
+
+    let mut created = !Engine::exists(index);
+    let create = settings.create_settings(
+        None,
+        req.embedder.as_deref(),
+        req.vector_index.as_deref(),
+    )?;
+    // A dry run on an index not yet made works on a scratch one: it writes nothing here.
+    let scratch = if opts.dry_run && created {
+        created = false;
+        Some(
+            tempfile::tempdir()
+                .map_err(crate::io("cannot make a scratch index in", &std::env::temp_dir()))?,
+        )
+    } else {
+        None
+    };
+    let target = scratch
+        .as_ref()
+        .map(|d| d.path().join("index"))
+        .unwrap_or_else(|| index.to_path_buf());
+    let e = Engine::open_or_create(&target, create)?;
+    if !created && scratch.is_none() {
+        // Creation settings may be repeated (re-running a command), not changed.
+        let (embedder, backend) = e.embed_creation_settings()?;
+        for (flag, given, stored) in [
+            ("--embedder", &req.embedder, &embedder),
+            ("--vector-index", &req.vector_index, &backend),
+        ] {
+            if let Some(g) = given
+                && g != stored
+                && g != "auto"
+            {
+                return Err(EngineError::Invalid(format!(
+                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
+                    index.display()
+                )));
+            }
+        }
+    }
+    Ok(PreparedIngest {
+        engine: e,
+        opts,
+        paths: req.paths,
+        created,
+        method,
+        price,
+        index: index.to_path_buf(),
+        _scratch: scratch,
+    })
+}
+
+impl PreparedIngest {
+    /// Runs the ingest, reporting each step to `on_event`.
+    pub fn run(mut self, on_event: &mut dyn FnMut(IngestEvent<'_>)) -> Result<IngestOutcome> {
+        let report = self.engine.ingest(&self.paths, self.opts, on_event)?;
+        let dir = if self._scratch.is_some() {
+            self.index
+        } else {
+            self.engine.dir().to_path_buf()
+        };
+        Ok(IngestOutcome {
+            report,
+            created: self.created,
+            method: self.method,
+            price: self.price,
+            dir,
+        })
+    }
+}
+
+/// [`prepare_ingest`], then [`PreparedIngest::run`].
+pub fn ingest_into(
+    index: &Path,
+    settings: &Settings,
+    req: IngestRequest,
+    on_event: &mut dyn FnMut(IngestEvent<'_>),
+) -> Result<IngestOutcome> {
+    prepare_ingest(index, settings, req)?.run(on_event)
+}

@@ -1,0 +1,579 @@
+//! Settings: `situate.toml`, read the same way by every front end (the CLI now; the service
+//! next), and the one place where search settings are merged and checked.
+//!
+//! ```toml
+//! index = ".situate"          # index directory
+//!
+//! [chunk]
+//! max_tokens = 256
+//! overlap_tokens = 32
+//! tokenizer = "path/to/tokenizer.json"   # count real tokens
+//!
+//! [ingest]
+//! context = "structural"      # none | structural | llm
+//! language = "en"             # force a language (no detection)
+//! default_language = "en"     # when detection is unsure
+//!
+//! [search]
+//! k = 10
+//! bm25 = "contextual"         # plain | contextual
+//! context_weight = 0.5
+//! mode = "hybrid"             # bm25 | vector | hybrid
+//! fetch = 150                 # hits per leg before fusion
+//! fusion = "rrf"              # rrf | minmax
+//! rrf_k = 60
+//! bm25_weight = 1.0
+//! vector_weight = 1.0
+//! rerank = "none"             # none | cross-encoder:DIR | llm | llm:LLM | cohere:MODEL | ...
+//! rerank_depth = 150          # fused hits the reranker re-scores
+//!
+//! [embed]
+//! embedder = "auto"           # auto | none | all-minilm-l6-v2 | multilingual-e5-small | DIR
+//! vector_index = "auto"       # auto | exact | hnsw (used when an index is created)
+//!
+//! [bm25]
+//! chinese = "bigram"          # bigram | jieba, used when an index is created
+//!
+//! [llm]                       # the model that writes contexts (context = "llm")
+//! model = "smollm2-135m-instruct"   # or a .gguf path
+//! template = "prompt.txt"     # {{WHOLE_DOCUMENT}} ... {{CHUNK_CONTENT}}; default: Anthropic's
+//! glossary = "glossary.txt"   # terms added to the prompt
+//! long_documents = "window"   # window | head | fail
+//! max_tokens = 160            # per context
+//! document_tokens = 2048      # most document tokens per prompt
+//! price = { input = 0.8, cache_write = 1.0, cache_read = 0.08, output = 4.0 }  # $/M tokens
+//! ```
+
+use crate::{EngineError, Result};
+use serde::{Deserialize, Serialize};
+use situate_core::{DocumentFilter, Language, MatchOn};
+use situate_search::fusion::Fusion;
+use situate_search::{Mode, SearchRequest};
+use std::path::{Path, PathBuf};
+
+/// The local LLM used when `[llm] model` is not set.
+pub const DEFAULT_LLM: &str = "smollm2-135m-instruct";
+
+/// Every setting of `situate.toml`; unknown keys are an error (a typo should not be silently
+/// ignored).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The index directory.
+    pub index: Option<PathBuf>,
+    /// `[chunk]`.
+    #[serde(default)]
+    pub chunk: ChunkSettings,
+    /// `[ingest]`.
+    #[serde(default)]
+    pub ingest: IngestSettings,
+    /// `[search]`.
+    #[serde(default)]
+    pub search: SearchSettings,
+    /// `[bm25]`.
+    #[serde(default)]
+    pub bm25: Bm25Settings,
+    /// `[embed]`.
+    #[serde(default)]
+    pub embed: EmbedSettings,
+    /// `[llm]`.
+    #[serde(default)]
+    pub llm: LlmSettings,
+}
+
+/// `[embed]`: used when an index is created.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedSettings {
+    /// The embedder spec (`auto`, `none`, a model name, a directory, a hosted model).
+    pub embedder: Option<String>,
+    /// The vector index backend (`auto`, `exact`, `hnsw`).
+    pub vector_index: Option<String>,
+}
+
+/// `[chunk]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkSettings {
+    /// Largest chunk in tokens.
+    pub max_tokens: Option<usize>,
+    /// Tokens shared by neighbouring chunks.
+    pub overlap_tokens: Option<usize>,
+    /// A tokenizer.json that counts real tokens.
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// `[ingest]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestSettings {
+    /// The context method: `none`, `structural` or `llm`.
+    pub context: Option<String>,
+    /// A language forced on every document.
+    pub language: Option<String>,
+    /// The language when detection is unsure.
+    pub default_language: Option<String>,
+}
+
+/// `[llm]`: the model that writes contexts, and what `--rerank llm` means.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    /// The model spec (a catalog name, a GGUF path, `anthropic:MODEL`, ...).
+    pub model: Option<String>,
+    /// A prompt template file.
+    pub template: Option<PathBuf>,
+    /// A glossary file added before the document.
+    pub glossary: Option<PathBuf>,
+    /// `window`, `head` or `fail`.
+    pub long_documents: Option<String>,
+    /// Most tokens per context.
+    pub max_tokens: Option<usize>,
+    /// Most document tokens per prompt.
+    pub document_tokens: Option<usize>,
+    /// Dollars per million tokens, overriding the price table.
+    pub price: Option<situate_llm::cost::Price>,
+}
+
+/// `[bm25]`: used when an index is created.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bm25Settings {
+    /// `bigram` or `jieba`.
+    pub chinese: Option<String>,
+}
+
+impl Settings {
+    /// The LLM that writes contexts and that `--rerank llm` uses: `[llm] model`, or the
+    /// local default.
+    pub fn default_llm(&self) -> String {
+        self.llm
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_LLM.to_string())
+    }
+
+    /// Reads `path`, or `./situate.toml` when no path is given and it exists.
+    pub fn load(path: Option<&Path>) -> Result<Settings> {
+        let path = match path {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = PathBuf::from("situate.toml");
+                if !p.is_file() {
+                    return Ok(Settings::default());
+                }
+                p
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(crate::io("cannot read", &path))?;
+        toml::from_str(&text).map_err(|e| EngineError::Settings {
+            path: path.clone(),
+            source: Box::new(e),
+        })
+    }
+
+    /// The index directory: `index`, or `./.situate`.
+    pub fn index_dir(&self) -> PathBuf {
+        self.index
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".situate"))
+    }
+
+    /// The settings fixed when an index is created: `chinese`, `embedder` and
+    /// `vector_index` given (flags) over `[bm25]` and `[embed]`, over the defaults.
+    pub fn create_settings(
+        &self,
+        chinese: Option<&str>,
+        embedder: Option<&str>,
+        vector_index: Option<&str>,
+    ) -> Result<crate::CreateSettings> {
+        let chinese = chinese
+            .or(self.bm25.chinese.as_deref())
+            .unwrap_or("bigram");
+        let embedder = embedder
+            .or(self.embed.embedder.as_deref())
+            .unwrap_or("auto");
+        let vector_index = vector_index
+            .or(self.embed.vector_index.as_deref())
+            .unwrap_or("auto");
+        Ok(crate::CreateSettings {
+            chinese: chinese.parse().map_err(EngineError::Invalid)?,
+            embedder: embedder.to_string(),
+            vector_index: vector_index.parse().map_err(EngineError::Invalid)?,
+        })
+    }
+}
+
+/// Everything a search can be told apart from its text and filters, each optional so that
+/// layers can be merged: `[search]` in `situate.toml`, then a command's flags (or a request
+/// body), each later layer winning ([`SearchSettings::over`]). [`SearchSettings::plan`]
+/// checks the result in one place, for `situate search` and `situate eval` alike.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    /// Hits returned [10].
+    pub k: Option<usize>,
+    /// `plain` (the original alone) or `contextual` BM25 [contextual].
+    pub bm25: Option<String>,
+    /// Weight of the context relative to the original [0.5].
+    pub context_weight: Option<f32>,
+    /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors, else bm25].
+    pub mode: Option<String>,
+    /// Hits each leg contributes to the fusion [150].
+    pub fetch: Option<usize>,
+    /// `rrf` or `minmax` [rrf].
+    pub fusion: Option<String>,
+    /// RRF's k [60].
+    pub rrf_k: Option<f32>,
+    /// Weight of the BM25 leg [1].
+    pub bm25_weight: Option<f32>,
+    /// Weight of the vector leg [1].
+    pub vector_weight: Option<f32>,
+    /// The reranker spec [none].
+    pub rerank: Option<String>,
+    /// How many fused hits the reranker re-scores [150].
+    pub rerank_depth: Option<usize>,
+}
+
+/// The most hits one search may ask for.
+pub const MAX_K: usize = 10_000;
+
+/// A checked search configuration: every value set and in range ([`SearchSettings::plan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPlan {
+    /// Hits returned.
+    pub k: usize,
+    /// Plain or contextual BM25.
+    pub match_on: MatchOn,
+    /// Weight of the context relative to the original.
+    pub context_weight: f32,
+    /// The legs asked for (`None`: by the index).
+    pub mode: Option<Mode>,
+    /// Hits per leg before fusion.
+    pub fetch: usize,
+    /// How the legs are fused.
+    pub fusion: Fusion,
+    /// Weight of the BM25 leg.
+    pub bm25_weight: f32,
+    /// Weight of the vector leg.
+    pub vector_weight: f32,
+    /// The reranker spec, `None` for no reranking.
+    pub rerank: Option<String>,
+    /// How many fused hits the reranker re-scores; hits ranked below follow in fused order.
+    pub rerank_depth: usize,
+    /// The LLM `rerank = "llm"` means.
+    pub default_llm: String,
+}
+
+impl SearchSettings {
+    /// `self`'s values where set, else `base`'s.
+    pub fn over(self, base: &SearchSettings) -> SearchSettings {
+        let b = base.clone();
+        SearchSettings {
+            k: self.k.or(b.k),
+            bm25: self.bm25.or(b.bm25),
+            context_weight: self.context_weight.or(b.context_weight),
+            mode: self.mode.or(b.mode),
+            fetch: self.fetch.or(b.fetch),
+            fusion: self.fusion.or(b.fusion),
+            rrf_k: self.rrf_k.or(b.rrf_k),
+            bm25_weight: self.bm25_weight.or(b.bm25_weight),
+            vector_weight: self.vector_weight.or(b.vector_weight),
+            rerank: self.rerank.or(b.rerank),
+            rerank_depth: self.rerank_depth.or(b.rerank_depth),
+        }
+    }
+
+    /// Checks every value and fills in the defaults. `default_llm` is what `rerank =
+    /// "llm"` means. Errors name the flag (`--context-weight`) and the range.
+    pub fn plan(&self, default_llm: &str) -> Result<SearchPlan> {
+        let bad = |m: String| Err(EngineError::Invalid(m));
+        let k = self.k.unwrap_or(10);
+        if k == 0 || k > MAX_K {
+            return bad(format!("-k must be from 1 to {MAX_K}, not {k}"));
+        }
+        let match_on = match self.bm25.as_deref() {
+            None | Some("contextual") => MatchOn::Contextual,
+            Some("plain") => MatchOn::Plain,
+            Some(m) => {
+                return bad(format!(
+                    "unknown BM25 mode {m:?}: expected plain or contextual"
+                ));
+            }
+        };
+        let number = |flag: &str, v: f32| -> Result<f32> {
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(EngineError::Invalid(format!(
+                    "{flag} must be a number >= 0, not {v}"
+                )))
+            }
+        };
+        let context_weight = number(
+            "--context-weight",
+            self.context_weight
+                .unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT),
+        )?;
+        let mode = match self.mode.as_deref() {
+            None => None,
+            Some(m) => Some(m.parse::<Mode>().map_err(EngineError::Invalid)?),
+        };
+        let fetch = self.fetch.unwrap_or(situate_search::DEFAULT_FETCH);
+        if fetch == 0 || fetch > MAX_K {
+            return bad(format!("--fetch must be from 1 to {MAX_K}, not {fetch}"));
+        }
+        let rrf_k = number("--rrf-k", self.rrf_k.unwrap_or(60.0))?;
+        let fusion = match self.fusion.as_deref() {
+            None | Some("rrf") => Fusion::Rrf { k: rrf_k },
+            Some("minmax") => Fusion::MinMax,
+            Some(f) => return bad(format!("unknown fusion {f:?}: expected rrf or minmax")),
+        };
+        let bm25_weight = number("--bm25-weight", self.bm25_weight.unwrap_or(1.0))?;
+        let vector_weight = number("--vector-weight", self.vector_weight.unwrap_or(1.0))?;
+        if bm25_weight == 0.0 && vector_weight == 0.0 {
+            return bad("--bm25-weight and --vector-weight are both 0: no leg would count".into());
+        }
+        let rerank = match self.rerank.as_deref().map(str::trim) {
+            None | Some("none") => None,
+            Some("") => return bad("--rerank is empty: give none or a reranker".into()),
+            Some(r) => Some(r.to_string()),
+        };
+        let rerank_depth = self
+            .rerank_depth
+            .unwrap_or(situate_search::rerank::DEFAULT_DEPTH);
+        if rerank_depth == 0 || rerank_depth > MAX_K {
+            return bad(format!(
+                "--rerank-depth must be from 1 to {MAX_K}, not {rerank_depth}"
+            ));
+        }
+        Ok(SearchPlan {
+            k,
+            match_on,
+            context_weight,
+            mode,
+            fetch,
+            fusion,
+            bm25_weight,
+            vector_weight,
+            rerank,
+            rerank_depth,
+            default_llm: default_llm.to_string(),
+        })
+    }
+}
+
+impl SearchPlan {
+    /// The request the search stage takes for `text`, analysed in `languages` (empty: every
+    /// language of the index).
+    pub fn request<'a>(&self, text: &'a str, languages: &'a [Language]) -> SearchRequest<'a> {
+        SearchRequest {
+            text,
+            k: self.k,
+            match_on: self.match_on,
+            context_weight: self.context_weight,
+            languages,
+            mode: self.mode,
+            fetch: self.fetch,
+            fusion: self.fusion,
+            bm25_weight: self.bm25_weight,
+            vector_weight: self.vector_weight,
+        }
+    }
+}
+
+/// The filters of a search as a person gives them: document ids, path globs, language codes
+/// and `KEY=VALUE` metadata. [`FilterSettings::filter`] checks them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterSettings {
+    /// Only these documents.
+    #[serde(default)]
+    pub documents: Vec<String>,
+    /// Only documents whose id matches one of these globs.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Only documents of these languages (`en`, `ru`, `zh`, `other`).
+    #[serde(default)]
+    pub languages: Vec<String>,
+    /// Only documents with all of this metadata, `KEY=VALUE`.
+    #[serde(default)]
+    pub meta: Vec<String>,
+}
+
+impl FilterSettings {
+    /// The checked filter.
+    pub fn filter(&self) -> Result<DocumentFilter> {
+        let languages = self
+            .languages
+            .iter()
+            .map(|l| l.parse::<Language>().map_err(EngineError::Invalid))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DocumentFilter {
+            document_ids: self.documents.clone(),
+            path_globs: self.paths.clone(),
+            languages,
+            metadata: key_values("--meta", &self.meta)?,
+        })
+    }
+}
+
+/// Parses repeated `KEY=VALUE` arguments (`flag` names them in errors).
+pub fn key_values(flag: &str, items: &[String]) -> Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(EngineError::Invalid(format!(
+                "{flag} {kv:?}: expected KEY=VALUE"
+            ))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert!(toml::from_str::<Settings>("[chunk]\nmax_token = 3\n").is_err());
+        let s: Settings = toml::from_str("index = \"x\"\n[search]\nk = 3\n").expect("valid");
+        assert_eq!(s.search.k, Some(3));
+        assert_eq!(s.index_dir(), PathBuf::from("x"));
+    }
+
+    #[test]
+    fn later_layers_win_and_unset_values_fall_through() {
+        let file = SearchSettings {
+            k: Some(5),
+            fusion: Some("minmax".into()),
+            context_weight: Some(0.3),
+            ..Default::default()
+        };
+        let flags = SearchSettings {
+            k: Some(7),
+            ..Default::default()
+        };
+        let merged = flags.over(&file);
+        assert_eq!(merged.k, Some(7));
+        assert_eq!(merged.fusion.as_deref(), Some("minmax"));
+        assert_eq!(merged.context_weight, Some(0.3));
+        let plan = merged.plan("m").expect("valid");
+        assert_eq!(plan.k, 7);
+        assert_eq!(plan.fusion, Fusion::MinMax);
+        assert_eq!(plan.rerank, None);
+        assert_eq!(plan.rerank_depth, situate_search::rerank::DEFAULT_DEPTH);
+    }
+
+    #[test]
+    fn every_range_is_checked_in_one_place() {
+        let bad = |s: SearchSettings, says: &str| {
+            let e = s.plan("m").expect_err("invalid").to_string();
+            assert!(e.contains(says), "{e} should mention {says}");
+        };
+        bad(
+            SearchSettings {
+                k: Some(0),
+                ..Default::default()
+            },
+            "-k",
+        );
+        bad(
+            SearchSettings {
+                context_weight: Some(-1.0),
+                ..Default::default()
+            },
+            "--context-weight",
+        );
+        bad(
+            SearchSettings {
+                context_weight: Some(f32::NAN),
+                ..Default::default()
+            },
+            "--context-weight",
+        );
+        bad(
+            SearchSettings {
+                fetch: Some(0),
+                ..Default::default()
+            },
+            "--fetch",
+        );
+        bad(
+            SearchSettings {
+                rrf_k: Some(f32::INFINITY),
+                ..Default::default()
+            },
+            "--rrf-k",
+        );
+        bad(
+            SearchSettings {
+                fusion: Some("borda".into()),
+                ..Default::default()
+            },
+            "rrf or minmax",
+        );
+        bad(
+            SearchSettings {
+                bm25_weight: Some(0.0),
+                vector_weight: Some(0.0),
+                ..Default::default()
+            },
+            "both 0",
+        );
+        bad(
+            SearchSettings {
+                rerank_depth: Some(0),
+                ..Default::default()
+            },
+            "--rerank-depth",
+        );
+        bad(
+            SearchSettings {
+                mode: Some("semantic".into()),
+                ..Default::default()
+            },
+            "bm25, vector or hybrid",
+        );
+        bad(
+            SearchSettings {
+                bm25: Some("fuzzy".into()),
+                ..Default::default()
+            },
+            "plain or contextual",
+        );
+    }
+
+    #[test]
+    fn filters_parse_languages_and_metadata() {
+        let f = FilterSettings {
+            languages: vec!["ru".into()],
+            meta: vec!["team=ops".into(), "k==v".into()],
+            ..Default::default()
+        }
+        .filter()
+        .expect("valid");
+        assert_eq!(f.languages, vec![Language::Ru]);
+        assert_eq!(
+            f.metadata,
+            vec![("team".into(), "ops".into()), ("k".into(), "=v".into())]
+        );
+        for bad in [
+            FilterSettings {
+                meta: vec!["novalue".into()],
+                ..Default::default()
+            },
+            FilterSettings {
+                meta: vec!["=x".into()],
+                ..Default::default()
+            },
+            FilterSettings {
+                languages: vec!["klingon".into()],
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.filter().is_err(), "{bad:?}");
+        }
+    }
+}
