@@ -247,9 +247,7 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
             limit,
             ef,
         } => crate::vectors::vectors(n, dim, queries, limit, &ef),
-        BenchCommand::Hybrid { queries, repeat } => {
-            crate::vectors::hybrid(index, &queries, repeat)
-        }
+        BenchCommand::Hybrid { queries, repeat } => crate::vectors::hybrid(index, &queries, repeat),
         BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
         BenchCommand::Contexts {
             corpus,

@@ -239,7 +239,9 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
                 (Some(t), _, _) => Decision::Text(t),
                 (None, true, _) => Decision::Accept,
                 (None, _, true) => Decision::Reject,
-                (None, false, false) => bail!("say what to do: --accept, --reject or --text \"...\""),
+                (None, false, false) => {
+                    bail!("say what to do: --accept, --reject or --text \"...\"")
+                }
             };
             let mut e = Engine::open(index, Access::Write)?;
             let status = e.decide_context(&chunk_id, decision)?;
@@ -262,7 +264,9 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
             let mut e = Engine::open(index, Access::Write)?;
             let r = e.import_contexts(&file)?;
             if json {
-                output::print_json(&serde_json::json!({"imported": r.imported, "skipped": r.skipped}))?;
+                output::print_json(
+                    &serde_json::json!({"imported": r.imported, "skipped": r.skipped}),
+                )?;
             } else {
                 outln!("imported {} contexts from {}", r.imported, file.display());
                 if !r.skipped.is_empty() {

@@ -343,9 +343,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 rerank: a.rerank,
                 ..a.tuning.settings()
             };
-            let plan = flags
-                .over(&settings.search)
-                .plan(&settings.default_llm())?;
+            let plan = flags.over(&settings.search).plan(&settings.default_llm())?;
             let filter = FilterSettings {
                 documents: a.document,
                 paths: a.path,
@@ -383,14 +381,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::status(out.json, &stats, &listed)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Contextualize(a) => contexts::run_contextualize(
-            out,
-            &settings,
-            &index,
-            &a.status,
-            a.batch,
-            &a.llm,
-        ),
+        Command::Contextualize(a) => {
+            contexts::run_contextualize(out, &settings, &index, &a.status, a.batch, &a.llm)
+        }
         Command::Contexts(c) => contexts::run(c, out, &settings, &index),
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
@@ -428,7 +421,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn ingest(out: Out, settings: &Settings, index: &std::path::Path, a: IngestArgs) -> Result<ExitCode> {
+fn ingest(
+    out: Out,
+    settings: &Settings,
+    index: &std::path::Path,
+    a: IngestArgs,
+) -> Result<ExitCode> {
     let req = IngestRequest {
         paths: a.paths,
         context: a.context,

@@ -41,7 +41,8 @@ struct Spinner {
 impl install::Reporter for Spinner {
     fn start(&self, entry: &CatalogEntry, why: &str, dir: &Path) {
         eprintln!("{}", install::install_line(entry, why, dir));
-        let bar = crate::output::progress_bar(self.quiet, None, &format!("installing {}", entry.name));
+        let bar =
+            crate::output::progress_bar(self.quiet, None, &format!("installing {}", entry.name));
         if let Ok(mut b) = self.bar.lock() {
             *b = Some(bar);
         }

@@ -89,6 +89,34 @@ fn crash_points_between_store_and_index() {
 }
 
 #[test]
+fn a_crash_while_an_index_is_created_leaves_no_half_made_index() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("reports");
+    corpus(&root, 3);
+    let index = tmp.path().join("idx");
+    let ingest = |crash: Option<&str>| {
+        let mut c = situate(&index);
+        c.arg("ingest")
+            .arg(&root)
+            .args(["--max-tokens", "40", "--embedder", "hash:64"]);
+        if let Some(p) = crash {
+            c.env("SITUATE_CRASH_AT", p);
+        }
+        c
+    };
+    let out = ingest(Some("index-create")).output().expect("runs");
+    assert!(!out.status.success(), "the crash hook fired");
+    // The creation settings and the store appear together or not at all.
+    let out = run(situate(&index).arg("stats"), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no situate index"));
+    // The re-run creates it with the settings asked for.
+    run(&mut ingest(None), 0);
+    let s = consistent_stats(&index);
+    assert_eq!(s["stats"]["embedder"], "hash:64", "{s:#}");
+    assert_eq!(s["stats"]["store"]["documents"], 3, "{s:#}");
+}
+
+#[test]
 fn crash_during_rebuild_keeps_the_old_index() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("reports");

@@ -139,7 +139,10 @@ fn building_a_team_set_with_eval_set() {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
     run(
-        situate(&index).arg("ingest").arg(fixtures().join("corpus")),
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("corpus"))
+            .args(["--embedder", "none"]),
         0,
     );
     let set = tmp.path().join("team.jsonl");

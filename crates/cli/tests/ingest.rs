@@ -24,7 +24,13 @@ fn bad_inputs_are_reported_and_the_rest_is_ingested() {
     let root = tmp.path().join("bad");
     bad_corpus(&root);
     let index = tmp.path().join("idx");
-    let v = json(situate(&index).arg("ingest").arg(&root), 0);
+    let v = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--embedder", "none"]),
+        0,
+    );
     assert_eq!(v["report"]["added"], 1, "{v:#}");
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
     let reason = |name: &str| {
@@ -76,7 +82,13 @@ fn reingest_is_a_no_op_and_a_changed_document_replaces_its_chunks() {
     std::fs::write(root.join("otters.txt"), &long).expect("w");
     std::fs::write(root.join("other.txt"), "Beavers build dams.").expect("w");
     let index = tmp.path().join("idx");
-    let first = json(situate(&index).arg("ingest").arg(&root), 0);
+    let first = json(
+        situate(&index)
+            .arg("ingest")
+            .arg(&root)
+            .args(["--embedder", "none"]),
+        0,
+    );
     let chunks_before = first["report"]["chunks"].as_u64().expect("n");
     assert!(chunks_before > 3);
     let stats_before = consistent_stats(&index);
@@ -131,14 +143,20 @@ fn reingest_is_a_no_op_and_a_changed_document_replaces_its_chunks() {
 fn rebuild_needs_only_the_cards() {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
+    // The hashing embedder: vectors to rebuild, no model to load.
     run(
-        situate(&index).arg("ingest").arg(fixtures().join("corpus")),
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("corpus"))
+            .args(["--embedder", "hash:64"]),
         0,
     );
     let before = search_ids(&index, "lighthouse generator winter", &[]);
     // Move the sources away: a rebuild must not need them.
     let v = json(situate(&index).arg("rebuild"), 0);
     assert!(v["chunks"].as_u64().expect("n") > 5);
+    assert_eq!(v["vectors"], v["chunks"], "every card has its vector back");
+    assert_eq!(v["embedded"], 0, "from the embedding cache: {v:#}");
     assert_eq!(
         search_ids(&index, "lighthouse generator winter", &[]),
         before
@@ -156,7 +174,10 @@ fn settings_file_and_bad_settings() {
     )
     .expect("w");
     run(
-        situate(&index).arg("ingest").arg(fixtures().join("beir")),
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("beir"))
+            .args(["--embedder", "none"]),
         0,
     );
     let v = json(situate(&index).args(["search", "energy"]), 0);

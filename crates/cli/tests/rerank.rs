@@ -137,6 +137,52 @@ fn search_reranks_the_fused_hits_and_explains_every_score() {
     let last = &server.requests()[before];
     assert_eq!(last.json()["texts"].as_array().map(Vec::len), Some(1));
 
+    // The depth is never raised to -k: with depth 1 and -k 3 the reranker reads one hit,
+    // and the two below it follow in their fused order with their fused scores.
+    let fused = json(
+        situate(&index).args(["search", "stripes africa", "-k", "3"]),
+        0,
+    );
+    let before = server.calls();
+    let v = json(
+        situate(&index).args([
+            "search",
+            "stripes africa",
+            "-k",
+            "3",
+            "--rerank-depth",
+            "1",
+            "--rerank",
+            &spec,
+        ]),
+        0,
+    );
+    assert_eq!(server.calls(), before + 1);
+    let last = &server.requests()[before];
+    assert_eq!(last.json()["texts"].as_array().map(Vec::len), Some(1));
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| h["chunk_id"].as_str().expect("id").to_string())
+            .collect()
+    };
+    assert_eq!(ids(&v), ids(&fused), "one re-scored hit cannot move");
+    let has_rerank = |h: &serde_json::Value| {
+        h["legs"]
+            .as_array()
+            .expect("legs")
+            .iter()
+            .any(|l| l["leg"] == "rerank")
+    };
+    assert!(has_rerank(&v["hits"][0]));
+    for i in 1..3 {
+        assert!(!has_rerank(&v["hits"][i]), "hit {i} is below the depth");
+        assert_eq!(v["hits"][i]["score"], fused["hits"][i]["score"]);
+        assert_eq!(v["hits"][i]["rank"], i + 1);
+    }
+
     // The setting works like the flag.
     std::fs::write(
         tmp.path().join("situate.toml"),

@@ -10,7 +10,8 @@ fn indexed() -> (tempfile::TempDir, PathBuf) {
         situate(&index)
             .arg("ingest")
             .arg(fixtures().join("corpus"))
-            .args(["--max-tokens", "60", "--overlap", "0"]),
+            // About BM25 and contexts: no embedding model to load.
+            .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
         0,
     );
     (tmp, index)
@@ -154,7 +155,8 @@ fn anthropic_and_beir_corpora() {
     let v = json(
         situate(&index)
             .arg("ingest")
-            .arg(fixtures().join("anthropic/codebase_chunks.json")),
+            .arg(fixtures().join("anthropic/codebase_chunks.json"))
+            .args(["--embedder", "none"]),
         0,
     );
     assert_eq!(v["report"]["added"], 3);

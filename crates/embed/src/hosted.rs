@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The hosted protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
+pub enum Protocol {
     /// `POST {base}/embeddings`, OpenAI's shape (also Ollama, vLLM, TEI, Jina, Mistral).
     OpenAi,
     /// Voyage's `POST {base}/embeddings` with `input_type`.
@@ -58,7 +58,7 @@ pub struct HostedOptions {
 
 /// An embedder behind an HTTP API.
 pub struct HostedEmbedder {
-    provider: Provider,
+    provider: Protocol,
     model: String,
     id: String,
     options: HostedOptions,
@@ -66,37 +66,44 @@ pub struct HostedEmbedder {
     dim: AtomicUsize,
 }
 
-/// The providers' names in specs, their protocol, default API root, key variables and
-/// base-URL variable.
-const PROVIDERS: &[(&str, Provider, &str, &[&str], &str)] = &[
-    (
-        "openai",
-        Provider::OpenAi,
-        "https://api.openai.com/v1",
-        &["OPENAI_API_KEY"],
-        "OPENAI_BASE_URL",
-    ),
-    (
-        "ollama",
-        Provider::OpenAi,
-        "http://localhost:11434/v1",
-        &[],
-        "OLLAMA_BASE_URL",
-    ),
-    (
-        "voyage",
-        Provider::Voyage,
-        "https://api.voyageai.com/v1",
-        &["VOYAGE_API_KEY"],
-        "VOYAGE_BASE_URL",
-    ),
-    (
-        "gemini",
-        Provider::Gemini,
-        "https://generativelanguage.googleapis.com/v1beta",
-        &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-        "GEMINI_BASE_URL",
-    ),
+/// The providers: where each API is, and the protocol it speaks.
+const PROVIDERS: &[spec::Provider<Protocol>] = &[
+    spec::Provider {
+        endpoint: Endpoint {
+            name: "openai",
+            public: "https://api.openai.com/v1",
+            key_vars: &["OPENAI_API_KEY"],
+            base_var: "OPENAI_BASE_URL",
+        },
+        protocol: Protocol::OpenAi,
+    },
+    spec::Provider {
+        endpoint: Endpoint {
+            name: "ollama",
+            public: "http://localhost:11434/v1",
+            key_vars: &[],
+            base_var: "OLLAMA_BASE_URL",
+        },
+        protocol: Protocol::OpenAi,
+    },
+    spec::Provider {
+        endpoint: Endpoint {
+            name: "voyage",
+            public: "https://api.voyageai.com/v1",
+            key_vars: &["VOYAGE_API_KEY"],
+            base_var: "VOYAGE_BASE_URL",
+        },
+        protocol: Protocol::Voyage,
+    },
+    spec::Provider {
+        endpoint: Endpoint {
+            name: "gemini",
+            public: "https://generativelanguage.googleapis.com/v1beta",
+            key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+            base_var: "GEMINI_BASE_URL",
+        },
+        protocol: Protocol::Gemini,
+    },
 ];
 
 /// Dimensions of well-known models, so an index can be created without a probe request.
@@ -114,8 +121,7 @@ const KNOWN_DIMS: &[(&str, usize)] = &[
 
 /// Whether `spec` names a hosted embedder (`openai:`, `ollama:`, `voyage:`, `gemini:`).
 pub fn is_hosted(spec: &str) -> bool {
-    spec.split_once(':')
-        .is_some_and(|(p, _)| PROVIDERS.iter().any(|(name, ..)| *name == p))
+    spec::is_hosted(PROVIDERS, spec)
 }
 
 impl HostedEmbedder {
@@ -133,20 +139,11 @@ impl HostedEmbedder {
             model: spec.to_string(),
             message,
         };
-        let endpoints: Vec<Endpoint> = PROVIDERS
-            .iter()
-            .map(|&(name, _, public, key_vars, base_var)| Endpoint {
-                name,
-                public,
-                key_vars,
-                base_var,
-            })
-            .collect();
         let mut dimensions = None;
         let mut batch = 64usize;
         let parsed = spec::parse(
             spec,
-            &endpoints,
+            PROVIDERS,
             env,
             4,
             &mut |k, v| {
@@ -160,8 +157,12 @@ impl HostedEmbedder {
             "base_url, key_env, dimensions, batch, concurrency, retries, timeout",
         )
         .map_err(fail)?;
-        let (name, provider, ..) = PROVIDERS[parsed.endpoint];
-        if provider == Provider::Gemini && batch > 100 {
+        let spec::Provider {
+            endpoint,
+            protocol: provider,
+        } = PROVIDERS[parsed.endpoint];
+        let name = endpoint.name;
+        if provider == Protocol::Gemini && batch > 100 {
             return Err(fail(
                 "Gemini takes at most 100 texts per request (batch ≤ 100)".into(),
             ));
@@ -227,12 +228,12 @@ impl HostedEmbedder {
         let bearer = key.map(|k| format!("Bearer {k}"));
         let mut headers: Vec<(&str, &str)> = Vec::new();
         let (url, body) = match self.provider {
-            Provider::OpenAi | Provider::Voyage => {
+            Protocol::OpenAi | Protocol::Voyage => {
                 if let Some(b) = &bearer {
                     headers.push(("authorization", b));
                 }
                 let mut body = serde_json::json!({ "model": self.model, "input": texts });
-                if self.provider == Provider::OpenAi {
+                if self.provider == Protocol::OpenAi {
                     body["encoding_format"] = "float".into();
                     if let Some(d) = self.options.dimensions {
                         body["dimensions"] = d.into();
@@ -249,7 +250,7 @@ impl HostedEmbedder {
                 }
                 (format!("{}/embeddings", self.options.base_url), body)
             }
-            Provider::Gemini => {
+            Protocol::Gemini => {
                 if let Some(k) = key {
                     headers.push(("x-goog-api-key", k));
                 }
@@ -286,8 +287,8 @@ impl HostedEmbedder {
             .await
             .map_err(|e| fail(e.to_string()))?;
         let mut vectors = match self.provider {
-            Provider::OpenAi | Provider::Voyage => parse_indexed(&reply.body["data"], texts.len()),
-            Provider::Gemini => parse_gemini(&reply.body["embeddings"], texts.len()),
+            Protocol::OpenAi | Protocol::Voyage => parse_indexed(&reply.body["data"], texts.len()),
+            Protocol::Gemini => parse_gemini(&reply.body["embeddings"], texts.len()),
         }
         .map_err(|m| fail(format!("unexpected answer from {url}: {m}")))?;
         for v in &mut vectors {

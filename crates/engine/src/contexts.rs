@@ -5,10 +5,11 @@
 //! Cards keep their keys; each change is written in a store batch with the embeddings the
 //! new texts need, then the indexes catch up through the journal, as after an ingest.
 
-use crate::ingest::{IngestReport, contextualize_many};
+use crate::ingest::{IngestReport, Waiting};
 use crate::{Engine, EngineError, Result};
 use situate_core::{
-    ChunkContext, ChunkSpan, ContextStatus, Contextualizer, DocKind, Document, Provenance,
+    ChunkCard, ChunkContext, ChunkSpan, ContextStatus, Contextualizer, DocKind, Document,
+    Provenance,
 };
 
 /// A new context for one card.
@@ -124,7 +125,7 @@ impl Engine {
         let mut pending: Vec<ContextUpdate> = Vec::new();
         let mut pending_docs = 0usize;
         // Documents waiting for contexts: up to `in_flight` are contextualized together.
-        let mut waiting: Vec<Waiting> = Vec::new();
+        let mut waiting: Vec<Waiting<Vec<ChunkCard>>> = Vec::new();
         let in_flight = ctx.documents_in_flight().max(1);
         for id in &docs {
             let (Some(stored), Some(text)) =
@@ -177,9 +178,13 @@ impl Engine {
                 metadata: Default::default(),
                 preset_chunks: None,
             };
-            waiting.push((cards, doc, spans));
+            waiting.push(Waiting {
+                doc,
+                spans,
+                item: cards,
+            });
             if waiting.len() >= in_flight {
-                self.settle_contexts(
+                self.settle_stored(
                     ctx,
                     writer.as_ref(),
                     &mut waiting,
@@ -192,7 +197,7 @@ impl Engine {
                 )?;
             }
         }
-        self.settle_contexts(
+        self.settle_stored(
             ctx,
             writer.as_ref(),
             &mut waiting,
@@ -208,18 +213,15 @@ impl Engine {
     }
 }
 
-/// A stored document whose cards wait for contexts: the cards, the document, their spans.
-type Waiting = (Vec<situate_core::ChunkCard>, Document, Vec<ChunkSpan>);
-
 impl Engine {
-    /// Contextualizes the waiting documents together and queues their updates, writing a
-    /// batch when it is full.
+    /// [`Engine::settle`] for stored cards: each document's new contexts are queued as
+    /// updates, written every `batch_documents` documents.
     #[allow(clippy::too_many_arguments)]
-    fn settle_contexts(
+    fn settle_stored(
         &mut self,
         ctx: &dyn Contextualizer,
         writer: Option<&situate_store::ContextCacheWriter>,
-        waiting: &mut Vec<Waiting>,
+        waiting: &mut Vec<Waiting<Vec<ChunkCard>>>,
         pending: &mut Vec<ContextUpdate>,
         pending_docs: &mut usize,
         batch_documents: usize,
@@ -227,36 +229,37 @@ impl Engine {
         report: &mut IngestReport,
         on_progress: &mut dyn FnMut(ContextProgress, &IngestReport),
     ) -> Result<()> {
-        if waiting.is_empty() {
-            return Ok(());
-        }
-        let docs: Vec<(&Document, &[ChunkSpan])> =
-            waiting.iter().map(|(_, d, s)| (d, s.as_slice())).collect();
-        let all = contextualize_many(self.runtime()?, ctx, &self.store, writer, &docs, report)?;
-        for ((cards, _, _), contexts) in waiting.drain(..).zip(all) {
-            report.chunks += cards.len() as u64;
-            report.replaced += 1;
-            for (c, context) in cards.iter().zip(contexts) {
-                pending.push(ContextUpdate {
-                    chunk_id: c.chunk_id.clone(),
-                    context,
-                });
-            }
-            *pending_docs += 1;
-            on_progress(
-                ContextProgress {
-                    chunks_done: report.chunks,
-                    chunks_total: total,
-                },
-                report,
-            );
-            if *pending_docs >= batch_documents.max(1) {
-                self.set_contexts(pending)?;
-                pending.clear();
-                *pending_docs = 0;
-            }
-        }
-        Ok(())
+        self.settle(
+            ctx,
+            writer,
+            waiting,
+            report,
+            &mut |engine, w, contexts, report| {
+                let cards = w.item;
+                report.chunks += cards.len() as u64;
+                report.replaced += 1;
+                for (c, context) in cards.iter().zip(contexts) {
+                    pending.push(ContextUpdate {
+                        chunk_id: c.chunk_id.clone(),
+                        context,
+                    });
+                }
+                *pending_docs += 1;
+                on_progress(
+                    ContextProgress {
+                        chunks_done: report.chunks,
+                        chunks_total: total,
+                    },
+                    report,
+                );
+                if *pending_docs >= batch_documents.max(1) {
+                    engine.set_contexts(pending)?;
+                    pending.clear();
+                    *pending_docs = 0;
+                }
+                Ok(())
+            },
+        )
     }
 }
 

@@ -71,7 +71,8 @@ pub fn build_contextualizer(
             s.glossary.as_deref(),
         )?);
     } else if let Some(gl) = &s.glossary {
-        let text = std::fs::read_to_string(gl).map_err(crate::io("cannot read the glossary", gl))?;
+        let text =
+            std::fs::read_to_string(gl).map_err(crate::io("cannot read the glossary", gl))?;
         c = c.with_template(situate_llm::prompt::PromptTemplate::parse(
             situate_llm::prompt::ANTHROPIC_TEMPLATE,
             Some(&text),

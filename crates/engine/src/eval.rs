@@ -434,7 +434,14 @@ fn config_plan(
     let own = SearchSettings {
         k: Some(EVAL_DEPTH),
         mode: Some(cfg.mode.clone()),
-        bm25: Some(if cfg.context == "none" { "plain" } else { "contextual" }.into()),
+        bm25: Some(
+            if cfg.context == "none" {
+                "plain"
+            } else {
+                "contextual"
+            }
+            .into(),
+        ),
         rerank: Some(cfg.rerank.clone()),
         ..SearchSettings::default()
     };

@@ -1,6 +1,6 @@
 //! The ingest path: read → skip unchanged → chunk → contextualize → store → index.
 
-use crate::{Engine, EngineError, Result, crash_point};
+use crate::{Engine, Result, crash_point};
 use situate_core::{
     ChunkContext, ChunkSpan, ChunkView, ContextSink, ContextStatus, Contextualizer, Document,
     DocumentView, TokenUsage, hash_parts,
@@ -146,10 +146,6 @@ impl Engine {
         self.require_writer()?;
         let chunker = Chunker::new(opts.chunker.clone())?;
         opts.sources.exclude.push(self.dir.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::Invalid(format!("cannot start the async runtime: {e}")))?;
         let ctx = opts.contextualizer.as_ref();
         let cache_writer = if ctx.remembers() {
             Some(self.store.context_cache_writer()?)
@@ -162,7 +158,7 @@ impl Engine {
         let mut pending_bytes = 0usize;
         // Documents read and chunked, waiting for their contexts: up to `in_flight` are
         // contextualized at the same time.
-        let mut waiting: Vec<Waiting> = Vec::new();
+        let mut waiting: Vec<Waiting<Fresh>> = Vec::new();
         let in_flight = ctx.documents_in_flight().max(1);
 
         for item in read_sources(paths, &opts.sources) {
@@ -231,13 +227,14 @@ impl Engine {
             }
             waiting.push(Waiting {
                 doc,
-                key,
                 spans,
-                replaced: stored.is_some(),
+                item: Fresh {
+                    key,
+                    replaced: stored.is_some(),
+                },
             });
             if waiting.len() >= in_flight {
-                self.settle(
-                    &runtime,
+                self.settle_fresh(
                     &opts,
                     cache_writer.as_ref(),
                     &mut waiting,
@@ -248,8 +245,7 @@ impl Engine {
                 )?;
             }
         }
-        self.settle(
-            &runtime,
+        self.settle_fresh(
             &opts,
             cache_writer.as_ref(),
             &mut waiting,
@@ -261,26 +257,29 @@ impl Engine {
         if opts.dry_run {
             return Ok(report);
         }
-        self.flush(&runtime, &mut pending, &mut report, on_event)?;
+        self.flush(&mut pending, &mut report, on_event)?;
         self.bm25.finish_merges()?;
         self.save_vectors()?;
         report.embed_model = self.embed_settings()?.model;
         Ok(report)
     }
 
-    /// Contextualizes the waiting documents together, then queues them for the store
-    /// (committing a batch when it is full).
-    #[allow(clippy::too_many_arguments)]
-    fn settle(
+    /// The one context-settling step of an ingest and of a context run over stored cards
+    /// ([`Engine::recontextualize`]): contextualizes the waiting documents together (taking
+    /// what the context cache holds), then hands each on, in reading order, with its
+    /// contexts to `on_done`, which queues it and writes a batch when one is full.
+    pub(crate) fn settle<T>(
         &mut self,
-        runtime: &tokio::runtime::Runtime,
-        opts: &IngestOptions,
+        ctx: &dyn Contextualizer,
         cache_writer: Option<&situate_store::ContextCacheWriter>,
-        waiting: &mut Vec<Waiting>,
-        pending: &mut Vec<Prepared>,
-        pending_bytes: &mut usize,
+        waiting: &mut Vec<Waiting<T>>,
         report: &mut IngestReport,
-        on_event: &mut dyn FnMut(IngestEvent<'_>),
+        on_done: &mut dyn FnMut(
+            &mut Engine,
+            Waiting<T>,
+            Vec<ChunkContext>,
+            &mut IngestReport,
+        ) -> Result<()>,
     ) -> Result<()> {
         if waiting.is_empty() {
             return Ok(());
@@ -290,59 +289,82 @@ impl Engine {
             .map(|w| (&w.doc, w.spans.as_slice()))
             .collect();
         let all = contextualize_many(
-            runtime,
-            opts.contextualizer.as_ref(),
+            self.runtime()?,
+            ctx,
             &self.store,
             cache_writer,
             &docs,
             report,
         )?;
         for (w, contexts) in waiting.drain(..).zip(all) {
-            let Waiting {
-                doc,
-                key,
-                spans,
-                replaced,
-            } = w;
-            on_event(IngestEvent::Contextualized {
-                chunks: report.chunks + spans.len() as u64,
-                usage: report.usage,
-                cached: report.contexts_cached,
-            });
-            report.chunks += spans.len() as u64;
-            if replaced {
-                report.replaced += 1;
-            } else {
-                report.added += 1;
-            }
-            if opts.dry_run {
-                continue;
-            }
-            on_event(IngestEvent::Document {
-                id: &doc.id,
-                outcome: if replaced { "replaced" } else { "added" },
-                chunks: spans.len(),
-            });
-            *pending_bytes += doc.text.len();
-            pending.push(Prepared {
-                doc,
-                key,
-                spans,
-                contexts,
-                replaced,
-            });
-            if pending.len() >= opts.batch_documents || *pending_bytes >= opts.batch_bytes {
-                self.flush(runtime, pending, report, on_event)?;
-                *pending_bytes = 0;
-            }
+            on_done(self, w, contexts, report)?;
         }
         Ok(())
+    }
+
+    /// [`Engine::settle`] for an ingest: each document goes to the pending batch, which is
+    /// committed when it is full.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_fresh(
+        &mut self,
+        opts: &IngestOptions,
+        cache_writer: Option<&situate_store::ContextCacheWriter>,
+        waiting: &mut Vec<Waiting<Fresh>>,
+        pending: &mut Vec<Prepared>,
+        pending_bytes: &mut usize,
+        report: &mut IngestReport,
+        on_event: &mut dyn FnMut(IngestEvent<'_>),
+    ) -> Result<()> {
+        self.settle(
+            opts.contextualizer.as_ref(),
+            cache_writer,
+            waiting,
+            report,
+            &mut |engine, w, contexts, report| {
+                let Waiting {
+                    doc,
+                    spans,
+                    item: Fresh { key, replaced },
+                } = w;
+                on_event(IngestEvent::Contextualized {
+                    chunks: report.chunks + spans.len() as u64,
+                    usage: report.usage,
+                    cached: report.contexts_cached,
+                });
+                report.chunks += spans.len() as u64;
+                if replaced {
+                    report.replaced += 1;
+                } else {
+                    report.added += 1;
+                }
+                if opts.dry_run {
+                    return Ok(());
+                }
+                on_event(IngestEvent::Document {
+                    id: &doc.id,
+                    outcome: if replaced { "replaced" } else { "added" },
+                    chunks: spans.len(),
+                });
+                *pending_bytes += doc.text.len();
+                pending.push(Prepared {
+                    doc,
+                    key,
+                    spans,
+                    contexts,
+                    replaced,
+                });
+                if pending.len() >= opts.batch_documents || *pending_bytes >= opts.batch_bytes {
+                    engine.flush(pending, report, on_event)?;
+                    *pending_bytes = 0;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Commits the pending documents to the store, then brings the index up to date.
     fn flush(
         &mut self,
-        runtime: &tokio::runtime::Runtime,
         pending: &mut Vec<Prepared>,
         report: &mut IngestReport,
         on_event: &mut dyn FnMut(IngestEvent<'_>),
@@ -365,7 +387,7 @@ impl Engine {
             })
             .collect();
         let (vectors, failed, reason) =
-            self.embed_missing(runtime, texts, &mut |done, total| {
+            self.embed_missing(self.runtime()?, texts, &mut |done, total| {
                 on_event(IngestEvent::Embedding { done, total })
             })?;
         report.embedded += vectors.len() as u64;
@@ -428,11 +450,19 @@ impl Engine {
     }
 }
 
-/// A document read and chunked, waiting for its contexts.
-struct Waiting {
-    doc: Document,
+/// A document waiting for its contexts, with what its caller keeps about it.
+pub(crate) struct Waiting<T> {
+    /// The document.
+    pub doc: Document,
+    /// Its chunks.
+    pub spans: Vec<ChunkSpan>,
+    /// The caller's own.
+    pub item: T,
+}
+
+/// What an ingest keeps about a document read and chunked.
+struct Fresh {
     key: String,
-    spans: Vec<ChunkSpan>,
     replaced: bool,
 }
 

@@ -75,7 +75,11 @@ pub struct PreparedIngest {
 /// is ingested yet ([`PreparedIngest::run`]). A dry run on an index not yet made works on a
 /// scratch one and writes nothing at `index`. Creation settings given for an existing index
 /// must equal its own (they cannot change).
-pub fn prepare_ingest(index: &Path, settings: &Settings, req: IngestRequest) -> Result<PreparedIngest> {
+pub fn prepare_ingest(
+    index: &Path,
+    settings: &Settings,
+    req: IngestRequest,
+) -> Result<PreparedIngest> {
     if req.paths.is_empty() {
         return Err(EngineError::Invalid("nothing to ingest: give paths".into()));
     }
@@ -132,18 +136,15 @@ pub fn prepare_ingest(index: &Path, settings: &Settings, req: IngestRequest) -> 
     }
 
     let mut created = !Engine::exists(index);
-    let create = settings.create_settings(
-        None,
-        req.embedder.as_deref(),
-        req.vector_index.as_deref(),
-    )?;
+    let create =
+        settings.create_settings(None, req.embedder.as_deref(), req.vector_index.as_deref())?;
     // A dry run on an index not yet made works on a scratch one: it writes nothing here.
     let scratch = if opts.dry_run && created {
         created = false;
-        Some(
-            tempfile::tempdir()
-                .map_err(crate::io("cannot make a scratch index in", &std::env::temp_dir()))?,
-        )
+        Some(tempfile::tempdir().map_err(crate::io(
+            "cannot make a scratch index in",
+            &std::env::temp_dir(),
+        ))?)
     } else {
         None
     };

@@ -45,7 +45,9 @@ pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
-pub use ingest_request::{IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest};
+pub use ingest_request::{
+    IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,
+};
 pub use query::{Rerank, SearchResponse};
 pub use review::{Decision, ReverifyReport};
 pub use settings::{FilterSettings, SearchPlan, SearchSettings, Settings};
@@ -138,7 +140,10 @@ pub enum EngineError {
 /// `Result` with [`EngineError`].
 pub type Result<T> = std::result::Result<T, EngineError>;
 
-pub(crate) fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
+pub(crate) fn io<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
     move |source| EngineError::Io {
         op,
         path: path.to_path_buf(),
@@ -213,11 +218,33 @@ impl Engine {
             )));
         }
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-        let store = Store::open(&dir.join(STORE_FILE))?;
-        store.set_meta("chinese_tokenizer", settings.chinese.as_str())?;
-        store.set_meta("embedder", &settings.embedder)?;
-        store.set_meta("vector_index", settings.vector_index.as_str())?;
+        // The store is made under a temporary name with its creation settings, then renamed:
+        // a kill before the rename leaves no index (a re-run creates it afresh), never one
+        // whose settings are missing.
+        let creating = dir.join(format!("{STORE_FILE}.creating"));
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let leftover = PathBuf::from(format!("{}{suffix}", creating.display()));
+            match std::fs::remove_file(&leftover) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io("cannot remove", &leftover)(e));
+                }
+                _ => {}
+            }
+        }
+        let store = Store::open(&creating)?;
+        store.set_metas(&[
+            ("chinese_tokenizer", settings.chinese.as_str()),
+            ("embedder", &settings.embedder),
+            ("vector_index", settings.vector_index.as_str()),
+        ])?;
+        // Closing the only connection checkpoints the write-ahead log into the file.
         drop(store);
+        crash_point("index-create");
+        let target = dir.join(STORE_FILE);
+        std::fs::rename(&creating, &target).map_err(io("cannot create", &target))?;
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
         Engine::open(dir, Access::Write)
     }
 
@@ -774,9 +801,10 @@ fn dir_size(dir: &Path) -> u64 {
 }
 
 /// Test hook for crash tests: `SITUATE_CRASH_AT=<point>` aborts the process (as `kill -9`
-/// would, with no cleanup) when it reaches that point. Points: `store-commit` (after a
-/// batch is committed to the store, before the index has it), `index-commit` (before the
-/// index commits), `rebuild-switch` (a new index written, not yet switched to).
+/// would, with no cleanup) when it reaches that point. Points: `index-create` (a new store
+/// written under its temporary name, not yet renamed), `store-commit` (after a batch is
+/// committed to the store, before the index has it), `index-commit` (before the index
+/// commits), `rebuild-switch` (a new index written, not yet switched to), `vector-switch`.
 pub(crate) fn crash_point(name: &str) {
     if std::env::var("SITUATE_CRASH_AT").is_ok_and(|v| v == name) {
         std::process::abort();

@@ -91,16 +91,15 @@ impl Engine {
         if let Some(r) = loaded.get(&key) {
             return Ok(Arc::clone(r));
         }
-        let r: Arc<dyn Reranker> = match situate_rerank::resolve(spec, default_llm)
-            .map_err(EngineError::RerankerLoad)?
-        {
-            Some(r) => Arc::from(r),
-            None => {
-                return Err(EngineError::Invalid(format!(
-                    "{spec:?} is no reranker (`none` means no rerank stage)"
-                )));
-            }
-        };
+        let r: Arc<dyn Reranker> =
+            match situate_rerank::resolve(spec, default_llm).map_err(EngineError::RerankerLoad)? {
+                Some(r) => Arc::from(r),
+                None => {
+                    return Err(EngineError::Invalid(format!(
+                        "{spec:?} is no reranker (`none` means no rerank stage)"
+                    )));
+                }
+            };
         loaded.insert(key, Arc::clone(&r));
         Ok(r)
     }

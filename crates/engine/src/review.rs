@@ -74,8 +74,7 @@ impl Engine {
                 let t = t.trim().to_string();
                 if t.is_empty() {
                     return Err(EngineError::Invalid(
-                        "--text is empty: use --reject to index the chunk without a context"
-                            .into(),
+                        "--text is empty: use --reject to index the chunk without a context".into(),
                     ));
                 }
                 ChunkContext {

@@ -187,9 +187,7 @@ impl Settings {
         embedder: Option<&str>,
         vector_index: Option<&str>,
     ) -> Result<crate::CreateSettings> {
-        let chinese = chinese
-            .or(self.bm25.chinese.as_deref())
-            .unwrap_or("bigram");
+        let chinese = chinese.or(self.bm25.chinese.as_deref()).unwrap_or("bigram");
         let embedder = embedder
             .or(self.embed.embedder.as_deref())
             .unwrap_or("auto");

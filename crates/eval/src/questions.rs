@@ -50,8 +50,9 @@ fn first_record_is_beir(path: &Path) -> Result<bool, EvalDataError> {
         if t.is_empty() || t.starts_with("//") {
             continue;
         }
-        return Ok(serde_json::from_str::<serde_json::Value>(t)
-            .is_ok_and(|v| v.get("_id").is_some()));
+        return Ok(
+            serde_json::from_str::<serde_json::Value>(t).is_ok_and(|v| v.get("_id").is_some())
+        );
     }
     Ok(false)
 }

@@ -19,10 +19,27 @@ pub struct Endpoint {
     pub base_var: &'static str,
 }
 
+/// One provider of a hosted service: where its API is and the protocol it speaks (`P` is
+/// the caller's own protocol type: embeddings, chat, rerank). Every kind of hosted model
+/// keeps its providers in one table of these.
+#[derive(Debug, Clone, Copy)]
+pub struct Provider<P: 'static> {
+    /// Where its API lives and how it is authenticated.
+    pub endpoint: Endpoint,
+    /// The request and answer shapes.
+    pub protocol: P,
+}
+
+/// Whether `spec` names one of `providers` (`NAME:MODEL...`).
+pub fn is_hosted<P>(providers: &[Provider<P>], spec: &str) -> bool {
+    spec.split_once(':')
+        .is_some_and(|(name, _)| providers.iter().any(|p| p.endpoint.name == name))
+}
+
 /// A parsed spec.
 #[derive(Debug, Clone)]
 pub struct Spec {
-    /// Index of the provider in the endpoints given.
+    /// Index of the provider in the providers given.
     pub endpoint: usize,
     /// The model.
     pub model: String,
@@ -44,13 +61,13 @@ pub fn number(k: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("{k}={v}: expected a number from {lo} to {hi}"))
 }
 
-/// Parses `spec` against `endpoints`, reading variables through `env`. `extra(key, value)`
+/// Parses `spec` against `providers`, reading variables through `env`. `extra(key, value)`
 /// takes the options of the caller's kind (`Ok(true)` when it knows the key); `options`
 /// lists every option for the error on an unknown one. A key is required for a public API;
 /// a server at another `base_url` gets one only if it is set.
-pub fn parse(
+pub fn parse<P>(
     spec: &str,
-    endpoints: &[Endpoint],
+    providers: &[Provider<P>],
     env: &dyn Fn(&str) -> Option<String>,
     concurrency: usize,
     extra: &mut dyn FnMut(&str, &str) -> Result<bool, String>,
@@ -59,11 +76,11 @@ pub fn parse(
     let (name, rest) = spec
         .split_once(':')
         .ok_or_else(|| "expected PROVIDER:MODEL".to_string())?;
-    let endpoint = endpoints
+    let endpoint = providers
         .iter()
-        .position(|e| e.name == name)
+        .position(|p| p.endpoint.name == name)
         .ok_or_else(|| format!("unknown provider {name:?}"))?;
-    let e = endpoints[endpoint];
+    let e = providers[endpoint].endpoint;
     let (model, query) = rest.split_once('?').unwrap_or((rest, ""));
     if model.is_empty() || model.contains(char::is_whitespace) {
         return Err("the model name is missing or has spaces".into());

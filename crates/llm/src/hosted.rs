@@ -29,7 +29,7 @@ use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use situate_http::Client;
-use situate_http::spec::{self, Endpoint};
+use situate_http::spec::{self, Endpoint, Provider};
 
 /// The two protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,35 +40,40 @@ pub enum Protocol {
     OpenAiChat,
 }
 
-/// Spec names, protocol, public API root, key variables, base-URL variable.
-const PROVIDERS: &[(&str, Protocol, &str, &[&str], &str)] = &[
-    (
-        "anthropic",
-        Protocol::Anthropic,
-        "https://api.anthropic.com",
-        &["ANTHROPIC_API_KEY"],
-        "ANTHROPIC_BASE_URL",
-    ),
-    (
-        "openai",
-        Protocol::OpenAiChat,
-        "https://api.openai.com/v1",
-        &["OPENAI_API_KEY"],
-        "OPENAI_BASE_URL",
-    ),
-    (
-        "ollama",
-        Protocol::OpenAiChat,
-        "http://localhost:11434/v1",
-        &[],
-        "OLLAMA_BASE_URL",
-    ),
+/// The providers: where each API is, and the protocol it speaks.
+const PROVIDERS: &[Provider<Protocol>] = &[
+    Provider {
+        endpoint: Endpoint {
+            name: "anthropic",
+            public: "https://api.anthropic.com",
+            key_vars: &["ANTHROPIC_API_KEY"],
+            base_var: "ANTHROPIC_BASE_URL",
+        },
+        protocol: Protocol::Anthropic,
+    },
+    Provider {
+        endpoint: Endpoint {
+            name: "openai",
+            public: "https://api.openai.com/v1",
+            key_vars: &["OPENAI_API_KEY"],
+            base_var: "OPENAI_BASE_URL",
+        },
+        protocol: Protocol::OpenAiChat,
+    },
+    Provider {
+        endpoint: Endpoint {
+            name: "ollama",
+            public: "http://localhost:11434/v1",
+            key_vars: &[],
+            base_var: "OLLAMA_BASE_URL",
+        },
+        protocol: Protocol::OpenAiChat,
+    },
 ];
 
 /// Whether `spec` names a hosted LLM.
 pub fn is_hosted(spec: &str) -> bool {
-    spec.split_once(':')
-        .is_some_and(|(p, _)| PROVIDERS.iter().any(|(n, ..)| *n == p))
+    spec::is_hosted(PROVIDERS, spec)
 }
 
 /// An LLM behind an HTTP API.
@@ -100,21 +105,12 @@ impl HostedLlm {
             model: spec.to_string(),
             message,
         };
-        let endpoints: Vec<Endpoint> = PROVIDERS
-            .iter()
-            .map(|&(name, _, public, key_vars, base_var)| Endpoint {
-                name,
-                public,
-                key_vars,
-                base_var,
-            })
-            .collect();
         let mut window = None;
         let mut max_tokens_field = "max_tokens".to_string();
         let mut documents = 4;
         let parsed = spec::parse(
             spec,
-            &endpoints,
+            PROVIDERS,
             env,
             4,
             &mut |k, v| {
@@ -131,7 +127,8 @@ impl HostedLlm {
             "base_url, key_env, concurrency, documents, retries, timeout, window, max_tokens_field=max_tokens|max_completion_tokens",
         )
         .map_err(fail)?;
-        let (name, protocol, ..) = PROVIDERS[parsed.endpoint];
+        let Provider { endpoint, protocol } = PROVIDERS[parsed.endpoint];
+        let name = endpoint.name;
         let spec::Spec {
             model,
             base_url,

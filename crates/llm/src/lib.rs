@@ -230,8 +230,8 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
         let Some((file, _)) = entry.files.iter().find(|(f, _)| f.ends_with(".gguf")) else {
             return Err(fail("the catalog entry has no GGUF file".into()));
         };
-        let dir = situate_models::ensure(entry, "the local LLM")
-            .map_err(|e| fail(e.to_string()))?;
+        let dir =
+            situate_models::ensure(entry, "the local LLM").map_err(|e| fail(e.to_string()))?;
         let path = dir.join(file);
         let id = format!("local:{}@{}", entry.name, entry.version);
         return Ok(Box::new(local::LocalLlm::load(&path, id)?));

@@ -253,7 +253,11 @@ pub fn offline() -> bool {
 pub fn python() -> String {
     policy()
         .python
-        .or_else(|| std::env::var("SITUATE_PYTHON").ok().filter(|p| !p.is_empty()))
+        .or_else(|| {
+            std::env::var("SITUATE_PYTHON")
+                .ok()
+                .filter(|p| !p.is_empty())
+        })
         .unwrap_or_else(|| "python3".to_string())
 }
 
@@ -375,6 +379,33 @@ pub fn verify(entry: &CatalogEntry, dir: &Path) -> Result<bool, InstallError> {
     Ok(true)
 }
 
+/// The folder `SITUATE_WHEELS` names, if set: wheels are downloaded into it and installed
+/// from it.
+fn wheels_dir() -> Option<PathBuf> {
+    std::env::var_os("SITUATE_WHEELS")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The wheel of `entry` in `dir`, by its file name (the distribution name with `_` for
+/// `-`, then the version).
+fn wheel_in(dir: &Path, entry: &CatalogEntry) -> Option<PathBuf> {
+    let prefix =
+        format!("{}-{}-", entry.package.replace('-', "_"), entry.version).to_ascii_lowercase();
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "whl")
+                && p.file_name().is_some_and(|n| {
+                    n.to_string_lossy()
+                        .to_ascii_lowercase()
+                        .starts_with(&prefix)
+                })
+        })
+}
+
 /// What an install did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Installed {
@@ -414,7 +445,15 @@ pub fn install_reporting(
     reporter: &dyn Reporter,
 ) -> Result<Installed, InstallError> {
     let target = root.join(entry.name);
-    if target.is_dir() && verify(entry, &target)? {
+    // With SITUATE_WHEELS the wheel is kept there and taken from there when present; an
+    // install fills the folder even when the model is already in place.
+    let wheels = wheels_dir();
+    if target.is_dir()
+        && verify(entry, &target)?
+        && wheels
+            .as_deref()
+            .is_none_or(|d| wheel_in(d, entry).is_some())
+    {
         return Ok(Installed::AlreadyThere(target));
     }
     let io = |what: &str, p: &Path| {
@@ -438,10 +477,6 @@ pub fn install_reporting(
             ),
         )
         .map_err(io("cannot write", &req))?;
-        // With SITUATE_WHEELS the wheel is kept there and taken from there when present.
-        let wheels = std::env::var_os("SITUATE_WHEELS")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from);
         let download_to = match &wheels {
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
@@ -492,20 +527,7 @@ pub fn install_reporting(
                 output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
             });
         }
-        // A wheel's file name starts with its distribution name ('-' as '_') and version.
-        let prefix = format!("{}-{}-", entry.package.replace('-', "_"), entry.version);
-        let wheel = std::fs::read_dir(&download_to)
-            .map_err(io("cannot list", &download_to))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.extension().is_some_and(|x| x == "whl")
-                    && p.file_name().is_some_and(|n| {
-                        n.to_string_lossy()
-                            .to_ascii_lowercase()
-                            .starts_with(&prefix.to_ascii_lowercase())
-                    })
-            })
+        let wheel = wheel_in(&download_to, entry)
             .ok_or_else(|| InstallError::Io("pip reported success but left no wheel".into()))?;
         reporter.step("checking the wheel's sha256");
         let got = sha256_file(&wheel).map_err(io("cannot read", &wheel))?;

@@ -32,7 +32,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use situate_core::{RerankError, RerankPassage, Reranker};
 use situate_http::Client;
-use situate_http::spec::{self, Endpoint};
+use situate_http::spec::{self, Endpoint, Provider};
 use std::time::Duration;
 
 /// The request and answer shapes.
@@ -48,74 +48,77 @@ pub enum Protocol {
     Tei,
 }
 
-/// Spec names, protocol, path after the base URL, and where the API is.
-const PROVIDERS: &[(Protocol, &str, Endpoint)] = &[
-    (
-        Protocol::Cohere,
-        "/v2/rerank",
-        Endpoint {
+impl Protocol {
+    /// The path after the base URL.
+    fn path(self) -> &'static str {
+        match self {
+            Protocol::Cohere => "/v2/rerank",
+            Protocol::Voyage | Protocol::Jina | Protocol::Tei => "/rerank",
+        }
+    }
+}
+
+/// The providers: where each API is, and the protocol it speaks.
+const PROVIDERS: &[Provider<Protocol>] = &[
+    Provider {
+        endpoint: Endpoint {
             name: "cohere",
             public: "https://api.cohere.com",
             key_vars: &["COHERE_API_KEY", "CO_API_KEY"],
             base_var: "COHERE_BASE_URL",
         },
-    ),
-    (
-        Protocol::Voyage,
-        "/rerank",
-        Endpoint {
+        protocol: Protocol::Cohere,
+    },
+    Provider {
+        endpoint: Endpoint {
             name: "voyage",
             public: "https://api.voyageai.com/v1",
             key_vars: &["VOYAGE_API_KEY"],
             base_var: "VOYAGE_BASE_URL",
         },
-    ),
-    (
-        Protocol::Jina,
-        "/rerank",
-        Endpoint {
+        protocol: Protocol::Voyage,
+    },
+    Provider {
+        endpoint: Endpoint {
             name: "jina",
             public: "https://api.jina.ai/v1",
             key_vars: &["JINA_API_KEY"],
             base_var: "JINA_BASE_URL",
         },
-    ),
-    (
-        Protocol::Tei,
-        "/rerank",
-        Endpoint {
+        protocol: Protocol::Jina,
+    },
+    Provider {
+        endpoint: Endpoint {
             name: "tei",
             public: "http://localhost:8080",
             key_vars: &[],
             base_var: "TEI_BASE_URL",
         },
-    ),
-    (
-        Protocol::Jina,
-        "/rerank",
-        Endpoint {
+        protocol: Protocol::Tei,
+    },
+    Provider {
+        endpoint: Endpoint {
             name: "vllm",
             public: "http://localhost:8000",
             key_vars: &[],
             base_var: "VLLM_BASE_URL",
         },
-    ),
-    (
-        Protocol::Jina,
-        "/rerank",
-        Endpoint {
+        protocol: Protocol::Jina,
+    },
+    Provider {
+        endpoint: Endpoint {
             name: "infinity",
             public: "http://localhost:7997",
             key_vars: &[],
             base_var: "INFINITY_BASE_URL",
         },
-    ),
+        protocol: Protocol::Jina,
+    },
 ];
 
 /// Whether `spec` names a hosted reranker.
 pub fn is_hosted(spec: &str) -> bool {
-    spec.split_once(':')
-        .is_some_and(|(p, _)| PROVIDERS.iter().any(|(_, _, e)| e.name == p))
+    spec::is_hosted(PROVIDERS, spec)
 }
 
 /// A reranker behind an HTTP API.
@@ -145,11 +148,10 @@ impl HostedReranker {
             reranker: spec.split('?').next().unwrap_or(spec).to_string(),
             message,
         };
-        let endpoints: Vec<Endpoint> = PROVIDERS.iter().map(|(_, _, e)| *e).collect();
         let mut batch = None;
         let parsed = spec::parse(
             spec,
-            &endpoints,
+            PROVIDERS,
             env,
             4,
             &mut |k, v| match k {
@@ -162,7 +164,8 @@ impl HostedReranker {
             "base_url, key_env, batch, concurrency, retries, timeout",
         )
         .map_err(fail)?;
-        let (protocol, path, endpoint) = PROVIDERS[parsed.endpoint];
+        let Provider { endpoint, protocol } = PROVIDERS[parsed.endpoint];
+        let path = protocol.path();
         let mut policy = parsed.policy;
         if !spec.contains("timeout=") {
             policy.timeout = Duration::from_secs(60);

@@ -16,7 +16,6 @@ impl Store {
             .op("starting a write")?;
         Ok(Batch { tx, changed: 0 })
     }
-
 }
 
 /// A group of writes committed together (one SQLite transaction).

@@ -7,7 +7,6 @@ use situate_core::{CardRecord, ChunkCard, ContextStatus, Language, Provenance};
 use std::str::FromStr;
 
 impl Store {
-
     /// The index rows of one document's cards, in chunk order.
     pub fn index_rows_of(&self, document_id: &str) -> Result<Vec<IndexRow>> {
         let mut rows = Vec::new();

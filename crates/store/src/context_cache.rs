@@ -11,7 +11,6 @@ use std::str::FromStr;
 const UNKNOWN_METHOD: &str = "unknown";
 
 impl Store {
-
     /// Finished contexts in the context cache for these input hashes (absent ones are not
     /// cached).
     pub fn cached_contexts(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {

@@ -18,7 +18,6 @@ pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
 }
 
 impl Store {
-
     /// Which of these text hashes have a cached embedding of `model` (the vectors are not
     /// read).
     pub fn cached(
@@ -75,7 +74,11 @@ impl Store {
 }
 
 /// Caches embeddings of `model` by text hash (already cached ones are kept).
-pub(crate) fn insert_embeddings(conn: &Connection, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+pub(crate) fn insert_embeddings(
+    conn: &Connection,
+    model: &str,
+    items: &[(&str, &[f32])],
+) -> Result<()> {
     let mut st = conn
         .prepare_cached(
             "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",

@@ -5,7 +5,6 @@ use crate::{Op, Result, Store, StoreError};
 use situate_core::{CardSet, DocumentFilter};
 
 impl Store {
-
     /// The card keys of the documents `filter` allows.
     pub fn filter_cards(&self, filter: &DocumentFilter) -> Result<CardSet> {
         let mut clauses: Vec<String> = Vec::new();

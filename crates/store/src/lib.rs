@@ -66,7 +66,6 @@ impl<T> Op<T> for rusqlite::Result<T> {
     }
 }
 
-
 /// What the store remembers of an ingested document, to decide whether it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentState {
@@ -226,7 +225,6 @@ impl Store {
             .optional()
             .op("reading a document's state")
     }
-
 
     /// Counts over the store.
     pub fn stats(&self) -> Result<Stats> {

