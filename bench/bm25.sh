@@ -18,8 +18,10 @@ if [ ! -x bench/.venv/bin/python ]; then
   python3 -m venv bench/.venv
   bench/.venv/bin/pip install --quiet "bm25s==0.3.16" "PyStemmer==3.1.0" numpy scipy
 fi
-cargo build --release --locked -p situate
-bin=target/release/situate
+cargo build --release --locked -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+bin="$bin_dir/situate"
+bench="$bin_dir/situate-bench"
 
 # name | input | ingest flags
 ingest() {
@@ -44,18 +46,18 @@ done
 peer() { OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 bench/.venv/bin/python bench/bm25s_peer.py "$@"; }
 for round in 1 2 3; do
   peer --dataset "$scifact" --k 20 > "$out/peer-scifact-$round.json"
-  "$bin" --index "$out/index-scifact-whole" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-whole-$round.json"
-  "$bin" --index "$out/index-scifact-none" bench bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-none-$round.json"
-  "$bin" --index "$out/index-scifact-structural" bench bm25 --dataset "$scifact" --bm25 contextual > "$out/run-scifact-structural-$round.json"
+  "$bench" --index "$out/index-scifact-whole" bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-whole-$round.json"
+  "$bench" --index "$out/index-scifact-none" bm25 --dataset "$scifact" --bm25 plain > "$out/run-scifact-none-$round.json"
+  "$bench" --index "$out/index-scifact-structural" bm25 --dataset "$scifact" --bm25 contextual > "$out/run-scifact-structural-$round.json"
   peer --dataset "$data/anthropic-codebase-beir" --k 20 > "$out/peer-codebase-$round.json"
-  "$bin" --index "$out/index-codebase-none" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 plain > "$out/run-codebase-none-$round.json"
-  "$bin" --index "$out/index-codebase-structural" bench bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 contextual > "$out/run-codebase-structural-$round.json"
+  "$bench" --index "$out/index-codebase-none" bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 plain > "$out/run-codebase-none-$round.json"
+  "$bench" --index "$out/index-codebase-structural" bm25 --dataset "$data/anthropic-codebase-beir" --level chunk --bm25 contextual > "$out/run-codebase-structural-$round.json"
   for lang in en ru; do
     peer --dataset "$data/xquad-r/$lang/sentence" --lang "$lang" --k 20 > "$out/peer-xquad-$lang-$round.json"
-    "$bin" --index "$out/index-xquad-$lang-none" bench bm25 --dataset "$data/xquad-r/$lang/sentence" --bm25 plain > "$out/run-xquad-$lang-none-$round.json"
+    "$bench" --index "$out/index-xquad-$lang-none" bm25 --dataset "$data/xquad-r/$lang/sentence" --bm25 plain > "$out/run-xquad-$lang-none-$round.json"
   done
   for t in bigram jieba; do
-    "$bin" --index "$out/index-zh-$t" bench bm25 --dataset bench/zh-small --bm25 plain --repeat 20 > "$out/run-zh-$t-$round.json"
+    "$bench" --index "$out/index-zh-$t" bm25 --dataset bench/zh-small --bm25 plain --repeat 20 > "$out/run-zh-$t-$round.json"
   done
 done
 

@@ -22,12 +22,14 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
   "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
 fi
-cargo build --release --locked -q -p situate
-bin=target/release/situate
+cargo build --release --locked -q -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+bin="$bin_dir/situate"
+bench="$bin_dir/situate-bench"
 "$bin" models install all-minilm-l6-v2 >/dev/null
 model_dir=$("$bin" models list --json | python3 -c 'import json,sys; print(next(m["path"] for m in json.load(sys.stdin)["models"] if m["name"]=="all-minilm-l6-v2"))')
 for round in $(seq "$rounds"); do
   echo "== round $round"
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_peer.py "$model_dir" "$data" "$passages" "$queries" 2 2>/dev/null | tail -1
-  "$bin" bench embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1
+  "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1
 done

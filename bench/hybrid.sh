@@ -10,28 +10,30 @@
 # Usage: bench/hybrid.sh [SIZES...]   (default: 10000 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p situate
-bin=target/release/situate
+cargo build --release --locked -q -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+bin="$bin_dir/situate"
+bench="$bin_dir/situate-bench"
 out=bench/out/hybrid
 mkdir -p "$out"
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(10000 100000)
 
 echo "== vector index: exact vs HNSW (100k x 384)"
-"$bin" bench vectors --n 100000
+"$bench" vectors --n 100000
 
 for n in "${sizes[@]}"; do
   echo "== hybrid latency at $n chunks"
   corpus="$out/synth-$n"
   index="$out/index-$n"
-  [ -f "$corpus/corpus.jsonl" ] || "$bin" bench synth --n "$n" --out "$corpus"
+  [ -f "$corpus/corpus.jsonl" ] || "$bench" synth --n "$n" --out "$corpus"
   if [ ! -f "$index/cards.db" ]; then
     /usr/bin/time -f "ingest: %e s, peak %M kB" \
       "$bin" --index "$index" --quiet ingest "$corpus/corpus.jsonl" --format beir \
       --context none --embedder hash:384 --language en >/dev/null
   fi
-  "$bin" --index "$index" bench hybrid --queries "$corpus/queries.txt"
+  "$bench" --index "$index" hybrid --queries "$corpus/queries.txt"
 done
 
 echo "== all-MiniLM-L6-v2 (query embedding is part of every vector/hybrid query)"
-"$bin" bench embed --dataset ../shared/data/scifact --passages 256 --queries 200
+"$bench" embed --dataset ../shared/data/scifact --passages 256 --queries 200

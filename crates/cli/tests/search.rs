@@ -384,3 +384,31 @@ fn a_russian_question_finds_its_english_passage_with_multilingual_e5() {
     let hits = search_ids(&index, "猫什么时候睡觉", &["--mode", "vector"]);
     assert_eq!(hits[0], "kb/ru.md#0", "{hits:?}");
 }
+
+#[test]
+fn warnings_on_a_pipe_carry_no_colour_codes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    paraphrase_corpus(tmp.path());
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index)
+            .current_dir(tmp.path())
+            .args(["ingest", "help", "--embedder", "hash:32"]),
+        0,
+    );
+    // A damaged vector snapshot is rebuilt from the embedding cache, with a warning.
+    let snapshot = std::fs::read_dir(&index)
+        .expect("index dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "flat"))
+        .expect("a vector snapshot");
+    let mut bytes = std::fs::read(&snapshot).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&snapshot, bytes).expect("damage");
+    let out = run(situate(&index).args(["search", "password"]), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reloading the vectors"), "{err}");
+    assert!(!err.contains('\u{1b}'), "no ANSI codes on a pipe: {err:?}");
+}

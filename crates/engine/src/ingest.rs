@@ -274,12 +274,7 @@ impl Engine {
         cache_writer: Option<&situate_store::ContextCacheWriter>,
         waiting: &mut Vec<Waiting<T>>,
         report: &mut IngestReport,
-        on_done: &mut dyn FnMut(
-            &mut Engine,
-            Waiting<T>,
-            Vec<ChunkContext>,
-            &mut IngestReport,
-        ) -> Result<()>,
+        on_done: &mut OnSettled<'_, T>,
     ) -> Result<()> {
         if waiting.is_empty() {
             return Ok(());
@@ -449,6 +444,10 @@ impl Engine {
         Ok(())
     }
 }
+
+/// What [`Engine::settle`] calls with each document and its contexts.
+pub(crate) type OnSettled<'a, T> =
+    dyn FnMut(&mut Engine, Waiting<T>, Vec<ChunkContext>, &mut IngestReport) -> Result<()> + 'a;
 
 /// A document waiting for its contexts, with what its caller keeps about it.
 pub(crate) struct Waiting<T> {
