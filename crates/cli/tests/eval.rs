@@ -132,6 +132,30 @@ fn bad_configurations_are_refused_clearly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{config}: {err}");
     }
+    // Search settings go through the same checks as `situate search`, before any index is
+    // built.
+    for (flags, says) in [
+        (["--context-weight=-1", "--split=test"], "--context-weight"),
+        (["--rerank-depth=0", "--split=test"], "--rerank-depth"),
+        (["--fusion=borda", "--split=test"], "rrf or minmax"),
+    ] {
+        let out = run(
+            situate(&tmp.path().join("i"))
+                .arg("eval")
+                .arg("--dataset")
+                .arg(fixtures().join("beir"))
+                .arg("--out")
+                .arg(tmp.path().join("o2"))
+                .args(flags),
+            1,
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{flags:?}: {err}");
+        assert!(
+            !tmp.path().join("o2").join("indexes").exists(),
+            "refused before any index was built"
+        );
+    }
 }
 
 #[test]

@@ -47,13 +47,26 @@ fn a_hosted_embedder_ingests_searches_survives_an_outage_and_is_repaired() {
     let index = tmp.path().join("idx");
     let v = json(
         situate(&index)
-            .env_remove("OPENAI_API_KEY")
+            .env("OPENAI_API_KEY", "sk-test-never-stored")
             .env_remove("OPENAI_BASE_URL")
             .args(["ingest", "--embedder", &spec])
             .arg(&docs),
         0,
     );
     assert_eq!(v["report"]["embed_model"], "openai:fake-embed");
+    // Keys are read from the environment each time, never written to the index.
+    for entry in std::fs::read_dir(&index).expect("index dir").flatten() {
+        if entry.path().is_file() {
+            let bytes = std::fs::read(entry.path()).expect("read");
+            assert!(
+                !bytes
+                    .windows(b"sk-test-never-stored".len())
+                    .any(|w| w == b"sk-test-never-stored"),
+                "{} holds the key",
+                entry.path().display()
+            );
+        }
+    }
     assert_eq!(v["report"]["embedded"], 2);
     let calls_after_ingest = server.calls();
     assert!(calls_after_ingest >= 2, "a dimension probe, then the texts");
