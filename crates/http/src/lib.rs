@@ -136,6 +136,10 @@ enum Outcome<T> {
 impl Client {
     /// A client that keeps at most `concurrency` requests in flight (at least 1).
     pub fn new(policy: RetryPolicy, concurrency: usize) -> Result<Self, HttpError> {
+        // reqwest is built without a TLS crypto provider (Cargo.toml: ring builds in a
+        // third of aws-lc-rs's time); install ring as the process default once. An error
+        // means one is installed already, which is what is needed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(policy.timeout)
             .connect_timeout(policy.timeout.min(Duration::from_secs(30)))
