@@ -170,3 +170,20 @@ fn backoff_grows_and_is_capped() {
         );
     }
 }
+
+/// reqwest is built without a TLS crypto provider and `Client::new` installs ring: an https
+/// request then goes through rustls (here to a plain-HTTP server, so its handshake fails)
+/// and comes back as an error, where a missing provider would panic.
+#[test]
+fn https_requests_go_through_rustls_on_ring() {
+    let server = FakeServer::start(|_, _| Reply::raw(200, "{}")).expect("server");
+    let client = Client::new(quick(), 1).expect("client");
+    assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+    let url = server.url().replacen("http://", "https://", 1);
+    assert!(url.starts_with("https://"), "{url}");
+    let e = rt()
+        .block_on(client.post_json::<serde_json::Value>(&url, &[], &json!({})))
+        .expect_err("a plain-HTTP server cannot complete a TLS handshake");
+    assert_eq!(server.calls(), 0, "no HTTP request got through: {e}");
+    assert!(!e.to_string().is_empty());
+}
