@@ -69,30 +69,15 @@ pub struct HostedEmbedder {
 /// The providers: where each API is, and the protocol it speaks.
 const PROVIDERS: &[spec::Provider<Protocol>] = &[
     spec::Provider {
-        endpoint: Endpoint {
-            name: "openai",
-            public: "https://api.openai.com/v1",
-            key_vars: &["OPENAI_API_KEY"],
-            base_var: "OPENAI_BASE_URL",
-        },
+        endpoint: spec::OPENAI,
         protocol: Protocol::OpenAi,
     },
     spec::Provider {
-        endpoint: Endpoint {
-            name: "ollama",
-            public: "http://localhost:11434/v1",
-            key_vars: &[],
-            base_var: "OLLAMA_BASE_URL",
-        },
+        endpoint: spec::OLLAMA,
         protocol: Protocol::OpenAi,
     },
     spec::Provider {
-        endpoint: Endpoint {
-            name: "voyage",
-            public: "https://api.voyageai.com/v1",
-            key_vars: &["VOYAGE_API_KEY"],
-            base_var: "VOYAGE_BASE_URL",
-        },
+        endpoint: spec::VOYAGE,
         protocol: Protocol::Voyage,
     },
     spec::Provider {

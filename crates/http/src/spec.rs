@@ -19,6 +19,30 @@ pub struct Endpoint {
     pub base_var: &'static str,
 }
 
+/// OpenAI's API (embeddings and chat).
+pub const OPENAI: Endpoint = Endpoint {
+    name: "openai",
+    public: "https://api.openai.com/v1",
+    key_vars: &["OPENAI_API_KEY"],
+    base_var: "OPENAI_BASE_URL",
+};
+
+/// A local Ollama server's OpenAI-compatible API (embeddings and chat; no key).
+pub const OLLAMA: Endpoint = Endpoint {
+    name: "ollama",
+    public: "http://localhost:11434/v1",
+    key_vars: &[],
+    base_var: "OLLAMA_BASE_URL",
+};
+
+/// Voyage AI's API (embeddings and rerank).
+pub const VOYAGE: Endpoint = Endpoint {
+    name: "voyage",
+    public: "https://api.voyageai.com/v1",
+    key_vars: &["VOYAGE_API_KEY"],
+    base_var: "VOYAGE_BASE_URL",
+};
+
 /// One provider of a hosted service: where its API is and the protocol it speaks (`P` is
 /// the caller's own protocol type: embeddings, chat, rerank). Every kind of hosted model
 /// keeps its providers in one table of these.

@@ -52,21 +52,11 @@ const PROVIDERS: &[Provider<Protocol>] = &[
         protocol: Protocol::Anthropic,
     },
     Provider {
-        endpoint: Endpoint {
-            name: "openai",
-            public: "https://api.openai.com/v1",
-            key_vars: &["OPENAI_API_KEY"],
-            base_var: "OPENAI_BASE_URL",
-        },
+        endpoint: spec::OPENAI,
         protocol: Protocol::OpenAiChat,
     },
     Provider {
-        endpoint: Endpoint {
-            name: "ollama",
-            public: "http://localhost:11434/v1",
-            key_vars: &[],
-            base_var: "OLLAMA_BASE_URL",
-        },
+        endpoint: spec::OLLAMA,
         protocol: Protocol::OpenAiChat,
     },
 ];

@@ -70,12 +70,7 @@ const PROVIDERS: &[Provider<Protocol>] = &[
         protocol: Protocol::Cohere,
     },
     Provider {
-        endpoint: Endpoint {
-            name: "voyage",
-            public: "https://api.voyageai.com/v1",
-            key_vars: &["VOYAGE_API_KEY"],
-            base_var: "VOYAGE_BASE_URL",
-        },
+        endpoint: spec::VOYAGE,
         protocol: Protocol::Voyage,
     },
     Provider {
