@@ -12,6 +12,7 @@ macro_rules! outln {
     };
 }
 
+mod generate;
 mod llm;
 mod rerank;
 mod vectors;
@@ -96,7 +97,7 @@ enum BenchCommand {
         context_weight: f32,
     },
     /// The local LLM writing contexts for the first documents of an Anthropic-format corpus,
-    /// with the document's KV cache reused and without
+    /// its replies side by side and (with --compare) one at a time
     Contexts {
         /// The corpus (codebase_chunks.json: documents with their chunks)
         #[arg(long)]
@@ -110,6 +111,40 @@ enum BenchCommand {
         /// Most new tokens per context
         #[arg(long, default_value_t = 160)]
         max_tokens: usize,
+        /// Replies written side by side
+        #[arg(long, default_value_t = situate_llm::local::DEFAULT_BATCH)]
+        batch: usize,
+        /// Run again one reply at a time and check the contexts are the same
+        #[arg(long)]
+        compare: bool,
+        /// Write the exact prompts here (JSON lines), for bench/llama_cpp_peer.py
+        #[arg(long)]
+        prompts_out: Option<PathBuf>,
+        /// The built-in prompt: anthropic or small
+        #[arg(long, default_value = "anthropic")]
+        prompt: String,
+        /// Print every context and why it was rejected
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Prompt-reading and generation speed of a GGUF model on situate's forward pass, one
+    /// sequence and several side by side (bench/llm_speed.sh compares it with llama.cpp)
+    Generate {
+        /// The GGUF model
+        #[arg(long)]
+        model: PathBuf,
+        /// Prompt tokens
+        #[arg(long, default_value_t = 512)]
+        prompt: usize,
+        /// Tokens generated per sequence
+        #[arg(long, default_value_t = 128)]
+        new_tokens: usize,
+        /// Sequences decoded side by side after the prompt (1: none)
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        /// Prompt tokens per forward pass
+        #[arg(long, default_value_t = 512)]
+        piece: usize,
     },
     /// Embedding throughput (passages) and latency (queries) of an embedder
     Embed {
@@ -249,18 +284,40 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
         } => crate::vectors::vectors(n, dim, queries, limit, &ef),
         BenchCommand::Hybrid { queries, repeat } => crate::vectors::hybrid(index, &queries, repeat),
         BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
+        BenchCommand::Generate {
+            model,
+            prompt,
+            new_tokens,
+            batch,
+            piece,
+        } => crate::generate::generate(&model, prompt, new_tokens, batch, piece),
         BenchCommand::Contexts {
             corpus,
             model,
             docs,
             max_tokens,
+            batch,
+            compare,
+            prompts_out,
+            prompt,
+            verbose,
         } => {
             let model = model.unwrap_or_else(|| {
                 situate_models::models_dir()
                     .join("smollm2-135m-instruct")
                     .join("SmolLM2-135M-Instruct.Q4_1.gguf")
             });
-            crate::llm::contexts(&model, &corpus, docs, max_tokens)
+            crate::llm::contexts(
+                &model,
+                &corpus,
+                docs,
+                max_tokens,
+                batch,
+                compare,
+                prompts_out.as_deref(),
+                &prompt,
+                verbose,
+            )
         }
     }
 }

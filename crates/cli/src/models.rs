@@ -56,6 +56,23 @@ impl install::Reporter for Spinner {
         }
     }
 
+    fn progress(&self, done: u64, total: u64) {
+        if let Ok(b) = self.bar.lock()
+            && let Some(bar) = b.as_ref()
+        {
+            if bar.length() != Some(total) {
+                bar.set_length(total);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{prefix} [{bar:30}] {pos}/{len} parts: {msg} [{elapsed}]",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+            }
+            bar.set_position(done);
+        }
+    }
+
     fn finish(&self) {
         if let Ok(mut b) = self.bar.lock()
             && let Some(bar) = b.take()
@@ -91,7 +108,20 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
             let mut done = Vec::new();
             for n in &names {
                 let e = install::entry(n)?;
-                let (path, fresh) = match install::install(e, &root, &python)? {
+                let spinner = Spinner {
+                    quiet: json,
+                    bar: Mutex::new(None),
+                };
+                if let Ok(mut b) = spinner.bar.lock() {
+                    *b = Some(crate::output::progress_bar(
+                        json,
+                        None,
+                        &format!("installing {}", e.name),
+                    ));
+                }
+                let result = install::install_reporting(e, &root, &python, &spinner);
+                install::Reporter::finish(&spinner);
+                let (path, fresh) = match result? {
                     Installed::AlreadyThere(p) => (p, false),
                     Installed::Fresh(p) => (p, true),
                 };

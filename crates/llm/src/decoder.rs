@@ -16,20 +16,31 @@
 //! norm of each query and key head before RoPE (qwen3), and the RoPE layout (llama pairs
 //! neighbouring dimensions; qwen pairs dimension i with i + d/2), as llama.cpp does.
 
-use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor, bail};
 
 /// Models whose matrices take at most this many bytes as f32 keep an f32 copy of them for
-/// reading prompts: candle multiplies many rows by a quantized matrix one dot product at a
-/// time, and by an f32 matrix with gemm, which is several times faster. SmolLM2-135M needs
-/// 0.5 GB for it. Generating (one row at a time) reads the quantized matrices, a quarter of
-/// the memory traffic.
+/// reading prompts: candle multiplies many rows by most quantized matrices one dot product
+/// at a time, and by an f32 matrix with gemm, which is several times faster. SmolLM2-135M
+/// needs 0.5 GB for it. Generating (a few rows at a time) reads the quantized matrices, a
+/// quarter of the memory traffic.
 const DENSE_PREFILL_BYTES: usize = 1 << 30;
+
+/// Prompt rows from which a matrix without an f32 copy and without a fast many-row kernel
+/// is expanded to f32 for the pass (expanding all of Qwen2.5-0.5B's takes ~0.45 s).
+const EXPAND_ROWS: usize = 64;
 
 /// A weight matrix: quantized as stored, with an optional f32 copy for many rows at once.
 struct Linear {
     quantized: QMatMul,
     dense: Option<QMatMul>,
+    /// The quantized product of many rows has a kernel that decodes each weight block
+    /// once for several rows (candle's repacked Q4K/Q6K tiles): no need for f32.
+    fast_rows: bool,
+    /// candle multiplies one row by this matrix with another kernel than several rows
+    /// (Q6K: a dot product per column instead of its tiles), so a lone row is run as two:
+    /// a row's result is then the same whatever else its pass holds.
+    pad_lone_row: bool,
 }
 
 impl Linear {
@@ -39,18 +50,97 @@ impl Linear {
         } else {
             None
         };
+        let fast_rows = match t.shape().dims() {
+            [n, k] => {
+                matches!(t.dtype(), GgmlDType::Q4K | GgmlDType::Q6K)
+                    && k.is_multiple_of(256)
+                    && n.is_multiple_of(16)
+            }
+            _ => false,
+        };
+        let pad_lone_row = fast_rows && t.dtype() == GgmlDType::Q6K;
         Ok(Linear {
             quantized: QMatMul::from_qtensor(t)?,
             dense,
+            fast_rows,
+            pad_lone_row,
         })
     }
 
-    /// `x`: (rows, in) to (rows, out).
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        match &self.dense {
-            Some(d) if x.dims()[0] > 1 => d.forward(x),
+    /// `x`: (rows, in) to (rows, out). With `dense` (a prompt pass), the f32 copy if there
+    /// is one, else the matrix expanded to f32 for this pass when it has no fast many-row
+    /// kernel and the pass has [`EXPAND_ROWS`] rows or more (on Qwen2.5-0.5B, whose matrices
+    /// are Q5_0 widened to Q8_0, a pass of 512 rows then reads 88 prompt tokens/s instead of
+    /// 23: `situate-bench generate`); otherwise the quantized matrix.
+    /// Which product runs depends on the kind of pass only, never on its other rows.
+    fn forward(&self, x: &Tensor, dense: bool) -> Result<Tensor> {
+        match (&self.dense, &self.quantized) {
+            (Some(d), _) if dense => d.forward(x),
+            (None, QMatMul::QTensor(q))
+                if dense && !self.fast_rows && x.dims()[0] >= EXPAND_ROWS =>
+            {
+                x.matmul(&expand(q, x.device())?.t()?)
+            }
+            _ if self.pad_lone_row && x.dims()[0] == 1 => self
+                .quantized
+                .forward(&Tensor::cat(&[x, x], 0)?)?
+                .narrow(0, 0, 1),
             _ => self.quantized.forward(x),
         }
+    }
+}
+
+/// A quantized matrix as f32, its rows split between the cores (candle's `dequantize`
+/// runs on one: 0.9 s of every 6.6 s pass of 512 rows on Qwen2.5-0.5B). Block types
+/// without a case here go through candle's.
+fn expand(q: &QTensor, device: &Device) -> Result<Tensor> {
+    use candle_core::quantized::k_quants::{
+        BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8K, GgmlType,
+    };
+    fn split<T: GgmlType>(bytes: &[u8], rows: usize, cols: usize) -> Option<Vec<f32>> {
+        let size = std::mem::size_of::<T>();
+        if !cols.is_multiple_of(T::BLCK_SIZE)
+            || bytes.len() != rows * (cols / T::BLCK_SIZE) * size
+            || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+        {
+            return None;
+        }
+        // SAFETY: candle stores a quantized tensor as a Vec of its block type; the length
+        // and alignment were checked above, and every block type is plain old data.
+        let blocks: &[T] =
+            unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size) };
+        let per_row = cols / T::BLCK_SIZE;
+        let mut out = vec![0f32; rows * cols];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(rows.max(1));
+        let rows_each = rows.div_ceil(threads);
+        std::thread::scope(|scope| {
+            for (part, ys) in out.chunks_mut(rows_each * cols).enumerate() {
+                let first = part * rows_each;
+                let n = ys.len() / cols;
+                let xs = &blocks[first * per_row..(first + n) * per_row];
+                scope.spawn(move || T::to_float(xs, ys));
+            }
+        });
+        Some(out)
+    }
+    let (rows, cols) = q.shape().dims2()?;
+    let data = q.data()?;
+    let out = match q.dtype() {
+        GgmlDType::Q8_0 => split::<BlockQ8_0>(&data, rows, cols),
+        GgmlDType::Q4_0 => split::<BlockQ4_0>(&data, rows, cols),
+        GgmlDType::Q2K => split::<BlockQ2K>(&data, rows, cols),
+        GgmlDType::Q3K => split::<BlockQ3K>(&data, rows, cols),
+        GgmlDType::Q4K => split::<BlockQ4K>(&data, rows, cols),
+        GgmlDType::Q5K => split::<BlockQ5K>(&data, rows, cols),
+        GgmlDType::Q6K => split::<BlockQ6K>(&data, rows, cols),
+        GgmlDType::Q8K => split::<BlockQ8K>(&data, rows, cols),
+        _ => None,
+    };
+    match out {
+        Some(v) => Tensor::from_vec(v, (rows, cols), device),
+        None => deq(q, device),
     }
 }
 
@@ -87,7 +177,38 @@ pub struct Decoder {
     capacity: usize,
     /// Positions held in the cache.
     len: usize,
+    /// Sequences continuing the cached positions side by side ([`Decoder::fork`]).
+    forks: Option<Forks>,
     device: Device,
+}
+
+/// Sequences that continue the cached prefix side by side, each in a region of the cache of
+/// its own: sequence `s` holds `lens[s]` tokens from cache slot `prefix + s * room` on, at
+/// positions `prefix..` as if it were alone after the prefix.
+struct Forks {
+    room: usize,
+    lens: Vec<usize>,
+}
+
+/// Rows of one fork in a forward pass: rows `row..row + m` of the pass continue a sequence
+/// whose region starts at cache slot `slot` and holds `held` tokens.
+struct Segment {
+    row: usize,
+    m: usize,
+    slot: usize,
+    held: usize,
+}
+
+/// What the rows of a forward pass see.
+enum Plan<'a> {
+    /// They continue the cache in place; each sees the keys before it, or what `mask` (over
+    /// rows × keys) allows.
+    Straight(Option<&'a Tensor>),
+    /// They continue forks: each segment sees the first `prefix` keys and its own region.
+    Forks {
+        prefix: usize,
+        segments: &'a [Segment],
+    },
 }
 
 /// The architectures this module runs.
@@ -209,6 +330,7 @@ impl Decoder {
             cache: Vec::new(),
             capacity: 0,
             len: 0,
+            forks: None,
             device: device.clone(),
         })
     }
@@ -223,9 +345,115 @@ impl Decoder {
         self.len == 0
     }
 
-    /// Forgets every position from `len` on (the buffers stay allocated).
+    /// Forgets every position from `len` on, and any forks (the buffers stay allocated).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+        self.forks = None;
+    }
+
+    /// Starts `count` sequences that continue the cached positions side by side, each with
+    /// room for `room` tokens of its own ([`Decoder::forward_forks`]); any earlier forks are
+    /// dropped. The cached positions are shared: they are read, never copied.
+    pub fn fork(&mut self, count: usize, room: usize) -> Result<()> {
+        if count == 0 || room == 0 {
+            bail!("a fork needs at least one sequence and room for one token");
+        }
+        let needed = self.len + count * room;
+        if needed > self.context() {
+            bail!(
+                "{needed} positions ({count} sequences of {room} after {}) exceed the model's {} ",
+                self.len,
+                self.context()
+            );
+        }
+        self.reserve(needed)?;
+        self.forks = Some(Forks {
+            room,
+            lens: vec![0; count],
+        });
+        Ok(())
+    }
+
+    /// Tokens fork `seq` holds, if it exists.
+    pub fn fork_len(&self, seq: usize) -> Option<usize> {
+        self.forks.as_ref().and_then(|f| f.lens.get(seq).copied())
+    }
+
+    /// Runs new tokens for several forks in one pass (`steps`: a fork and its tokens, each
+    /// fork at most once) and returns the logits after each step's last token,
+    /// `(steps, vocab)`. Every fork sees the shared prefix and its own tokens only, at the
+    /// positions it would have alone, so its logits are those of [`Decoder::forward`] on the
+    /// same sequence; the matrix products are shared by all the rows (a weight is read once
+    /// per pass for every sequence, which is what makes decoding several replies at once
+    /// faster than one after the other).
+    ///
+    /// `prompt` says whether the tokens are a prompt being read (the matrix products may
+    /// use f32 matrices) or generated tokens (the quantized matrices). In a pass of
+    /// generated tokens a row's result does not depend on the other rows (the quantized
+    /// products treat every row alike; a lone row through a Q6K matrix is run as two, see
+    /// `Linear`), so replies decoded side by side are the replies decoded one after the
+    /// other when each reply's prompt is read in passes of its own (an f32 product of many
+    /// rows can depend on their number).
+    pub fn forward_forks(&mut self, steps: &[(usize, &[u32])], prompt: bool) -> Result<Tensor> {
+        let prefix = self.len;
+        let Some(forks) = &self.forks else {
+            bail!("no forks: call `fork` first");
+        };
+        if steps.is_empty() {
+            bail!("no tokens to run");
+        }
+        let mut seen = vec![false; forks.lens.len()];
+        let mut segments = Vec::with_capacity(steps.len());
+        let mut positions = Vec::new();
+        let mut tokens = Vec::new();
+        let mut ends = Vec::with_capacity(steps.len());
+        for &(seq, toks) in steps {
+            let Some(&held) = forks.lens.get(seq) else {
+                bail!("no fork {seq} (there are {})", forks.lens.len());
+            };
+            if std::mem::replace(&mut seen[seq], true) {
+                bail!("fork {seq} appears twice in one pass");
+            }
+            if toks.is_empty() {
+                bail!("no tokens to run for fork {seq}");
+            }
+            if held + toks.len() > forks.room {
+                bail!(
+                    "fork {seq} would hold {} tokens, past its room of {}",
+                    held + toks.len(),
+                    forks.room
+                );
+            }
+            segments.push(Segment {
+                row: tokens.len(),
+                m: toks.len(),
+                slot: prefix + seq * forks.room,
+                held,
+            });
+            positions.extend((0..toks.len()).map(|j| (prefix + held + j) as u32));
+            tokens.extend_from_slice(toks);
+            ends.push(tokens.len() - 1);
+        }
+        let positions = Tensor::new(positions.as_slice(), &self.device)?;
+        let cos = self.cos.index_select(&positions, 0)?;
+        let sin = self.sin.index_select(&positions, 0)?;
+        let logits = self.run(
+            &tokens,
+            &cos,
+            &sin,
+            Plan::Forks {
+                prefix,
+                segments: &segments,
+            },
+            &ends,
+            prompt,
+        )?;
+        if let Some(forks) = &mut self.forks {
+            for &(seq, toks) in steps {
+                forks.lens[seq] += toks.len();
+            }
+        }
+        Ok(logits)
     }
 
     /// The longest sequence the rotary tables cover.
@@ -291,7 +519,15 @@ impl Decoder {
         } else {
             None
         };
-        let logits = self.run(tokens, &cos, &sin, mask.as_ref(), &[n - 1])?;
+        self.forks = None;
+        let logits = self.run(
+            tokens,
+            &cos,
+            &sin,
+            Plan::Straight(mask.as_ref()),
+            &[n - 1],
+            n > 1,
+        )?;
         self.len = total;
         logits.squeeze(0)
     }
@@ -346,24 +582,35 @@ impl Decoder {
         let tokens: Vec<u32> = branches.iter().flat_map(|b| b.iter().copied()).collect();
         // `run` writes the branches' keys and values after the prefix; `len` stays at the
         // prefix, so they are forgotten.
-        self.run(&tokens, &cos, &sin, Some(&mask), &ends)
+        self.forks = None;
+        self.run(
+            &tokens,
+            &cos,
+            &sin,
+            Plan::Straight(Some(&mask)),
+            &ends,
+            true,
+        )
     }
 
-    /// The layers over `tokens`, whose keys and values are written from position `len` on:
-    /// rotary tables `cos`/`sin` (one row per token), an additive `mask` over (tokens, keys
-    /// up to the last written), and the logits of the rows `out`, `(out.len(), vocab)`.
+    /// The layers over `tokens`: rotary tables `cos`/`sin` (one row per token), where the
+    /// rows' keys and values go and what they see (`plan`), and the logits of the rows
+    /// `out`, `(out.len(), vocab)`.
     fn run(
         &mut self,
         tokens: &[u32],
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        plan: Plan<'_>,
         out: &[usize],
+        dense: bool,
     ) -> Result<Tensor> {
         let n = tokens.len();
         let pos = self.len;
         let total = pos + n;
-        self.reserve(total)?;
+        if let Plan::Straight(_) = plan {
+            self.reserve(total)?;
+        }
         let (h, kv, d) = (self.n_head, self.n_kv, self.head_dim);
         let group = h / kv;
         let scale = 1.0 / (d as f64).sqrt();
@@ -372,9 +619,9 @@ impl Decoder {
         for (layer, (kc, vc)) in self.layers.iter().zip(&self.cache) {
             let a = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps as f32)?;
             let (mut q, mut k, mut v) = (
-                layer.wq.forward(&a)?,
-                layer.wk.forward(&a)?,
-                layer.wv.forward(&a)?,
+                layer.wq.forward(&a, dense)?,
+                layer.wk.forward(&a, dense)?,
+                layer.wv.forward(&a, dense)?,
             );
             if let Some((bq, bk, bv)) = &layer.bias {
                 q = q.broadcast_add(bq)?;
@@ -401,29 +648,94 @@ impl Decoder {
                     candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
                 )
             };
+            let k = k.squeeze(0)?;
             let v = v.reshape((n, kv, d))?.transpose(0, 1)?.contiguous()?;
-            kc.slice_set(&k.squeeze(0)?, 1, pos)?;
-            vc.slice_set(&v, 1, pos)?;
-            let keys = kc.narrow(1, 0, total)?;
-            let values = vc.narrow(1, 0, total)?;
-            // The query heads of a group are rows against their one key/value head.
-            let q = q.reshape((kv, group * n, d))?;
-            let att = (q.matmul(&keys.t()?)? * scale)?;
-            let att = match mask {
-                Some(m) => att
-                    .reshape((kv, group, n, total))?
-                    .broadcast_add(m)?
-                    .reshape((kv, group * n, total))?,
-                None => att,
+            let y = match plan {
+                Plan::Straight(mask) => {
+                    kc.slice_set(&k, 1, pos)?;
+                    vc.slice_set(&v, 1, pos)?;
+                    let keys = kc.narrow(1, 0, total)?;
+                    let values = vc.narrow(1, 0, total)?;
+                    // The query heads of a group are rows against their one key/value head.
+                    let q = q.reshape((kv, group * n, d))?;
+                    let att = (q.matmul(&keys.t()?)? * scale)?;
+                    let att = match mask {
+                        Some(m) => att
+                            .reshape((kv, group, n, total))?
+                            .broadcast_add(m)?
+                            .reshape((kv, group * n, total))?,
+                        None => att,
+                    };
+                    let att = situate_kernels::softmax_last_dim(&att)?;
+                    let y = att.matmul(&values)?; // (kv, group * n, d) = (h, n, d)
+                    y.reshape((h, n, d))?.transpose(0, 1)?.reshape((n, h * d))?
+                }
+                Plan::Forks { prefix, segments } => {
+                    let q = q.squeeze(0)?;
+                    let mut ys = Vec::with_capacity(segments.len());
+                    for s in segments {
+                        let end = s.held + s.m;
+                        kc.slice_set(&k.narrow(1, s.row, s.m)?.contiguous()?, 1, s.slot + s.held)?;
+                        vc.slice_set(&v.narrow(1, s.row, s.m)?.contiguous()?, 1, s.slot + s.held)?;
+                        let q =
+                            q.narrow(1, s.row, s.m)?
+                                .contiguous()?
+                                .reshape((kv, group * s.m, d))?;
+                        // Scores against the shared prefix and against the fork's own
+                        // tokens, side by side: one softmax over both.
+                        let own = (q.matmul(&kc.narrow(1, s.slot, end)?.t()?)? * scale)?;
+                        let own = if s.m > 1 {
+                            let m: Vec<f32> = (0..s.m)
+                                .flat_map(|i| {
+                                    (0..end).map(move |j| {
+                                        if j <= s.held + i {
+                                            0.0
+                                        } else {
+                                            f32::NEG_INFINITY
+                                        }
+                                    })
+                                })
+                                .collect();
+                            let m = Tensor::from_vec(m, (s.m, end), &self.device)?;
+                            own.reshape((kv, group, s.m, end))?
+                                .broadcast_add(&m)?
+                                .reshape((kv, group * s.m, end))?
+                        } else {
+                            own
+                        };
+                        let y = if prefix > 0 {
+                            let shared = (q.matmul(&kc.narrow(1, 0, prefix)?.t()?)? * scale)?;
+                            let att = situate_kernels::softmax_last_dim(&Tensor::cat(
+                                &[&shared, &own],
+                                2,
+                            )?)?;
+                            let shared = att
+                                .narrow(2, 0, prefix)?
+                                .contiguous()?
+                                .matmul(&vc.narrow(1, 0, prefix)?)?;
+                            let own = att
+                                .narrow(2, prefix, end)?
+                                .contiguous()?
+                                .matmul(&vc.narrow(1, s.slot, end)?)?;
+                            (shared + own)?
+                        } else {
+                            situate_kernels::softmax_last_dim(&own)?
+                                .matmul(&vc.narrow(1, s.slot, end)?)?
+                        };
+                        ys.push(
+                            y.reshape((h, s.m, d))?
+                                .transpose(0, 1)?
+                                .reshape((s.m, h * d))?,
+                        );
+                    }
+                    Tensor::cat(&ys, 0)?
+                }
             };
-            let att = situate_kernels::softmax_last_dim(&att)?;
-            let y = att.matmul(&values)?; // (kv, group * n, d) = (h, n, d)
-            let y = y.reshape((h, n, d))?.transpose(0, 1)?.reshape((n, h * d))?;
-            x = (x + layer.wo.forward(&y)?)?;
+            x = (x + layer.wo.forward(&y, dense)?)?;
             let f = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps as f32)?;
-            let g = candle_nn::ops::silu(&layer.gate.forward(&f)?)?;
-            let u = layer.up.forward(&f)?;
-            x = (x + layer.down.forward(&(g * u)?)?)?;
+            let g = candle_nn::ops::silu(&layer.gate.forward(&f, dense)?)?;
+            let u = layer.up.forward(&f, dense)?;
+            x = (x + layer.down.forward(&(g * u)?, dense)?)?;
         }
         let rows: Vec<u32> = out.iter().map(|&r| r as u32).collect();
         let last = x.index_select(&Tensor::new(rows.as_slice(), &self.device)?, 0)?;
@@ -453,6 +765,11 @@ mod tests {
     /// A random model of `arch` as GGUF bytes (f32 tensors, so both sides read the same
     /// numbers).
     fn tiny(arch: &str, seed: u64) -> Vec<u8> {
+        tiny_with(arch, seed, GgmlDType::F32, HIDDEN, FF)
+    }
+
+    /// [`tiny`] with the block matrices in `dtype` and other sizes.
+    fn tiny_with(arch: &str, seed: u64, dtype: GgmlDType, hidden: usize, ff: usize) -> Vec<u8> {
         let dev = Device::Cpu;
         let mut state = seed;
         let mut rand = |shape: &[usize], scale: f32| {
@@ -468,25 +785,31 @@ mod tests {
             let t = Tensor::from_vec(v, shape, &dev).expect("tensor");
             QTensor::quantize(&t, GgmlDType::F32).expect("f32")
         };
-        let d = HIDDEN / HEADS;
+        let d = hidden / HEADS;
         let mut tensors: Vec<(String, QTensor)> = vec![
-            ("token_embd.weight".into(), rand(&[VOCAB, HIDDEN], 1.0)),
-            ("output_norm.weight".into(), rand(&[HIDDEN], 1.0)),
-            ("output.weight".into(), rand(&[VOCAB, HIDDEN], 0.3)),
+            ("token_embd.weight".into(), rand(&[VOCAB, hidden], 1.0)),
+            ("output_norm.weight".into(), rand(&[hidden], 1.0)),
+            ("output.weight".into(), rand(&[VOCAB, hidden], 0.3)),
         ];
         for i in 0..BLOCKS {
             let mut add = |part: &str, shape: &[usize], scale: f32| {
-                tensors.push((format!("blk.{i}.{part}"), rand(shape, scale)));
+                let t = rand(shape, scale);
+                let t = if shape.len() == 2 && dtype != GgmlDType::F32 {
+                    QTensor::quantize(&t.dequantize(&dev).expect("f32"), dtype).expect("quantizes")
+                } else {
+                    t
+                };
+                tensors.push((format!("blk.{i}.{part}"), t));
             };
-            add("attn_norm.weight", &[HIDDEN], 1.0);
-            add("attn_q.weight", &[HEADS * d, HIDDEN], 0.3);
-            add("attn_k.weight", &[KV * d, HIDDEN], 0.3);
-            add("attn_v.weight", &[KV * d, HIDDEN], 0.3);
-            add("attn_output.weight", &[HIDDEN, HEADS * d], 0.3);
-            add("ffn_norm.weight", &[HIDDEN], 1.0);
-            add("ffn_gate.weight", &[FF, HIDDEN], 0.3);
-            add("ffn_up.weight", &[FF, HIDDEN], 0.3);
-            add("ffn_down.weight", &[HIDDEN, FF], 0.3);
+            add("attn_norm.weight", &[hidden], 1.0);
+            add("attn_q.weight", &[HEADS * d, hidden], 0.3);
+            add("attn_k.weight", &[KV * d, hidden], 0.3);
+            add("attn_v.weight", &[KV * d, hidden], 0.3);
+            add("attn_output.weight", &[hidden, HEADS * d], 0.3);
+            add("ffn_norm.weight", &[hidden], 1.0);
+            add("ffn_gate.weight", &[ff, hidden], 0.3);
+            add("ffn_up.weight", &[ff, hidden], 0.3);
+            add("ffn_down.weight", &[hidden, ff], 0.3);
             if arch == "qwen2" {
                 add("attn_q.bias", &[HEADS * d], 0.3);
                 add("attn_k.bias", &[KV * d], 0.3);
@@ -514,9 +837,9 @@ mod tests {
             (format!("{arch}.block_count"), Value::U32(BLOCKS as u32)),
             (
                 format!("{arch}.embedding_length"),
-                Value::U32(HIDDEN as u32),
+                Value::U32(hidden as u32),
             ),
-            (format!("{arch}.feed_forward_length"), Value::U32(FF as u32)),
+            (format!("{arch}.feed_forward_length"), Value::U32(ff as u32)),
             (format!("{arch}.context_length"), Value::U32(512)),
             (format!("{arch}.rope.dimension_count"), Value::U32(d as u32)),
             (format!("{arch}.rope.freq_base"), Value::F32(10_000.0)),
@@ -696,6 +1019,211 @@ mod tests {
     fn qwen_branches_match_separate_runs() {
         branches_match_separate_runs("qwen2");
         branches_match_separate_runs("qwen3");
+    }
+
+    /// Forks decoded side by side, in any grouping, give every fork the logits it gets
+    /// alone after the same prefix: prompts of different lengths read in one pass, then one
+    /// token per live fork per pass, forks finishing at different times.
+    fn forks_match_separate_runs(arch: &str) {
+        let bytes = tiny(arch, 5 + arch.len() as u64);
+        let load = || {
+            let mut r = std::io::Cursor::new(bytes.clone());
+            let ct = gguf_file::Content::read(&mut r).expect("reads");
+            Decoder::from_gguf(&ct, &mut r, arch, 512, &Device::Cpu).expect("loads")
+        };
+        let prefix: Vec<u32> = (0..33).map(|i| (i * 13 % VOCAB) as u32).collect();
+        let prompts: Vec<Vec<u32>> = [9usize, 1, 17]
+            .iter()
+            .enumerate()
+            .map(|(b, &len)| {
+                (0..len)
+                    .map(|i| ((i * 5 + b * 11) % VOCAB) as u32)
+                    .collect()
+            })
+            .collect();
+        let steps = [6usize, 2, 4];
+        let next = |t: &Tensor| -> u32 { t.argmax(0).and_then(|a| a.to_scalar()).expect("argmax") };
+        // Alone: the prefix, then one sequence at a time with `forward`.
+        let mut alone = load();
+        alone.forward(&prefix).expect("prefix");
+        let mut want: Vec<Vec<Tensor>> = Vec::new();
+        for (p, &n) in prompts.iter().zip(&steps) {
+            alone.truncate(prefix.len());
+            let mut l = alone.forward(p).expect("prompt");
+            let mut got = vec![l.clone()];
+            for _ in 0..n {
+                let t = next(&l);
+                l = alone.forward(&[t]).expect("step");
+                got.push(l.clone());
+            }
+            want.push(got);
+        }
+        // Together: the prompts in one pass, then the live forks one token each per pass.
+        let mut m = load();
+        m.forward(&prefix).expect("prefix");
+        m.fork(prompts.len(), 40).expect("forks");
+        let all: Vec<(usize, &[u32])> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.as_slice()))
+            .collect();
+        let first = m.forward_forks(&all, true).expect("prompts");
+        let mut last: Vec<Tensor> = (0..prompts.len())
+            .map(|i| first.get(i).expect("row"))
+            .collect();
+        let mut worst: f32 = 0.0;
+        for (i, l) in last.iter().enumerate() {
+            worst = worst.max(max_diff(l, &want[i][0]));
+        }
+        for step in 0..*steps.iter().max().expect("steps") {
+            let live: Vec<usize> = (0..prompts.len()).filter(|&i| step < steps[i]).collect();
+            let toks: Vec<[u32; 1]> = live.iter().map(|&i| [next(&last[i])]).collect();
+            let batch: Vec<(usize, &[u32])> = live
+                .iter()
+                .zip(&toks)
+                .map(|(&i, t)| (i, t.as_slice()))
+                .collect();
+            let out = m.forward_forks(&batch, false).expect("step");
+            for (row, &i) in live.iter().enumerate() {
+                last[i] = out.get(row).expect("row");
+                worst = worst.max(max_diff(&last[i], &want[i][step + 1]));
+            }
+        }
+        assert!(
+            worst < 1e-4,
+            "{arch}: forks differ from separate runs by up to {worst}"
+        );
+        assert_eq!(m.len(), prefix.len(), "forks never grow the shared prefix");
+        assert_eq!(m.fork_len(0), Some(prompts[0].len() + steps[0]));
+        // Bad input is refused and changes nothing.
+        assert!(
+            m.forward_forks(&[(7, &[1])], false).is_err(),
+            "no such fork"
+        );
+        assert!(
+            m.forward_forks(&[(1, &[1]), (1, &[2])], false).is_err(),
+            "twice"
+        );
+        assert!(
+            m.forward_forks(&[(0, &[1u32; 40])], true).is_err(),
+            "past its room"
+        );
+        assert_eq!(m.fork_len(1), Some(prompts[1].len() + steps[1]));
+        assert!(
+            m.fork(100, 10)
+                .expect_err("too many")
+                .to_string()
+                .contains("exceed")
+        );
+        // Cutting back drops the forks; the prefix continues as a fresh run would.
+        m.truncate(prefix.len());
+        assert!(
+            m.forward_forks(&[(0, &[1])], false).is_err(),
+            "forks are gone"
+        );
+        let mut fresh = load();
+        fresh.forward(&prefix).expect("prefix");
+        assert!(
+            max_diff(
+                &m.forward(&[5, 6]).expect("m"),
+                &fresh.forward(&[5, 6]).expect("fresh")
+            ) < 1e-4
+        );
+    }
+
+    /// Greedy replies decoded side by side are exactly those decoded one at a time, for
+    /// quantized models whose products take different kernels for one row and for many
+    /// (Q8_0: dot products; Q4K and Q6K: candle's tiles, and Q6K's lone-row product), with
+    /// prompts read together or alone.
+    #[test]
+    fn forks_decode_exactly_as_one_at_a_time() {
+        for (dtype, hidden, ff) in [
+            (GgmlDType::Q8_0, 64, 96),
+            (GgmlDType::Q4K, 256, 512),
+            (GgmlDType::Q6K, 256, 512),
+        ] {
+            let bytes = tiny_with("qwen2", 11, dtype, hidden, ff);
+            let mut r = std::io::Cursor::new(bytes);
+            let ct = gguf_file::Content::read(&mut r).expect("reads");
+            let mut m = Decoder::from_gguf(&ct, &mut r, "qwen2", 512, &Device::Cpu).expect("loads");
+            let prefix: Vec<u32> = (0..21).map(|i| (i * 3 % VOCAB) as u32).collect();
+            let prompts: Vec<Vec<u32>> = [5usize, 1, 12, 3]
+                .iter()
+                .enumerate()
+                .map(|(b, &len)| (0..len).map(|i| ((i * 7 + b * 5) % VOCAB) as u32).collect())
+                .collect();
+            let next =
+                |t: &Tensor| -> u32 { t.argmax(0).and_then(|a| a.to_scalar()).expect("argmax") };
+            m.forward(&prefix).expect("prefix");
+            // Writes `steps` tokens for each of `group` (indices into prompts), side by side.
+            let run = |m: &mut Decoder, group: &[usize]| -> Vec<Vec<u32>> {
+                m.fork(group.len(), 32).expect("forks");
+                let all: Vec<(usize, &[u32])> = group
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &p)| (k, prompts[p].as_slice()))
+                    .collect();
+                let first = m.forward_forks(&all, true).expect("prompts");
+                let mut out: Vec<Vec<u32>> = (0..group.len())
+                    .map(|k| vec![next(&first.get(k).expect("row"))])
+                    .collect();
+                for _ in 0..8 {
+                    let toks: Vec<[u32; 1]> = out.iter().map(|o| [o[o.len() - 1]]).collect();
+                    let steps: Vec<(usize, &[u32])> = toks
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| (k, t.as_slice()))
+                        .collect();
+                    let l = m.forward_forks(&steps, false).expect("step");
+                    for (k, o) in out.iter_mut().enumerate() {
+                        o.push(next(&l.get(k).expect("row")));
+                    }
+                }
+                m.truncate(prefix.len());
+                out
+            };
+            let together = run(&mut m, &[0, 1, 2, 3]);
+            for (p, want) in together.iter().enumerate() {
+                assert_eq!(&run(&mut m, &[p])[0], want, "{dtype:?}: reply {p}");
+            }
+            assert_eq!(
+                run(&mut m, &[2, 0]),
+                vec![together[2].clone(), together[0].clone()]
+            );
+        }
+    }
+
+    #[test]
+    fn matrices_expand_to_what_candle_dequantizes() {
+        let dev = Device::Cpu;
+        let v: Vec<f32> = (0..48 * 512)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let t = Tensor::from_vec(v, (48, 512), &dev).expect("t");
+        for dtype in [
+            GgmlDType::Q8_0,
+            GgmlDType::Q4_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q5K,
+            GgmlDType::Q6K,
+            GgmlDType::Q4_1,
+        ] {
+            let q = QTensor::quantize(&t, dtype).expect("quantizes");
+            let ours = expand(&q, &dev).expect("expands");
+            let theirs = q.dequantize(&dev).expect("dequantizes");
+            assert_eq!(max_diff(&ours, &theirs), 0.0, "{dtype:?}");
+        }
+    }
+
+    #[test]
+    fn llama_forks_match_separate_runs() {
+        forks_match_separate_runs("llama");
+    }
+
+    #[test]
+    fn qwen_forks_match_separate_runs() {
+        forks_match_separate_runs("qwen2");
+        forks_match_separate_runs("qwen3");
     }
 
     #[test]

@@ -26,7 +26,17 @@ use tokenizers::Tokenizer;
 
 /// Tokens run through the model per forward call while reading a prompt: bounds the
 /// attention matrix (heads × piece × context floats) on long documents.
-const PREFILL_PIECE: usize = 256;
+const PREFILL_PIECE: usize = 512;
+
+/// A reply's tokens and why it ended, or why it failed.
+type ReplyTokens = Result<(Vec<u32>, Finish), LlmError>;
+
+/// Replies written side by side by default ([`LocalLlm::set_batch`]): decoding is bound by
+/// reading the weights, and a pass for several replies reads them once for all.
+pub const DEFAULT_BATCH: usize = 8;
+
+/// Prompt tokens of a reply read per forward pass (after the shared prefix).
+const FORK_PIECE: usize = 512;
 
 /// Passage tokens an LLM judge runs side by side in one forward pass (after the shared
 /// prefix): a pass costs a fixed ~0.1 s on SmolLM2-135M however few its rows, and past 256
@@ -73,6 +83,33 @@ impl Weights {
                 m.forward_branches(branches)
             }
             Weights::Gemma3(_) => candle_core::bail!("gemma3 cannot run branches"),
+        }
+    }
+
+    /// Starts `count` replies after the first `pos` cached positions, each with room for
+    /// `room` tokens (llama/qwen only: callers check [`Weights::reusable`]).
+    fn fork(&mut self, pos: usize, count: usize, room: usize) -> candle_core::Result<()> {
+        match self {
+            Weights::Decoder(m) => {
+                if m.len() < pos {
+                    candle_core::bail!("position {pos} is past the {} cached", m.len());
+                }
+                m.truncate(pos);
+                m.fork(count, room)
+            }
+            Weights::Gemma3(_) => candle_core::bail!("gemma3 cannot fork"),
+        }
+    }
+
+    /// New tokens for several forks in one pass; each step's last logits.
+    fn forward_forks(
+        &mut self,
+        steps: &[(usize, &[u32])],
+        prompt: bool,
+    ) -> candle_core::Result<Tensor> {
+        match self {
+            Weights::Decoder(m) => m.forward_forks(steps, prompt),
+            Weights::Gemma3(_) => candle_core::bail!("gemma3 cannot fork"),
         }
     }
 
@@ -212,6 +249,7 @@ pub struct LocalLlm {
     window: usize,
     device: Device,
     reuse_prefix: bool,
+    batch: usize,
     stats: std::sync::Arc<Mutex<LocalStats>>,
     /// The single tokens that start a "yes" and a "no" answer (for judgements).
     answer_tokens: Option<(Vec<u32>, Vec<u32>)>,
@@ -343,6 +381,7 @@ impl LocalLlm {
             window,
             device,
             reuse_prefix: true,
+            batch: DEFAULT_BATCH,
             stats: Default::default(),
             answer_tokens: answer_tokens(&tokenizer),
             tokenizer,
@@ -353,6 +392,13 @@ impl LocalLlm {
     /// reply (for measuring what reuse saves; the replies are the same).
     pub fn set_prefix_reuse(&mut self, reuse: bool) {
         self.reuse_prefix = reuse;
+    }
+
+    /// How many replies sharing a prefix are written side by side (1: one after the other;
+    /// the replies are the same either way). Models that cannot continue a cached prefix
+    /// (gemma3) write one at a time.
+    pub fn set_batch(&mut self, replies: usize) {
+        self.batch = replies.max(1);
     }
 
     /// Prompt and generation throughput so far.
@@ -436,6 +482,217 @@ impl LocalLlm {
         Ok((out, finish))
     }
 
+    /// The replies to `prompt` after its `prefix` (already tokenized), written side by side
+    /// in groups of up to [`LocalLlm::set_batch`]: the prefix is read once; each group forks
+    /// the cache after it ([`Decoder::fork`]), reads each reply's own prompt (passes of up
+    /// to [`FORK_PIECE`] tokens), then decodes one token for every reply still running per
+    /// pass. Each reply is handed to `on_reply` as soon as it ends. Greedy
+    /// decoding: every reply is the one it would be alone.
+    fn side_by_side(
+        &self,
+        w: &mut Weights,
+        prefix: &[u32],
+        prompt: &SharedPrompt<'_>,
+        close: &str,
+        on_reply: OnReply<'_>,
+    ) -> Vec<Result<Generation, LlmError>> {
+        let n = prompt.suffixes.len();
+        let max_tokens = prompt.max_tokens;
+        let mut out: Vec<Option<Result<Generation, LlmError>>> = (0..n).map(|_| None).collect();
+        // Each reply's own tokens, or why it cannot be written.
+        let mut owns: Vec<(usize, Vec<u32>)> = Vec::with_capacity(n);
+        for (i, suffix) in prompt.suffixes.iter().enumerate() {
+            let own = self.encode(&format!("{suffix}{close}")).and_then(|own| {
+                let total = prefix.len() + own.len() + max_tokens;
+                if total > self.window {
+                    return Err(LlmError::TooLong {
+                        tokens: total,
+                        window: self.window,
+                    });
+                }
+                Ok(own)
+            });
+            match own {
+                Ok(own) => owns.push((i, own)),
+                Err(e) => {
+                    let r = Err(e);
+                    on_reply(i, &r);
+                    out[i] = Some(r);
+                }
+            }
+        }
+        // The prefix is billed once, to the first reply written, as providers bill it.
+        let first = owns.first().map(|(i, _)| *i);
+        // Groups in order, as many replies as fit side by side in the window.
+        let mut groups: Vec<&[(usize, Vec<u32>)]> = Vec::new();
+        let mut rest = owns.as_slice();
+        while !rest.is_empty() {
+            let mut take = 0;
+            let mut longest = 0;
+            for (_, own) in rest.iter().take(self.batch) {
+                let room = longest.max(own.len()) + max_tokens;
+                if take > 0 && prefix.len() + (take + 1) * room > self.window {
+                    break;
+                }
+                longest = longest.max(own.len());
+                take += 1;
+            }
+            let (group, tail) = rest.split_at(take.max(1));
+            groups.push(group);
+            rest = tail;
+        }
+        let out = std::cell::RefCell::new(out);
+        let mut prefix_cached = false;
+        for group in groups {
+            let mut finished = |k: usize, r: ReplyTokens| {
+                let (i, own) = &group[k];
+                let r = r.and_then(|(ids, finish)| {
+                    let text = self
+                        .tokenizer
+                        .decode(&ids, true)
+                        .map_err(|e| LlmError::Generate(format!("detokenizing: {e}")))?;
+                    let mut usage = TokenUsage {
+                        input_tokens: own.len() as u64,
+                        output_tokens: ids.len() as u64,
+                        ..Default::default()
+                    };
+                    if Some(*i) == first {
+                        usage.cache_creation_input_tokens = prefix.len() as u64;
+                    } else {
+                        usage.cache_read_input_tokens = prefix.len() as u64;
+                    }
+                    Ok(Generation {
+                        text: text.trim().to_string(),
+                        usage,
+                        finish,
+                    })
+                });
+                on_reply(*i, &r);
+                out.borrow_mut()[*i] = Some(r);
+            };
+            let result = (|| {
+                if !prefix_cached {
+                    w.clear();
+                    self.feed(w, prefix, 0)?;
+                    prefix_cached = true;
+                }
+                self.decode_group(w, prefix.len(), group, max_tokens, &mut finished)
+            })();
+            if let Err(e) = result {
+                // Every reply of the group not yet ended gets the error; the cache may be
+                // part-written: the prefix is read again for the next group.
+                prefix_cached = false;
+                let msg = e.to_string();
+                for (k, (i, _)) in group.iter().enumerate() {
+                    if out.borrow()[*i].is_none() {
+                        finished(k, Err(LlmError::Generate(msg.clone())));
+                    }
+                }
+            }
+        }
+        out.into_inner()
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply was written".into()))))
+            .collect()
+    }
+
+    /// One group of [`LocalLlm::side_by_side`]: forks the cache after `pos`, reads the
+    /// replies' own prompts, then decodes greedily until every reply ends (the same stop
+    /// rules as [`LocalLlm::decode`]), calling `finished` with each reply's tokens.
+    fn decode_group(
+        &self,
+        w: &mut Weights,
+        pos: usize,
+        group: &[(usize, Vec<u32>)],
+        max_tokens: usize,
+        finished: &mut dyn FnMut(usize, ReplyTokens),
+    ) -> Result<(), LlmError> {
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        let longest = group.iter().map(|(_, o)| o.len()).max().unwrap_or(0);
+        w.fork(pos, group.len(), longest + max_tokens).map_err(g)?;
+        // Each reply's own prompt in passes of its own: a row's f32 product (gemm) can depend
+        // on how many rows its pass has (the contexts of three codebase documents changed
+        // when prompts shared passes), so a reply's prompt is read the same way whatever its
+        // group, and its reply is the one written alone. A pass of a few hundred rows keeps
+        // the products busy anyway.
+        let started = Instant::now();
+        let mut logits: Vec<Option<Tensor>> = vec![None; group.len()];
+        let mut fed = 0;
+        for (k, (_, own)) in group.iter().enumerate() {
+            for piece in own.chunks(FORK_PIECE) {
+                logits[k] = Some(
+                    w.forward_forks(&[(k, piece)], true)
+                        .and_then(|l| l.get(0))
+                        .map_err(g)?,
+                );
+            }
+            fed += own.len();
+        }
+        if let Ok(mut s) = self.stats.lock() {
+            s.prefill_tokens += fed as u64;
+            s.prefill += started.elapsed();
+        }
+        // Decoding: one token for every reply still running per pass.
+        let started = Instant::now();
+        let mut produced = 0u64;
+        let mut replies: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+        let mut live: Vec<bool> = vec![true; group.len()];
+        loop {
+            let mut next_tokens: Vec<(usize, [u32; 1])> = Vec::new();
+            for k in 0..group.len() {
+                if !live[k] {
+                    continue;
+                }
+                let Some(l) = &logits[k] else {
+                    return Err(LlmError::Generate("a reply has no logits".into()));
+                };
+                let next: u32 = l
+                    .flatten_all()
+                    .and_then(|l| l.argmax(0))
+                    .and_then(|t| t.to_scalar())
+                    .map_err(g)?;
+                let out = &mut replies[k];
+                let end = if self.stop.contains(&next) {
+                    Some(Finish::Stop)
+                } else {
+                    out.push(next);
+                    produced += 1;
+                    if out.len() >= max_tokens || pos + group[k].1.len() + out.len() >= self.window
+                    {
+                        Some(Finish::Length)
+                    } else if repeats(out) {
+                        Some(Finish::Loop)
+                    } else {
+                        None
+                    }
+                };
+                match end {
+                    Some(finish) => {
+                        live[k] = false;
+                        finished(k, Ok((std::mem::take(out), finish)));
+                    }
+                    None => next_tokens.push((k, [next])),
+                }
+            }
+            if next_tokens.is_empty() {
+                break;
+            }
+            let steps: Vec<(usize, &[u32])> = next_tokens
+                .iter()
+                .map(|(k, t)| (*k, t.as_slice()))
+                .collect();
+            let rows = w.forward_forks(&steps, false).map_err(g)?;
+            for (row, (k, _)) in next_tokens.iter().enumerate() {
+                logits[*k] = Some(rows.get(row).map_err(g)?);
+            }
+        }
+        if let Ok(mut s) = self.stats.lock() {
+            s.decode_tokens += produced;
+            s.decode += started.elapsed();
+        }
+        Ok(())
+    }
+
     fn reply(
         &self,
         w: &mut Weights,
@@ -495,9 +752,35 @@ impl Llm for LocalLlm {
             Ok(w) => w,
             Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
         };
-        let reuse = self.reuse_prefix && weights.reusable();
-        // Whether the cache holds the prefix (run once, then cut back to it for each reply).
-        let mut prefix_cached = false;
+        if weights.reusable() {
+            if self.reuse_prefix {
+                let out = self.side_by_side(&mut weights, &prefix, &prompt, &close, on_reply);
+                weights.clear();
+                return out;
+            }
+            // Without reuse (to measure what it saves): the prefix read again for every
+            // reply, each reply then written as it is with reuse, so the replies are the same.
+            let mut out = Vec::with_capacity(n);
+            for (i, suffix) in prompt.suffixes.iter().enumerate() {
+                let one = SharedPrompt {
+                    suffixes: std::slice::from_ref(suffix),
+                    ..prompt
+                };
+                let mut r = self
+                    .side_by_side(&mut weights, &prefix, &one, &close, &|_, _| {})
+                    .pop()
+                    .unwrap_or_else(|| Err(LlmError::Generate("no reply was written".into())));
+                if let Ok(g) = &mut r {
+                    g.usage.input_tokens += g.usage.cache_creation_input_tokens;
+                    g.usage.cache_creation_input_tokens = 0;
+                }
+                on_reply(i, &r);
+                out.push(r);
+            }
+            weights.clear();
+            return out;
+        }
+        // A model that cannot continue a cached prefix: one whole prompt at a time.
         let mut out = Vec::with_capacity(n);
         for (i, suffix) in prompt.suffixes.iter().enumerate() {
             let result = (|| {
@@ -509,33 +792,13 @@ impl Llm for LocalLlm {
                         window: self.window,
                     });
                 }
-                let mut usage = TokenUsage {
-                    input_tokens: own.len() as u64,
-                    output_tokens: 0,
-                    ..Default::default()
-                };
-                let logits = if reuse {
-                    if prefix_cached {
-                        usage.cache_read_input_tokens = prefix.len() as u64;
-                    } else {
-                        weights.clear();
-                        self.feed(&mut weights, &prefix, 0)?;
-                        prefix_cached = true;
-                        usage.cache_creation_input_tokens = prefix.len() as u64;
-                    }
-                    self.feed(&mut weights, &own, prefix.len())?
+                weights.clear();
+                let logits = if weights.piece() == usize::MAX {
+                    let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
+                    self.feed(&mut weights, &all, 0)?
                 } else {
-                    // The prefix run again from an empty cache, then this reply's part: the
-                    // same computation as with reuse.
-                    weights.clear();
-                    usage.input_tokens += prefix.len() as u64;
-                    if weights.piece() == usize::MAX {
-                        let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
-                        self.feed(&mut weights, &all, 0)?
-                    } else {
-                        self.feed(&mut weights, &prefix, 0)?;
-                        self.feed(&mut weights, &own, prefix.len())?
-                    }
+                    self.feed(&mut weights, &prefix, 0)?;
+                    self.feed(&mut weights, &own, prefix.len())?
                 };
                 let (text, produced, finish) = self.reply(
                     &mut weights,
@@ -543,17 +806,16 @@ impl Llm for LocalLlm {
                     prefix.len() + own.len(),
                     prompt.max_tokens,
                 )?;
-                usage.output_tokens = produced as u64;
                 Ok(Generation {
                     text,
-                    usage,
+                    usage: TokenUsage {
+                        input_tokens: (prefix.len() + own.len()) as u64,
+                        output_tokens: produced as u64,
+                        ..Default::default()
+                    },
                     finish,
                 })
             })();
-            if result.is_err() {
-                // A failure may leave the cache part-written: run the prefix again.
-                prefix_cached = false;
-            }
             on_reply(i, &result);
             out.push(result);
         }

@@ -26,6 +26,23 @@ Please give a short succinct context to situate this chunk within the overall do
 /// The version recorded for [`ANTHROPIC_TEMPLATE`].
 pub const ANTHROPIC_VERSION: &str = "anthropic-v1";
 
+/// The prompt for small local models: Anthropic's document and chunk, with the instruction
+/// said as what to write rather than what it is for. Models of 0.5–1.5B parameters given
+/// Anthropic's wording often echo its purpose ("…for the purposes of improving search
+/// retrieval…") or describe the task ("This chunk sits within the document…") instead of
+/// naming the document's subject.
+pub const SMALL_TEMPLATE: &str = "<document>
+{{WHOLE_DOCUMENT}}
+</document>
+Here is a chunk of that document:
+<chunk>
+{{CHUNK_CONTENT}}
+</chunk>
+In one or two sentences, say what the document is (its title, program, product or subject) and what this chunk covers within it, using the document's own names. Write in the document's language. Reply with those sentences only.";
+
+/// The version recorded for [`SMALL_TEMPLATE`].
+pub const SMALL_VERSION: &str = "small-v1";
+
 /// A prompt template with its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptTemplate {
@@ -55,6 +72,25 @@ impl PromptTemplate {
                 t
             })
             .unwrap_or_else(|e| unreachable!("the built-in template is valid: {e}"))
+    }
+
+    /// The prompt for small local models ([`SMALL_TEMPLATE`]).
+    pub fn small() -> Self {
+        Self::parse(SMALL_TEMPLATE, None, "built-in")
+            .map(|mut t| {
+                t.version = SMALL_VERSION.into();
+                t
+            })
+            .unwrap_or_else(|e| unreachable!("the built-in template is valid: {e}"))
+    }
+
+    /// A built-in prompt by name: `anthropic` or `small`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "anthropic" => Some(Self::anthropic()),
+            "small" => Some(Self::small()),
+            _ => None,
+        }
     }
 
     /// A template from its text, with an optional glossary (terms the model should know,
@@ -266,6 +302,11 @@ mod tests {
     fn anthropics_prompt_splits_after_the_document() {
         let t = PromptTemplate::anthropic();
         assert_eq!(t.version(), ANTHROPIC_VERSION);
+        let small = PromptTemplate::named("small").expect("built in");
+        assert_eq!(small.version(), SMALL_VERSION);
+        assert!(small.prefix("DOC").ends_with("DOC"));
+        assert!(small.suffix("CHUNK").contains("CHUNK"));
+        assert!(PromptTemplate::named("other").is_none());
         let full = format!("{}{}", t.prefix("DOC"), t.suffix("CHUNK"));
         assert_eq!(
             full,

@@ -116,10 +116,12 @@ async fn a_reused_document_prefix_gives_the_replies_of_running_it_again() {
             seen.lock().expect("lock").push((i, r.is_ok()));
         })
         .await;
+    let mut seen = seen.into_inner().expect("lock");
+    seen.sort();
     assert_eq!(
-        seen.into_inner().expect("lock"),
+        seen,
         vec![(0, true), (1, true), (2, true)],
-        "each reply is reported as it is done"
+        "each reply is reported once, as it is done"
     );
     let reused: Vec<_> = reused.into_iter().map(|r| r.expect("reply")).collect();
     let with_reuse = llm.stats().prefill_tokens;
@@ -150,6 +152,18 @@ async fn a_reused_document_prefix_gives_the_replies_of_running_it_again() {
     let texts = |v: &[crate::Generation]| v.iter().map(|g| g.text.clone()).collect::<Vec<_>>();
     assert_eq!(texts(&reused), texts(&again));
     assert!(llm.stats().prefill_tokens - with_reuse > with_reuse + p);
+    // One reply at a time after the shared prefix: the same replies and usage as side by
+    // side (greedy decoding; a row's products do not depend on the other rows of a pass).
+    llm.set_prefix_reuse(true);
+    llm.set_batch(1);
+    let one_by_one: Vec<_> = llm
+        .generate_shared(prompt(&prefix, &suffixes), &|_, _| {})
+        .await
+        .into_iter()
+        .map(|r| r.expect("reply"))
+        .collect();
+    assert_eq!(one_by_one, reused);
+    llm.set_batch(2);
     // The last reply alone, from a fresh prefix: earlier replies left nothing in the shared
     // cache.
     llm.set_prefix_reuse(true);

@@ -18,7 +18,12 @@
 //! - **no loop**: a phrase repeated three times or more (small models do this).
 //!
 //! Replies are first cleaned of what models commonly wrap them in (a `Context:` label,
-//! quotes, `<context>` tags); the cleaned text is what is stored.
+//! quotes, `<context>` tags) and of what small models add to a good context: the prompt's
+//! purpose echoed as a trailing clause ("…, for the purpose of improving search retrieval of
+//! the chunk") and sentences about the task rather than the document ("This context helps
+//! situate the chunk within the overall document."), when what is left still says
+//! something; the cleaned text is what is stored. A reply that is nothing but such talk is
+//! rejected as chatter.
 
 use regex::Regex;
 use std::collections::HashSet;
@@ -65,7 +70,41 @@ pub fn clean(reply: &str) -> String {
         .strip_prefix('"')
         .and_then(|x| x.strip_suffix('"'))
         .unwrap_or(t);
-    t.split_whitespace().collect::<Vec<_>>().join(" ")
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    without_task_talk(&t).unwrap_or(t)
+}
+
+/// `text` without the prompt's purpose echoed as a clause and without sentences about the
+/// task, if at least one sentence of three words or more is left; `None` otherwise (or when
+/// there is nothing to take out).
+fn without_task_talk(text: &str) -> Option<String> {
+    static ECHO: OnceLock<Regex> = OnceLock::new();
+    static META: OnceLock<Regex> = OnceLock::new();
+    static SENTENCE: OnceLock<Regex> = OnceLock::new();
+    // "…, for the purpose(s) of improving (the) search retrieval (of the chunk)", "…, to
+    // improve search retrieval", "…, which is useful for search retrieval".
+    let echo = re(
+        &ECHO,
+        r"(?i)(,\s*(which|this|that)\s+(is|are|will be|can be)\s+(useful|important|helpful|relevant)\s+(for|to|in)\s+|,\s*(in order\s+)?(for|to)\s+|\s+(for|to)\s+the\s+purposes?\s+of\s+)(the\s+)?(purposes?\s+of\s+)?((improv|enhanc|aid|help|facilitat|support)\w*\s+)*(the\s+)?search(\s+and)?\s+retrieval(\s+of\s+(the|this)\s+chunk)?",
+    );
+    let meta = re(
+        &META,
+        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sits|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)",
+    );
+    let sentence = re(&SENTENCE, r"[^.!?]+[.!?]*");
+    let cut = echo.replace_all(text, "").to_string();
+    let kept: Vec<&str> = sentence
+        .find_iter(&cut)
+        .map(|m| m.as_str().trim())
+        .filter(|s| !s.is_empty() && !meta.is_match(s))
+        .collect();
+    let out = kept.join(" ");
+    let words = kept
+        .iter()
+        .map(|s| s.split_whitespace().count())
+        .max()
+        .unwrap_or(0);
+    (out != text && words >= 3).then_some(out)
 }
 
 /// Checks `reply` (a context for `chunk` of `document`). `truncated` says the model stopped
@@ -290,6 +329,42 @@ mod tests {
         assert!(v.text.starts_with("This chunk is from ACME"), "{}", v.text);
     }
 
+    /// Small models add the prompt's purpose, or a sentence about the task, to a good
+    /// context: taken out, the rest is kept and checked.
+    #[test]
+    fn echoes_of_the_instruction_are_cut_from_a_good_context() {
+        for (reply, want) in [
+            (
+                "This chunk is from ACME Corp's Q2 2023 report, on revenue, for the purpose of improving search retrieval of the chunk.",
+                "This chunk is from ACME Corp's Q2 2023 report, on revenue.",
+            ),
+            (
+                "The revenue section of ACME Corp's Q2 2023 report, which is useful for improving the search retrieval of this chunk.",
+                "The revenue section of ACME Corp's Q2 2023 report.",
+            ),
+            (
+                "The revenue section of ACME Corp's Q2 2023 report. This context helps situate the chunk within the overall document.",
+                "The revenue section of ACME Corp's Q2 2023 report.",
+            ),
+            (
+                "This chunk sits within the document as its revenue part. It gives ACME Corp's Q2 2023 revenue.",
+                "It gives ACME Corp's Q2 2023 revenue.",
+            ),
+        ] {
+            let v = verify(reply, CHUNK, DOC, false);
+            assert_eq!(v.text, want);
+            assert!(v.passed(), "{reply:?}: {:?}", v.reasons);
+        }
+        // A context that merely mentions retrieval in its own words is left alone.
+        let v = verify(
+            "ACME Corp's Q2 2023 report: the revenue paragraph.",
+            CHUNK,
+            DOC,
+            false,
+        );
+        assert_eq!(v.text, "ACME Corp's Q2 2023 report: the revenue paragraph.");
+    }
+
     #[test]
     fn invented_numbers_names_and_identifiers_are_caught() {
         let r = reasons(
@@ -342,6 +417,11 @@ mod tests {
             "repeats",
         );
         has("Revenue.", "too short");
+        // Nothing but talk about the task: rejected, not cleaned away.
+        has(
+            "This chunk sits within the document, for the purpose of improving search retrieval.",
+            "chatter",
+        );
         let long = "word ".repeat(MAX_WORDS + 1);
         has(&long, "too long");
         let v = verify(

