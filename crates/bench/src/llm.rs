@@ -13,6 +13,33 @@ use std::time::Instant;
 /// Each context written, and whether it passed the checks.
 type Contexts = Vec<(Option<String>, bool)>;
 
+/// What one pass over the documents gave.
+struct Pass {
+    /// Seconds per document.
+    secs: Vec<f64>,
+    /// The model's counters.
+    stats: LocalStats,
+    /// The contexts.
+    texts: Contexts,
+    /// The reasons of each rejected context.
+    rejected: Vec<Vec<String>>,
+}
+
+/// Rejections counted by the kind of reason (a reason's words before its details).
+fn reason_counts(notes: &[Vec<String>]) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for n in notes.iter().flatten() {
+        let kind = n.split([':', '(']).next().unwrap_or(n).trim().to_string();
+        *counts.entry(kind).or_default() += 1;
+    }
+    let mut v: Vec<(String, usize)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.iter()
+        .map(|(k, c)| format!("{k} {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One pass over the documents: seconds per document, the model's counters, the contexts
 /// and whether each passed the checks.
 fn pass(
@@ -21,7 +48,7 @@ fn pass(
     max_tokens: usize,
     template: &situate_llm::prompt::PromptTemplate,
     verbose: bool,
-) -> Result<(Vec<f64>, LocalStats, Contexts)> {
+) -> Result<Pass> {
     let counters = llm.stats_handle();
     let c = situate_llm::LlmContextualizer::new(Box::new(llm))
         .with_max_tokens(max_tokens)
@@ -29,6 +56,7 @@ fn pass(
     let rt = tokio::runtime::Builder::new_current_thread().build()?;
     let mut secs = Vec::new();
     let mut texts = Vec::new();
+    let mut rejected = Vec::new();
     for doc in docs {
         let spans = doc.preset_chunks.clone().unwrap_or_default();
         let view = DocumentView::of(doc);
@@ -52,6 +80,9 @@ fn pass(
                     }
                 );
             }
+            if !ok {
+                rejected.push(c.notes.clone());
+            }
             texts.push((c.text, ok));
         }
         eprintln!(
@@ -62,7 +93,12 @@ fn pass(
         );
     }
     let stats = counters.lock().map(|s| *s).unwrap_or_default();
-    Ok((secs, stats, texts))
+    Ok(Pass {
+        secs,
+        stats,
+        texts,
+        rejected,
+    })
 }
 
 /// The exact prompts (chat template included) the contextualizer gives the model for each
@@ -167,10 +203,15 @@ pub fn contexts(
             Some(l) => l,
             None => load(b)?,
         };
-        let (secs, s, texts) = pass(llm, &documents, max_tokens, &template, verbose)?;
+        let Pass {
+            secs,
+            stats: s,
+            texts,
+            rejected,
+        } = pass(llm, &documents, max_tokens, &template, verbose)?;
         let accepted = texts.iter().filter(|(_, ok)| *ok).count();
         outln!(
-            "{b} side by side: {:.1} s = {:.3} contexts/s; prompts {} tokens at {:.1} tokens/s ({:.1} s), generation {} tokens at {:.1} tokens/s ({:.1} s); {accepted} of {} accepted",
+            "{b} side by side: {:.1} s = {:.3} contexts/s; prompts {} tokens at {:.1} tokens/s ({:.1} s), generation {} tokens at {:.1} tokens/s ({:.1} s); {accepted} of {} accepted; rejected for: {}",
             total(&secs),
             chunks as f64 / total(&secs).max(1e-9),
             s.prefill_tokens,
@@ -179,7 +220,8 @@ pub fn contexts(
             s.decode_tokens,
             rate(s.decode_tokens, s.decode),
             s.decode.as_secs_f64(),
-            texts.len()
+            texts.len(),
+            reason_counts(&rejected)
         );
         written.push(texts);
     }
