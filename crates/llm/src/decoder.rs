@@ -144,6 +144,23 @@ fn expand(q: &QTensor, device: &Device) -> Result<Tensor> {
     }
 }
 
+/// An additive causal mask over `rows` new rows and `keys` keys: row `i` sees the keys up to
+/// `offset + i` (the `offset` keys before the rows, and the rows up to itself).
+fn causal_mask(rows: usize, keys: usize, offset: usize, device: &Device) -> Result<Tensor> {
+    let m: Vec<f32> = (0..rows)
+        .flat_map(|i| {
+            (0..keys).map(move |j| {
+                if j <= offset + i {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(m, (rows, keys), device)
+}
+
 /// One block's weights.
 struct Layer {
     attn_norm: Tensor,
@@ -510,12 +527,7 @@ impl Decoder {
         let sin = self.sin.narrow(0, pos, n)?;
         // Additive causal mask over (new rows, all keys); one row of keys per new token.
         let mask = if n > 1 {
-            let m: Vec<f32> = (0..n)
-                .flat_map(|i| {
-                    (0..total).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY })
-                })
-                .collect();
-            Some(Tensor::from_vec(m, (n, total), &self.device)?)
+            Some(causal_mask(n, total, pos, &self.device)?)
         } else {
             None
         };
@@ -685,18 +697,7 @@ impl Decoder {
                         // tokens, side by side: one softmax over both.
                         let own = (q.matmul(&kc.narrow(1, s.slot, end)?.t()?)? * scale)?;
                         let own = if s.m > 1 {
-                            let m: Vec<f32> = (0..s.m)
-                                .flat_map(|i| {
-                                    (0..end).map(move |j| {
-                                        if j <= s.held + i {
-                                            0.0
-                                        } else {
-                                            f32::NEG_INFINITY
-                                        }
-                                    })
-                                })
-                                .collect();
-                            let m = Tensor::from_vec(m, (s.m, end), &self.device)?;
+                            let m = causal_mask(s.m, end, s.held, &self.device)?;
                             own.reshape((kv, group, s.m, end))?
                                 .broadcast_add(&m)?
                                 .reshape((kv, group * s.m, end))?
@@ -855,6 +856,13 @@ mod tests {
         out.into_inner()
     }
 
+    /// The model in `bytes` with a window of `context` positions.
+    fn load(bytes: &[u8], arch: &str, context: usize) -> Decoder {
+        let mut r = std::io::Cursor::new(bytes);
+        let ct = gguf_file::Content::read(&mut r).expect("reads");
+        Decoder::from_gguf(&ct, &mut r, arch, context, &Device::Cpu).expect("loads")
+    }
+
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         let a: Vec<f32> = a.flatten_all().and_then(|t| t.to_vec1()).expect("a");
         let b: Vec<f32> = b.flatten_all().and_then(|t| t.to_vec1()).expect("b");
@@ -960,9 +968,7 @@ mod tests {
     /// prefix, and leave the cache as it was.
     fn branches_match_separate_runs(arch: &str) {
         let bytes = tiny(arch, 3 + arch.len() as u64);
-        let mut r = std::io::Cursor::new(bytes);
-        let ct = gguf_file::Content::read(&mut r).expect("reads");
-        let mut m = Decoder::from_gguf(&ct, &mut r, arch, 512, &Device::Cpu).expect("loads");
+        let mut m = load(&bytes, arch, 512);
         let prefix: Vec<u32> = (0..30).map(|i| (i * 11 % VOCAB) as u32).collect();
         let branches: Vec<Vec<u32>> = [7usize, 1, 19, 4]
             .iter()
@@ -993,9 +999,7 @@ mod tests {
         }
         // The prefix is intact: continuing it gives what continuing a fresh run gives.
         let next = m.forward(&[5, 6]).expect("continues");
-        let mut r = std::io::Cursor::new(tiny(arch, 3 + arch.len() as u64));
-        let ct = gguf_file::Content::read(&mut r).expect("reads");
-        let mut fresh = Decoder::from_gguf(&ct, &mut r, arch, 512, &Device::Cpu).expect("loads");
+        let mut fresh = load(&bytes, arch, 512);
         fresh.forward(&prefix).expect("prefix");
         assert!(max_diff(&next, &fresh.forward(&[5, 6]).expect("fresh")) < 1e-4);
         // Bad input: an empty branch, or branches that do not fit side by side.
@@ -1026,11 +1030,7 @@ mod tests {
     /// token per live fork per pass, forks finishing at different times.
     fn forks_match_separate_runs(arch: &str) {
         let bytes = tiny(arch, 5 + arch.len() as u64);
-        let load = || {
-            let mut r = std::io::Cursor::new(bytes.clone());
-            let ct = gguf_file::Content::read(&mut r).expect("reads");
-            Decoder::from_gguf(&ct, &mut r, arch, 512, &Device::Cpu).expect("loads")
-        };
+        let load = || load(&bytes, arch, 512);
         let prefix: Vec<u32> = (0..33).map(|i| (i * 13 % VOCAB) as u32).collect();
         let prompts: Vec<Vec<u32>> = [9usize, 1, 17]
             .iter()
@@ -1142,10 +1142,7 @@ mod tests {
             (GgmlDType::Q4K, 256, 512),
             (GgmlDType::Q6K, 256, 512),
         ] {
-            let bytes = tiny_with("qwen2", 11, dtype, hidden, ff);
-            let mut r = std::io::Cursor::new(bytes);
-            let ct = gguf_file::Content::read(&mut r).expect("reads");
-            let mut m = Decoder::from_gguf(&ct, &mut r, "qwen2", 512, &Device::Cpu).expect("loads");
+            let mut m = load(&tiny_with("qwen2", 11, dtype, hidden, ff), "qwen2", 512);
             let prefix: Vec<u32> = (0..21).map(|i| (i * 3 % VOCAB) as u32).collect();
             let prompts: Vec<Vec<u32>> = [5usize, 1, 12, 3]
                 .iter()
@@ -1228,10 +1225,7 @@ mod tests {
 
     #[test]
     fn a_sequence_past_the_context_is_refused() {
-        let bytes = tiny("llama", 1);
-        let mut r = std::io::Cursor::new(bytes);
-        let ct = gguf_file::Content::read(&mut r).expect("reads");
-        let mut m = Decoder::from_gguf(&ct, &mut r, "llama", 16, &Device::Cpu).expect("loads");
+        let mut m = load(&tiny("llama", 1), "llama", 16);
         m.forward(&[1; 10]).expect("fits");
         let err = m.forward(&[1; 7]).expect_err("17 > 16");
         assert!(err.to_string().contains("exceed"), "{err}");

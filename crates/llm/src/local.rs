@@ -446,6 +446,36 @@ impl LocalLlm {
     }
 
     /// Greedy decoding from `logits` at position `pos`.
+    /// One greedy step of a reply that already holds `out`, after a prompt of `prompt_len`
+    /// tokens: the next token from `logits`, added to `out` unless it ends the turn, and why
+    /// the reply ends here, if it does (the turn ended, the token limit or the window was
+    /// reached, or it repeats itself).
+    fn step(
+        &self,
+        logits: &Tensor,
+        out: &mut Vec<u32>,
+        prompt_len: usize,
+        max_tokens: usize,
+    ) -> Result<(u32, Option<Finish>), LlmError> {
+        let next: u32 = logits
+            .flatten_all()
+            .and_then(|l| l.argmax(0))
+            .and_then(|t| t.to_scalar())
+            .map_err(|e| LlmError::Generate(e.to_string()))?;
+        if self.stop.contains(&next) {
+            return Ok((next, Some(Finish::Stop)));
+        }
+        out.push(next);
+        let end = if out.len() >= max_tokens || prompt_len + out.len() >= self.window {
+            Some(Finish::Length)
+        } else if repeats(out) {
+            Some(Finish::Loop)
+        } else {
+            None
+        };
+        Ok((next, end))
+    }
+
     fn decode(
         &self,
         w: &mut Weights,
@@ -456,21 +486,11 @@ impl LocalLlm {
         let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
         let started = Instant::now();
         let mut out = Vec::new();
+        let prompt_len = pos;
         let finish = loop {
-            let next: u32 = logits
-                .flatten_all()
-                .and_then(|l| l.argmax(0))
-                .and_then(|t| t.to_scalar())
-                .map_err(g)?;
-            if self.stop.contains(&next) {
-                break Finish::Stop;
-            }
-            out.push(next);
-            if out.len() >= max_tokens || pos + 1 >= self.window {
-                break Finish::Length;
-            }
-            if repeats(&out) {
-                break Finish::Loop;
+            let (next, end) = self.step(&logits, &mut out, prompt_len, max_tokens)?;
+            if let Some(finish) = end {
+                break finish;
             }
             logits = w.forward(&[next], pos, &self.device).map_err(g)?;
             pos += 1;
@@ -646,26 +666,10 @@ impl LocalLlm {
                 let Some(l) = &logits[k] else {
                     return Err(LlmError::Generate("a reply has no logits".into()));
                 };
-                let next: u32 = l
-                    .flatten_all()
-                    .and_then(|l| l.argmax(0))
-                    .and_then(|t| t.to_scalar())
-                    .map_err(g)?;
                 let out = &mut replies[k];
-                let end = if self.stop.contains(&next) {
-                    Some(Finish::Stop)
-                } else {
-                    out.push(next);
-                    produced += 1;
-                    if out.len() >= max_tokens || pos + group[k].1.len() + out.len() >= self.window
-                    {
-                        Some(Finish::Length)
-                    } else if repeats(out) {
-                        Some(Finish::Loop)
-                    } else {
-                        None
-                    }
-                };
+                let held = out.len();
+                let (next, end) = self.step(l, out, pos + group[k].1.len(), max_tokens)?;
+                produced += (out.len() - held) as u64;
                 match end {
                     Some(finish) => {
                         live[k] = false;
@@ -793,13 +797,8 @@ impl Llm for LocalLlm {
                     });
                 }
                 weights.clear();
-                let logits = if weights.piece() == usize::MAX {
-                    let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
-                    self.feed(&mut weights, &all, 0)?
-                } else {
-                    self.feed(&mut weights, &prefix, 0)?;
-                    self.feed(&mut weights, &own, prefix.len())?
-                };
+                let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
+                let logits = self.feed(&mut weights, &all, 0)?;
                 let (text, produced, finish) = self.reply(
                     &mut weights,
                     logits,

