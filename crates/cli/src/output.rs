@@ -190,6 +190,22 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
         if let Some(s) = &p.strategy {
             writeln!(out, "document   {s}")?;
         }
+        let text = c.generated_context.as_deref().unwrap_or("");
+        for part in &p.parts {
+            let kind = serde_json::to_value(part.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "part       {kind:<10} {:?} ({})",
+                text.get(part.start..part.end).unwrap_or("?"),
+                part.model
+                    .as_deref()
+                    .or(part.prompt_version.as_deref())
+                    .unwrap_or("-")
+            )?;
+        }
     }
     for n in &c.context_notes {
         writeln!(out, "note       {n}")?;
@@ -350,7 +366,7 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
     if r.documents_ok() == 0 {
         writeln!(out, "nothing could be ingested")?;
     }
-    if method == "llm" {
+    if situate_engine::uses_llm(method) {
         let docs = r.added + r.replaced;
         writeln!(out, "{}", cost_line(&r.usage, *price, docs, false))?;
         if let Some(p) = price.filter(|_| r.document_tokens > 0) {

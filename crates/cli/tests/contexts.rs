@@ -1,7 +1,7 @@
 //! LLM contexts end to end against a fake Anthropic server: a kill -9 in the middle of
 //! contextualization, then a re-run that asks again for no context that was finished.
 
-use crate::{json, situate};
+use crate::{json, run, situate};
 use serde_json::json;
 use situate_http::fake::{FakeServer, Reply};
 use std::collections::HashMap;
@@ -462,4 +462,148 @@ fn contexts_verify_applies_the_current_checks_to_stored_contexts() {
     // Running it again changes nothing.
     let again = json(situate(&index).args(["contexts", "verify"]), 0);
     assert_eq!(again["changed"], 0, "{again}");
+}
+
+#[test]
+fn document_contexts_describe_each_document_once_and_share_what_was_paid_for() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("report.md"),
+        "# Northwind Traders quarterly report, Q3 2024\n\nNorthwind Traders sells specialty foods.\n\n## Revenue\n\nRevenue rose 4% to 88 million euros, driven by the Nordic region.\n\n## Costs\n\nShipping costs rose sharply after the carrier changed its rates.\n",
+    )
+    .expect("w");
+    std::fs::write(
+        docs.join("bucket.py"),
+        "\"\"\"Rate limiting for the gateway.\"\"\"\n\nclass TokenBucket:\n    def allow(self) -> bool:\n        return self.tokens >= 1\n",
+    )
+    .expect("w");
+    // Descriptions name the document; notes say which part the chunk is.
+    let server = FakeServer::start(|req, _| {
+        let asked = chunk_of(&req.json());
+        let text = if asked.contains("Describe the document above") {
+            if String::from_utf8_lossy(&req.body).contains("TokenBucket") {
+                "A Python module with the gateway's token bucket rate limiter."
+            } else {
+                "The Northwind Traders quarterly report for Q3 2024 on revenue and costs."
+            }
+        } else {
+            "The part of the document this chunk covers."
+        };
+        Reply::json(json!({
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 12}
+        }))
+    })
+    .expect("server");
+    let llm = format!("anthropic:claude-test?base_url={}", server.url());
+    let index = tmp.path().join("idx");
+    let ingest = |context: &str| {
+        let mut c = situate(&index);
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["ingest", "--context", context, "--llm", &llm])
+            .args(["--embedder", "none", "--max-tokens", "24", "--overlap", "0"])
+            .arg(&docs);
+        c
+    };
+    let describes = |r: &situate_http::fake::Request| {
+        chunk_of(&r.json()).contains("Describe the document above")
+    };
+
+    // One request per document, whatever its number of chunks.
+    let v = json(&mut ingest("document"), 0);
+    let chunks = v["report"]["chunks"].as_u64().expect("chunks");
+    assert!(chunks >= 4, "{v}");
+    assert_eq!(server.calls(), 2, "one description per document: {v}");
+    // The name only the first chunk holds now finds every chunk of the report.
+    let found = json(
+        situate(&index).args(["search", "Northwind", "--mode", "bm25"]),
+        0,
+    );
+    let hits = found["hits"].as_array().expect("hits");
+    assert_eq!(hits.len(), 3, "{found}");
+    let costs = hits
+        .iter()
+        .find(|h| {
+            h["original_text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Shipping costs")
+        })
+        .expect("the costs chunk is found by the document's name");
+    let id = costs["chunk_id"].as_str().expect("id").to_string();
+    let card = json(situate(&index).args(["show", &id]), 0);
+    assert_eq!(card["context_status"], "verified", "{card}");
+    let p = &card["context_provenance"];
+    assert_eq!(p["method"], "document");
+    let context = card["generated_context"].as_str().expect("context");
+    let parts: Vec<(String, String)> = p["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|x| {
+            let (a, b) = (
+                x["start"].as_u64().unwrap_or(0),
+                x["end"].as_u64().unwrap_or(0),
+            );
+            (
+                x["kind"].as_str().unwrap_or("").to_string(),
+                context[a as usize..b as usize].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (
+                "document".to_string(),
+                "The Northwind Traders quarterly report for Q3 2024 on revenue and costs."
+                    .to_string()
+            ),
+            (
+                "structural".to_string(),
+                "From docs/report.md, section Northwind Traders quarterly report, Q3 2024 > Costs."
+                    .to_string()
+            )
+        ],
+        "{card}"
+    );
+
+    // Description and notes: the descriptions come from the cache, only notes are asked.
+    let before = server.calls();
+    json(&mut ingest("document+llm"), 0);
+    let asked: Vec<_> = server.requests().into_iter().skip(before).collect();
+    assert_eq!(asked.len() as u64, chunks, "one note per chunk");
+    assert!(!asked.iter().any(describes), "no description asked again");
+    let card = json(situate(&index).args(["show", &id]), 0);
+    let kinds: Vec<&str> = card["context_provenance"]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter_map(|x| x["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["document", "structural", "chunk"], "{card}");
+
+    // Notes written by `--context llm` are the ones `document+llm` wrote: no call.
+    let before = server.calls();
+    json(&mut ingest("llm"), 0);
+    assert_eq!(server.calls(), before, "the notes were paid for once");
+
+    // The export carries the parts, and a bad method is refused with the list.
+    let file = tmp.path().join("contexts.jsonl");
+    json(&mut ingest("document"), 0);
+    json(situate(&index).arg("contexts").arg("export").arg(&file), 0);
+    let exported = std::fs::read_to_string(&file).expect("read");
+    assert!(exported.contains("\"parts\""), "{exported}");
+    let out = run(
+        situate(&index)
+            .args(["ingest", "--context", "documents"])
+            .arg(&docs),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("document+llm"), "{err}");
 }

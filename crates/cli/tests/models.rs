@@ -165,3 +165,91 @@ fn a_first_ingest_installs_the_embedder_it_needs_and_offline_says_how() {
         .expect("e5 listed");
     assert_eq!(e5["installed"], true);
 }
+
+/// A short English report and a Python file, as a new user's first documents.
+fn first_documents(root: &Path) -> PathBuf {
+    let docs = root.join("first");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("report.md"),
+        "# Northwind Traders: quarterly report, Q3 2024\n\nNorthwind Traders sells specialty foods to restaurants in Europe and North America.\n\n## Revenue\n\nRevenue rose 4% to €88 million, driven by the Nordic region, where the new Oslo warehouse opened in July.\n\n## Outlook\n\nThe board expects flat revenue in Q4 2024 because of higher shipping costs. Chief executive Anna Berg plans to open a warehouse in Lyon in 2025.\n",
+    )
+    .expect("w");
+    std::fs::write(
+        docs.join("tokens.py"),
+        "\"\"\"Rate limiting for the Acme API gateway: a token bucket per client key.\"\"\"\n\nimport time\n\n\nclass TokenBucket:\n    \"\"\"Allows `rate` requests per second with bursts of up to `capacity`.\"\"\"\n\n    def __init__(self, rate: float, capacity: int):\n        self.rate = rate\n        self.capacity = capacity\n        self.tokens = capacity\n        self.updated = time.monotonic()\n\n    def allow(self) -> bool:\n        now = time.monotonic()\n        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)\n        self.updated = now\n        if self.tokens >= 1:\n            self.tokens -= 1\n            return True\n        return False\n",
+    )
+    .expect("w");
+    docs
+}
+
+#[test]
+fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = first_documents(tmp.path());
+    let models = tmp.path().join("models");
+    let cards = |index: &Path| {
+        let v = json(
+            fresh_machine(index, &models).arg("--offline").args([
+                "contexts",
+                "list",
+                "--status",
+                "pending,generated,verified,rejected,failed",
+            ]),
+            0,
+        );
+        v["cards"].as_array().expect("cards").clone()
+    };
+
+    // Document-level contexts: the model is installed on first use, one description per
+    // document, and every chunk's context passes the checks.
+    let index = tmp.path().join("document");
+    let out = run(
+        fresh_machine(&index, &models)
+            .env("SITUATE_WHEELS", wheels())
+            .env("PIP_NO_INDEX", "1")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--context", "document", "--embedder", "none", "--json"]),
+        0,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("installing qwen2.5-coder-0.5b-instruct"))
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        models
+            .join("qwen2.5-coder-0.5b-instruct")
+            .join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+            .is_file()
+    );
+    let all = cards(&index);
+    assert!(all.len() >= 2, "{all:?}");
+    for c in &all {
+        assert_eq!(c["context_status"], "verified", "{c:#}");
+        assert_eq!(c["provenance"]["parts"][0]["kind"], "document", "{c:#}");
+    }
+
+    // Chunk notes with Anthropic's prompt: at least one accepted context per document.
+    let index = tmp.path().join("llm");
+    run(
+        fresh_machine(&index, &models)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--context", "llm", "--embedder", "none"]),
+        0,
+    );
+    let all = cards(&index);
+    for doc in ["first/report.md", "first/tokens.py"] {
+        assert!(
+            all.iter()
+                .any(|c| c["document_id"] == doc && c["context_status"] == "verified"),
+            "no accepted context for {doc}: {all:#?}"
+        );
+    }
+}

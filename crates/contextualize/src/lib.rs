@@ -12,6 +12,8 @@
 
 mod code;
 
+pub use code::display_lang;
+
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer, DocKind,
     DocumentContexts, DocumentView, Provenance, hash_parts,
@@ -171,6 +173,7 @@ impl Contextualizer for Structural {
                                 STRUCTURAL_VERSION.as_bytes(),
                             ]),
                             strategy: None,
+                            parts: vec![],
                         }),
                         text: Some(text),
                         status: ContextStatus::Generated,

@@ -139,6 +139,17 @@ pub struct ContextError {
 pub trait ContextSink: Send + Sync {
     /// Chunk `chunk` (its index in the call's chunk list) has its context.
     fn finished(&self, chunk: usize, context: &ChunkContext, usage: &TokenUsage);
+
+    /// A context-cache entry under a key of the contextualizer's own, for work that is not
+    /// one chunk's final context (a document's description, a chunk note that a composed
+    /// context is built from): what was kept under `key`, if anything. The default keeps
+    /// nothing.
+    fn recall(&self, _key: &str) -> Option<ChunkContext> {
+        None
+    }
+
+    /// Keeps `context` under `key` in the context cache (see [`ContextSink::recall`]).
+    fn keep(&self, _key: &str, _context: &ChunkContext, _usage: &TokenUsage) {}
 }
 
 /// A sink that keeps nothing.

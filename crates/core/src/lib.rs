@@ -32,8 +32,8 @@ pub use context::{
 };
 pub use embed::{EmbedError, EmbedKind, Embedder};
 pub use model::{
-    CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextStatus, DocKind, Document, Hit,
-    Language, LegScore, Provenance,
+    CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextPart, ContextStatus, DocKind, Document,
+    Hit, Language, LegScore, PartKind, Provenance,
 };
 pub use rerank::{RerankError, RerankPassage, Reranker};
 pub use vector::{CardSet, DocumentFilter, VectorIndex, VectorQuery};

@@ -222,15 +222,20 @@ pub enum ContextMethod {
     Manual,
     /// Read from a contexts file that did not say who wrote it.
     Import,
+    /// Put together from parts ([`Provenance::parts`]): a language model's description of
+    /// the whole document, the structural context and, optionally, the model's note on the
+    /// chunk (`--context document` and `document+llm`).
+    Document,
 }
 
 impl ContextMethod {
     /// Every method.
-    pub const ALL: [ContextMethod; 4] = [
+    pub const ALL: [ContextMethod; 5] = [
         ContextMethod::Structural,
         ContextMethod::Llm,
         ContextMethod::Manual,
         ContextMethod::Import,
+        ContextMethod::Document,
     ];
 
     /// The stored and displayed form.
@@ -240,6 +245,7 @@ impl ContextMethod {
             ContextMethod::Llm => "llm",
             ContextMethod::Manual => "manual",
             ContextMethod::Import => "import",
+            ContextMethod::Document => "document",
         }
     }
 }
@@ -257,7 +263,9 @@ impl FromStr for ContextMethod {
             .into_iter()
             .find(|c| c.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown context method {s:?}: expected structural, llm, manual or import")
+                format!(
+                    "unknown context method {s:?}: expected structural, llm, manual, import or document"
+                )
             })
     }
 }
@@ -275,6 +283,43 @@ pub struct Provenance {
     pub input_hash: String,
     /// What part of the document the model saw (`whole`, or the window rule's summary);
     /// `None` for rule-based contexts.
+    pub strategy: Option<String>,
+    /// For a context put together from parts ([`ContextMethod::Document`]): where each part
+    /// of the text came from, in order. Empty for a context written in one piece.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ContextPart>,
+}
+
+/// What wrote one part of a composed context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartKind {
+    /// A language model's description of the whole document (one per document, shared by
+    /// its chunks).
+    Document,
+    /// The structural context (title or path, headings, enclosing code items).
+    Structural,
+    /// A language model's note on this chunk (Anthropic's prompt).
+    Chunk,
+}
+
+/// One part of a composed context: its place in the context's text and who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextPart {
+    /// What wrote it.
+    pub kind: PartKind,
+    /// Its byte range in the context's text.
+    pub start: usize,
+    /// End of the byte range (exclusive).
+    pub end: usize,
+    /// The model that wrote it, for LLM parts.
+    pub model: Option<String>,
+    /// The prompt (or rule set) version.
+    pub prompt_version: Option<String>,
+    /// Its own key in the context cache, for LLM parts (the chunk note's is the key
+    /// `--context llm` uses, so the two modes share notes already paid for).
+    pub input_hash: Option<String>,
+    /// What part of the document the model saw, for LLM parts.
     pub strategy: Option<String>,
 }
 

@@ -8,6 +8,9 @@
 //!  "prompt_version": "anthropic-v1", "status": "verified", "method": "llm",
 //!  "strategy": "whole", "input_hash": "...", "notes": []}
 //! ```
+//!
+//! A composed context (`--context document`) also has `"parts"`: each part's kind
+//! (`document`, `structural`, `chunk`), byte range, model, prompt version and input hash.
 
 use crate::contexts::ContextUpdate;
 use crate::{Engine, EngineError, Result};
@@ -44,6 +47,10 @@ pub struct ContextRecord {
     /// The checks' reasons.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Where each part of a composed context came from (`--context document`); absent for
+    /// a context written in one piece.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<situate_core::ContextPart>,
 }
 
 /// What [`Engine::import_contexts`] did.
@@ -85,6 +92,7 @@ impl Engine {
                 strategy: p.and_then(|p| p.strategy.clone()),
                 input_hash: p.map(|p| p.input_hash.clone()),
                 notes: c.context_notes.clone(),
+                parts: p.map(|p| p.parts.clone()).unwrap_or_default(),
             };
             let written = serde_json::to_writer(&mut w, &line)
                 .map_err(std::io::Error::from)
@@ -132,6 +140,7 @@ impl Engine {
                             prompt_version: x.prompt_version,
                             input_hash: x.input_hash.unwrap_or_default(),
                             strategy: x.strategy,
+                            parts: x.parts,
                         }),
                         notes: x.notes,
                     },

@@ -1,4 +1,5 @@
-//! From a context method (`none`, `structural`, `llm`) and the `[llm]` settings to a
+//! From a context method (`none`, `structural`, `llm`, `document`, `document+llm`) and the
+//! `[llm]` settings to a
 //! contextualizer, the one way every front end builds one.
 
 use crate::settings::{DEFAULT_LLM, LlmSettings};
@@ -23,27 +24,45 @@ pub struct BuiltContextualizer {
     pub contextualizer: Box<dyn Contextualizer>,
     /// Dollars per million tokens, for LLMs with a known price.
     pub price: Option<Price>,
-    /// The method (`none`, `structural`, `llm`).
+    /// The method (`none`, `structural`, `llm`, `document`, `document+llm`).
     pub method: String,
 }
 
 /// The context methods, for help texts and errors.
-pub const METHODS: &str = "none, structural or llm";
+pub const METHODS: &str = "none, structural, llm, document or document+llm";
 
-/// Builds the contextualizer `method` names; `llm` from `[llm]` and `run`.
+/// Whether the context method `method` calls an LLM (`llm`, `document`, `document+llm`).
+pub fn uses_llm(method: &str) -> bool {
+    matches!(
+        method,
+        "llm" | "document" | "document+llm" | "document+chunk"
+    )
+}
+
+/// Builds the contextualizer `method` names; the LLM ones (`llm`, `document`,
+/// `document+llm`) from `[llm]` and `run`.
 pub fn build_contextualizer(
     method: &str,
     settings: &LlmSettings,
     run: &LlmRun,
 ) -> Result<BuiltContextualizer> {
-    if method != "llm" {
+    let method = match method {
+        // The chunk note is what `llm` writes; `document+chunk` names it by its scope.
+        "document+chunk" => "document+llm",
+        m => m,
+    };
+    if !matches!(method, "llm" | "document" | "document+llm") {
         if run.budget.is_some() || run.dry_run || run.llm.is_some() {
             return Err(EngineError::Invalid(
-                "--llm, --budget and --dry-run apply to --context llm".into(),
+                "--llm, --budget and --dry-run apply to --context llm, document and document+llm"
+                    .into(),
             ));
         }
-        let contextualizer = situate_contextualize::by_name(method)
-            .map_err(|e| EngineError::Invalid(format!("{e}, llm")))?;
+        let contextualizer = situate_contextualize::by_name(method).map_err(|_| {
+            EngineError::Invalid(format!(
+                "unknown context method {method:?}: expected {METHODS}"
+            ))
+        })?;
         return Ok(BuiltContextualizer {
             contextualizer,
             price: None,
@@ -102,9 +121,16 @@ pub fn build_contextualizer(
             c.llm().id()
         )));
     }
+    let contextualizer: Box<dyn Contextualizer> = match method {
+        "llm" => Box::new(c),
+        m => Box::new(situate_llm::DocumentContextualizer::new(
+            c,
+            m == "document+llm",
+        )),
+    };
     Ok(BuiltContextualizer {
-        contextualizer: Box::new(c),
+        contextualizer,
         price,
-        method: "llm".into(),
+        method: method.into(),
     })
 }

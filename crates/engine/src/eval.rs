@@ -149,10 +149,10 @@ pub fn parse_config(s: &str, existing_index: bool) -> Result<EvalConfig> {
                 ));
             }
         }
-        (c, _) if c.starts_with("llm") => {
-            return bad(
-                "generate LLM contexts once (`situate ingest --context llm` on the corpus, then `situate contexts export FILE`) and evaluate them as file:FILE".into(),
-            );
+        (c, _) if c.starts_with("llm") || c.starts_with("document") => {
+            return bad(format!(
+                "generate LLM contexts once (`situate ingest --context {c}` on the corpus, then `situate contexts export FILE`) and evaluate them as file:FILE"
+            ));
         }
         _ => {
             return bad(format!(

@@ -480,6 +480,24 @@ impl ContextSink for CacheSink<'_> {
             tracing::warn!("could not keep a context in the cache: {e}");
         }
     }
+
+    fn recall(&self, key: &str) -> Option<ChunkContext> {
+        match self.writer?.get(key) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("could not read the context cache: {e}");
+                None
+            }
+        }
+    }
+
+    fn keep(&self, key: &str, context: &ChunkContext, usage: &TokenUsage) {
+        if let Some(w) = self.writer
+            && let Err(e) = w.put(key, context, usage)
+        {
+            tracing::warn!("could not keep a context in the cache: {e}");
+        }
+    }
 }
 
 /// What one document needs from the contextualizer.

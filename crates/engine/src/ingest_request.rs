@@ -120,7 +120,7 @@ pub fn prepare_ingest(
     // An LLM takes seconds per chunk: commit every few documents so that what is done is
     // searchable early (contexts are kept as they finish in any case).
     opts.batch_documents = match req.batch {
-        None if method == "llm" => 8,
+        None if crate::uses_llm(&method) => 8,
         None => 256,
         Some(b) => b,
     };

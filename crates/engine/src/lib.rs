@@ -43,7 +43,7 @@ mod vectors;
 
 pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
-pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer};
+pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,

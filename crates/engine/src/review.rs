@@ -67,6 +67,7 @@ impl Engine {
                 .map(|p| p.input_hash.clone())
                 .unwrap_or_default(),
             strategy,
+            parts: vec![],
         };
         let strategy = old.as_ref().and_then(|p| p.strategy.clone());
         let context = match decision {
@@ -140,7 +141,15 @@ impl Engine {
                 }
                 if doc.0 != c.document_id {
                     let text = store.document_text(&c.document_id)?.unwrap_or_default();
-                    doc = (c.document_id.clone(), text);
+                    let known = match store.document(&c.document_id)? {
+                        Some(d) => situate_llm::verify::checked_document(
+                            &d.source,
+                            &situate_core::DocKind::from_stored(&d.kind),
+                            &text,
+                        ),
+                        None => text,
+                    };
+                    doc = (c.document_id.clone(), known);
                 }
                 report.checked += 1;
                 let now = situate_llm::verify::recheck(

@@ -34,8 +34,8 @@
 //! [bm25]
 //! chinese = "bigram"          # bigram | jieba, used when an index is created
 //!
-//! [llm]                       # the model that writes contexts (context = "llm")
-//! model = "smollm2-135m-instruct"   # or a .gguf path
+//! [llm]                       # the model that writes contexts (llm, document, document+llm)
+//! model = "qwen2.5-coder-0.5b-instruct"   # or smollm2-135m-instruct, a .gguf path, anthropic:…
 //! template = "prompt.txt"     # {{WHOLE_DOCUMENT}} ... {{CHUNK_CONTENT}}; default: Anthropic's
 //! glossary = "glossary.txt"   # terms added to the prompt
 //! long_documents = "window"   # window | head | fail
@@ -51,8 +51,11 @@ use situate_search::fusion::Fusion;
 use situate_search::{Mode, SearchRequest};
 use std::path::{Path, PathBuf};
 
-/// The local LLM used when `[llm] model` is not set.
-pub const DEFAULT_LLM: &str = "smollm2-135m-instruct";
+/// The local LLM used when `[llm] model` is not set: Qwen2.5-Coder-0.5B-Instruct, the
+/// smallest catalog model whose contexts pass the checks (SmolLM2-135M's are mostly
+/// rejected and never cut failures; the 1.5B writes at half its speed). README, "Local
+/// contexts", has the measurements.
+pub const DEFAULT_LLM: &str = "qwen2.5-coder-0.5b-instruct";
 
 /// Every setting of `situate.toml`; unknown keys are an error (a typo should not be silently
 /// ignored).

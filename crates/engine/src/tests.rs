@@ -446,6 +446,7 @@ impl situate_core::Contextualizer for Scripted {
                     prompt_version: Some("v1".into()),
                     input_hash: self.input_hash(&doc, c),
                     strategy: Some("whole".into()),
+                    parts: vec![],
                 }),
                 notes: vec![],
             };
@@ -540,6 +541,7 @@ fn contexts_are_set_by_hand_and_by_a_contextualizer_run_over_the_index() {
                 prompt_version: None,
                 input_hash: String::new(),
                 strategy: None,
+                parts: vec![],
             }),
             notes: vec![],
         },

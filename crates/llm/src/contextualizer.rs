@@ -3,7 +3,7 @@
 
 use crate::cost::Price;
 use crate::prompt::{LongDocuments, PromptTemplate, document_part};
-use crate::verify::verify;
+use crate::verify::{checked_document, verify};
 use crate::{Finish, Llm, PrefixCaching, SharedPrompt};
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer,
@@ -146,6 +146,11 @@ impl LlmContextualizer {
         self
     }
 
+    /// The version of the prompt template in use.
+    pub fn template_version(&self) -> &str {
+        self.template.version()
+    }
+
     /// The model.
     pub fn llm(&self) -> &dyn Llm {
         self.llm.as_ref()
@@ -158,8 +163,28 @@ impl LlmContextualizer {
             prompt_version: Some(self.template.version().to_string()),
             input_hash,
             strategy: Some(strategy.to_string()),
+            parts: vec![],
         }
     }
+}
+
+/// One piece of [`LlmContextualizer::write`]'s work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// The note on the chunk at this index of the call's chunks.
+    Note(usize),
+    /// The document's description.
+    Description,
+}
+
+/// What [`LlmContextualizer::write`] wrote.
+pub(crate) struct Written {
+    /// One note per chunk asked for, in order.
+    pub notes: Vec<ChunkContext>,
+    /// The description, when asked for.
+    pub description: Option<ChunkContext>,
+    /// Tokens spent.
+    pub usage: TokenUsage,
 }
 
 fn failed(reason: String, provenance: Option<Provenance>) -> ChunkContext {
@@ -171,49 +196,31 @@ fn failed(reason: String, provenance: Option<Provenance>) -> ChunkContext {
     }
 }
 
-#[async_trait::async_trait]
-impl Contextualizer for LlmContextualizer {
-    fn method(&self) -> &str {
-        "llm"
-    }
-
-    fn fingerprint(&self) -> String {
-        format!(
-            "llm:{}:{}:{:?}:{}:{:?}",
-            self.llm.id(),
-            self.template.version(),
-            self.long,
-            self.max_tokens,
-            self.document_tokens
-        )
-    }
-
-    fn remembers(&self) -> bool {
-        true
-    }
-
-    fn documents_in_flight(&self) -> usize {
-        self.llm.documents_in_flight()
-    }
-
-    fn recheck(
-        &self,
-        doc: &DocumentView<'_>,
-        chunk: &ChunkView<'_>,
-        cached: ChunkContext,
-    ) -> ChunkContext {
-        crate::verify::recheck(cached, chunk.text, doc.text)
-    }
-
-    async fn contextualize(
+impl LlmContextualizer {
+    /// Notes for `chunks` of `doc` (Anthropic's prompt, or the template in use) and, with
+    /// `describe`, the document's description ([`crate::document::DESCRIBE_PROMPT`]), all
+    /// after one shared prefix per part of the document: the description is one more reply
+    /// after the prefix the chunks read, so it costs its own prompt and reply only. Each
+    /// piece is given to `on_done` as soon as it is checked.
+    pub(crate) async fn write(
         &self,
         doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
-        sink: &dyn ContextSink,
-    ) -> Result<DocumentContexts, ContextError> {
+        describe: bool,
+        on_done: &(dyn Fn(Piece, &ChunkContext, &TokenUsage) + Sync),
+    ) -> Written {
         let count = |t: &str| self.llm.count_tokens(t);
         let overhead = count(&self.template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
-        let mut contexts: Vec<Option<ChunkContext>> = vec![None; chunks.len()];
+        // The description is member `chunks.len()` of its group.
+        let desc = chunks.len();
+        let piece = |i: usize| {
+            if i == desc {
+                Piece::Description
+            } else {
+                Piece::Note(i)
+            }
+        };
+        let mut contexts: Vec<Option<ChunkContext>> = vec![None; chunks.len() + 1];
         // Chunks grouped by the document text their prompt carries, in order of first use:
         // each group shares one prefix.
         let mut groups: Vec<(String, String, Vec<(usize, String)>)> = Vec::new();
@@ -226,7 +233,14 @@ impl Contextualizer for LlmContextualizer {
         // document's windows fall on the same grid for every chunk and neighbouring chunks
         // share a window (one prefix, read once). A budget per chunk would give each chunk a
         // window of its own size: no two prompts alike, the whole window read per chunk.
-        let longest = suffix_tokens.iter().copied().max().unwrap_or(0);
+        let describe_suffix = crate::document::describe_suffix();
+        let describe_tokens = if describe { count(&describe_suffix) } else { 0 };
+        let longest = suffix_tokens
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(describe_tokens);
         let shared_room = self.llm.window().saturating_sub(overhead + longest);
         for (i, chunk) in chunks.iter().enumerate() {
             let hash = self.input_hash(&doc, chunk);
@@ -250,7 +264,7 @@ impl Contextualizer for LlmContextualizer {
                     ),
                     None,
                 );
-                sink.finished(i, &c, &TokenUsage::default());
+                on_done(piece(i), &c, &TokenUsage::default());
                 contexts[i] = Some(c);
                 continue;
             }
@@ -258,7 +272,7 @@ impl Contextualizer for LlmContextualizer {
             match document_part(doc.text, range, budget, self.long, &count) {
                 Err(reason) => {
                     let c = failed(reason, Some(self.provenance(hash, "refused")));
-                    sink.finished(i, &c, &TokenUsage::default());
+                    on_done(piece(i), &c, &TokenUsage::default());
                     contexts[i] = Some(c);
                 }
                 Ok(part) => match groups.iter_mut().find(|g| g.0 == part.text) {
@@ -267,6 +281,35 @@ impl Contextualizer for LlmContextualizer {
                 },
             }
         }
+        if describe {
+            // The head of the document on the chunks' grid (a window at its start), so that
+            // it shares a prefix with the first chunks.
+            let room = self.llm.window().saturating_sub(overhead + describe_tokens);
+            let room = if shared_room >= 32 { shared_room } else { room };
+            let budget = self.document_tokens.map_or(room, |d| d.min(room));
+            let part = if budget < 32 {
+                Err(format!(
+                    "the description prompt leaves no room for the document in the model's window of {} tokens",
+                    self.llm.window()
+                ))
+            } else {
+                document_part(doc.text, 0..0, budget, self.long, &count)
+            };
+            match part {
+                Err(reason) => {
+                    let c = failed(reason, None);
+                    on_done(Piece::Description, &c, &TokenUsage::default());
+                    contexts[desc] = Some(c);
+                }
+                Ok(part) => match groups.iter_mut().find(|g| g.0 == part.text) {
+                    Some(g) => g.2.insert(0, (desc, describe_suffix)),
+                    None => {
+                        groups.insert(0, (part.text, part.strategy, vec![(desc, describe_suffix)]))
+                    }
+                },
+            }
+        }
+        let known = checked_document(doc.source, doc.kind, doc.text);
         let usage = Mutex::new(TokenUsage::default());
         let price = self.price();
         for (text, strategy, members) in &groups {
@@ -318,12 +361,20 @@ impl Contextualizer for LlmContextualizer {
                 let Some(&(i, _)) = members.get(k) else {
                     return;
                 };
-                let chunk = &chunks[i];
-                let prov = self.provenance(self.input_hash(&doc, chunk), strategy);
+                let prov = match chunks.get(i) {
+                    Some(chunk) => self.provenance(self.input_hash(&doc, chunk), strategy),
+                    None => Provenance {
+                        prompt_version: Some(crate::document::DESCRIBE_VERSION.into()),
+                        ..self.provenance(crate::document::description_key(self, &doc), strategy)
+                    },
+                };
                 let (c, u) = match r {
                     Ok(g) => {
-                        let mut v =
-                            verify(&g.text, chunk.text, doc.text, g.finish == Finish::Length);
+                        let cut = g.finish == Finish::Length;
+                        let mut v = match chunks.get(i) {
+                            Some(chunk) => verify(&g.text, chunk.text, &known, cut),
+                            None => crate::verify::verify_description(&g.text, &known, cut),
+                        };
                         if g.finish == Finish::Loop
                             && !v.reasons.iter().any(|r| r.starts_with("repeats"))
                         {
@@ -346,7 +397,7 @@ impl Contextualizer for LlmContextualizer {
                     }
                     Err(e) => (failed(e.to_string(), Some(prov)), TokenUsage::default()),
                 };
-                sink.finished(i, &c, &u);
+                on_done(piece(i), &c, &u);
                 if let Ok(mut total) = usage.lock() {
                     total.add(&u);
                 }
@@ -375,14 +426,70 @@ impl Contextualizer for LlmContextualizer {
                 contexts[i] = Some(c);
             }
         }
-        let contexts = contexts
+        let mut contexts: Vec<ChunkContext> = contexts
             .into_iter()
             .map(|c| c.unwrap_or_else(|| failed("the model gave no reply".into(), None)))
             .collect();
-        Ok(DocumentContexts {
-            contexts,
+        let description = contexts.pop().filter(|_| describe);
+        Written {
+            notes: contexts,
+            description,
             usage: usage.into_inner().unwrap_or_default(),
-            document_tokens: count(doc.text) as u64,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Contextualizer for LlmContextualizer {
+    fn method(&self) -> &str {
+        "llm"
+    }
+
+    fn fingerprint(&self) -> String {
+        format!(
+            "llm:{}:{}:{:?}:{}:{:?}",
+            self.llm.id(),
+            self.template.version(),
+            self.long,
+            self.max_tokens,
+            self.document_tokens
+        )
+    }
+
+    fn remembers(&self) -> bool {
+        true
+    }
+
+    fn documents_in_flight(&self) -> usize {
+        self.llm.documents_in_flight()
+    }
+
+    fn recheck(
+        &self,
+        doc: &DocumentView<'_>,
+        chunk: &ChunkView<'_>,
+        cached: ChunkContext,
+    ) -> ChunkContext {
+        let known = checked_document(doc.source, doc.kind, doc.text);
+        crate::verify::recheck(cached, chunk.text, &known)
+    }
+
+    async fn contextualize(
+        &self,
+        doc: DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+        sink: &dyn ContextSink,
+    ) -> Result<DocumentContexts, ContextError> {
+        let on_done = |piece: Piece, c: &ChunkContext, u: &TokenUsage| {
+            if let Piece::Note(i) = piece {
+                sink.finished(i, c, u);
+            }
+        };
+        let w = self.write(doc, chunks, false, &on_done).await;
+        Ok(DocumentContexts {
+            contexts: w.notes,
+            usage: w.usage,
+            document_tokens: self.llm.count_tokens(doc.text) as u64,
         })
     }
 }

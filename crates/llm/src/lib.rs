@@ -17,6 +17,7 @@ pub mod chat;
 pub mod contextualizer;
 pub mod cost;
 pub mod decoder;
+pub mod document;
 pub mod hosted;
 pub mod local;
 pub mod prompt;
@@ -24,6 +25,7 @@ pub mod spm;
 pub mod verify;
 
 pub use contextualizer::LlmContextualizer;
+pub use document::DocumentContextualizer;
 pub use situate_core::TokenUsage;
 
 /// Why a generation failed.

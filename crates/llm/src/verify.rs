@@ -81,6 +81,7 @@ fn without_task_talk(text: &str) -> Option<String> {
     static ECHO: OnceLock<Regex> = OnceLock::new();
     static META: OnceLock<Regex> = OnceLock::new();
     static SENTENCE: OnceLock<Regex> = OnceLock::new();
+    static ABOUT: OnceLock<Regex> = OnceLock::new();
     // "…, for the purpose(s) of improving (the) search retrieval (of the chunk)", "…, to
     // improve search retrieval", "…, which is useful for search retrieval".
     let echo = re(
@@ -89,14 +90,33 @@ fn without_task_talk(text: &str) -> Option<String> {
     );
     let meta = re(
         &META,
-        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sits|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)",
+        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)",
     );
     let sentence = re(&SENTENCE, r"[^.!?]+[.!?]*");
+    // A sentence about the task whose end says what the chunk is about ("This chunk
+    // sits within the document … by providing a concise context about the Northwind
+    // report, Q3 2024, …") keeps that end.
+    let about = re(
+        &ABOUT,
+        r"(?i)^.*?\b(context|summary|overview|information|details)\s+(about|of|on|regarding)\s+(?P<rest>.+)$",
+    );
     let cut = echo.replace_all(text, "").to_string();
-    let kept: Vec<&str> = sentence
+    let kept: Vec<String> = sentence
         .find_iter(&cut)
         .map(|m| m.as_str().trim())
-        .filter(|s| !s.is_empty() && !meta.is_match(s))
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            if !meta.is_match(s) {
+                return Some(s.to_string());
+            }
+            let rest = about.captures(s)?.name("rest")?.as_str().trim();
+            (rest.split_whitespace().count() >= 3 && !meta.is_match(rest)).then(|| {
+                let mut c = rest.chars();
+                c.next()
+                    .map(|f| f.to_uppercase().chain(c).collect())
+                    .unwrap_or_default()
+            })
+        })
         .collect();
     let out = kept.join(" ");
     let words = kept
@@ -142,6 +162,35 @@ pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verd
         reasons.push(why);
     }
     Verdict { text, reasons }
+}
+
+/// What the checks take as the document a context must be grounded in: a line naming it
+/// (its source and, for code, its language) before its text, since a context may rightly
+/// say "this Python module" of a file that never names its language, or name the file.
+pub fn checked_document(source: &str, kind: &situate_core::DocKind, text: &str) -> String {
+    match kind {
+        situate_core::DocKind::Code(lang) => format!(
+            "{source} ({} source)\n{text}",
+            situate_contextualize::display_lang(lang)
+        ),
+        _ => format!("{source}\n{text}"),
+    }
+}
+
+/// Checks `reply` as a description of `document` (`--context document`): the checks of
+/// [`verify`] but the copy check (there is no chunk), with the document's own language as
+/// the language to match.
+pub fn verify_description(reply: &str, document: &str, truncated: bool) -> Verdict {
+    // The document's opening stands for the chunk in the language check.
+    let opening = match document.char_indices().nth(2_000) {
+        Some((cut, _)) => &document[..cut],
+        None => document,
+    };
+    let mut v = verify(reply, "", document, truncated);
+    if let Some(why) = language_mismatch(&v.text, opening, document) {
+        v.reasons.push(why.replace("the chunk", "the document"));
+    }
+    v
 }
 
 /// A stored LLM context (verified or rejected) checked again with these checks: its new
@@ -350,6 +399,11 @@ mod tests {
                 "This chunk sits within the document as its revenue part. It gives ACME Corp's Q2 2023 revenue.",
                 "It gives ACME Corp's Q2 2023 revenue.",
             ),
+            // Misspelt, with the purpose, then what it is about: the end is kept.
+            (
+                "This chunk sitsuate within the document for improved search retrieval of the chunk by providing a concise context about the ACME Corp quarterly report, Q2 2023, which includes revenue information.",
+                "The ACME Corp quarterly report, Q2 2023, which includes revenue information.",
+            ),
         ] {
             let v = verify(reply, CHUNK, DOC, false);
             assert_eq!(v.text, want);
@@ -555,6 +609,7 @@ mod tests {
                 prompt_version: Some("anthropic-v1".into()),
                 input_hash: "h".into(),
                 strategy: None,
+                parts: vec![],
             })
         };
         let stored = |text: &str, status, method: &str, notes: &[&str]| ChunkContext {

@@ -78,7 +78,7 @@ pub struct Part {
 pub const DEFAULTS: &[&str] = &[
     "all-minilm-l6-v2",
     "multilingual-e5-small",
-    "smollm2-135m-instruct",
+    "qwen2.5-coder-0.5b-instruct",
 ];
 
 /// The models situate knows how to install.

@@ -68,8 +68,8 @@ impl Batch<'_> {
                 .prepare_cached(
                     "INSERT INTO chunks(document_id, chunk_id, ordinal, char_start, char_end, heading_path, original_text,
                        generated_context, context_status, context_method, context_model, context_prompt_version,
-                       context_input_hash, context_notes, context_strategy)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                       context_input_hash, context_notes, context_strategy, context_parts)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 )
                 .op("writing chunks")?;
             for c in chunks {
@@ -90,6 +90,7 @@ impl Batch<'_> {
                     p.map(|p| p.input_hash.as_str()),
                     serde_json::to_string(&c.context.notes).unwrap_or_else(|_| "[]".into()),
                     p.and_then(|p| p.strategy.as_deref()),
+                    crate::parts_column(p),
                 ])
                 .map_err(|source| match &source {
                     rusqlite::Error::SqliteFailure(e, _)
@@ -151,7 +152,7 @@ impl Batch<'_> {
             .execute(
                 "UPDATE chunks SET generated_context = ?2, context_status = ?3, context_method = ?4,
                    context_model = ?5, context_prompt_version = ?6, context_input_hash = ?7,
-                   context_notes = ?8, context_strategy = ?9
+                   context_notes = ?8, context_strategy = ?9, context_parts = ?10
                  WHERE id = ?1",
                 params![
                     card,
@@ -163,6 +164,7 @@ impl Batch<'_> {
                     p.map(|p| p.input_hash.as_str()),
                     serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
                     p.and_then(|p| p.strategy.as_deref()),
+                    crate::parts_column(p),
                 ],
             )
             .op("updating a context")?;

@@ -199,7 +199,7 @@ fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
     })
 }
 
-const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy FROM chunks c JOIN documents d ON d.document_id = c.document_id";
+const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy, c.context_parts FROM chunks c JOIN documents d ON d.document_id = c.document_id";
 
 fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
     let json_list = |s: String| serde_json::from_str::<Vec<String>>(&s).unwrap_or_default();
@@ -211,6 +211,7 @@ fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
             prompt_version: r.get(12)?,
             input_hash: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
             strategy: r.get(17)?,
+            parts: crate::parts_of(r, 18)?,
         }),
         None => None,
     };

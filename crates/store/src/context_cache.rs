@@ -16,10 +16,7 @@ impl Store {
     pub fn cached_contexts(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
         let mut st = self
             .conn
-            .prepare_cached(
-                "SELECT context, status, method, model, prompt_version, strategy, notes
-                 FROM context_cache WHERE input_hash = ?1",
-            )
+            .prepare_cached(CACHE_SELECT)
             .op("reading the context cache")?;
         let mut out = HashMap::new();
         for h in hashes {
@@ -27,31 +24,7 @@ impl Store {
                 continue;
             }
             let row = st
-                .query_row([h], |r| {
-                    let status: String = r.get(1)?;
-                    let notes: String = r.get(6)?;
-                    // A context cached without provenance was written as method `unknown`.
-                    let method = match r.get_ref(2)?.as_str_or_null()? {
-                        None | Some(UNKNOWN_METHOD) => None,
-                        Some(_) => crate::method_column(r, 2)?,
-                    };
-                    let provenance = match method {
-                        Some(method) => Some(Provenance {
-                            method,
-                            model: r.get(3)?,
-                            prompt_version: r.get(4)?,
-                            input_hash: h.to_string(),
-                            strategy: r.get(5)?,
-                        }),
-                        None => None,
-                    };
-                    Ok(ChunkContext {
-                        text: r.get(0)?,
-                        status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),
-                        provenance,
-                        notes: serde_json::from_str(&notes).unwrap_or_default(),
-                    })
-                })
+                .query_row([h], |r| cached_row(r, h))
                 .optional()
                 .op("reading the context cache")?;
             if let Some(c) = row {
@@ -78,6 +51,39 @@ impl Store {
             conn: std::sync::Mutex::new(conn),
         })
     }
+}
+
+/// The columns a cached context is read from.
+const CACHE_SELECT: &str =
+    "SELECT context, status, method, model, prompt_version, strategy, notes, parts
+                 FROM context_cache WHERE input_hash = ?1";
+
+/// One row of the context cache, read back under its key `h`.
+fn cached_row(r: &rusqlite::Row<'_>, h: &str) -> rusqlite::Result<ChunkContext> {
+    let status: String = r.get(1)?;
+    let notes: String = r.get(6)?;
+    // A context cached without provenance was written as method `unknown`.
+    let method = match r.get_ref(2)?.as_str_or_null()? {
+        None | Some(UNKNOWN_METHOD) => None,
+        Some(_) => crate::method_column(r, 2)?,
+    };
+    let provenance = match method {
+        Some(method) => Some(Provenance {
+            method,
+            model: r.get(3)?,
+            prompt_version: r.get(4)?,
+            input_hash: h.to_string(),
+            strategy: r.get(5)?,
+            parts: crate::parts_of(r, 7)?,
+        }),
+        None => None,
+    };
+    Ok(ChunkContext {
+        text: r.get(0)?,
+        status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),
+        provenance,
+        notes: serde_json::from_str(&notes).unwrap_or_default(),
+    })
 }
 
 /// Writes finished contexts to the context cache, each in its own durable transaction (the
@@ -107,8 +113,8 @@ impl ContextCacheWriter {
             .lock()
             .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
         conn.execute(
-            "INSERT OR REPLACE INTO context_cache(input_hash, context, status, method, model, prompt_version, strategy, notes, usage, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT OR REPLACE INTO context_cache(input_hash, context, status, method, model, prompt_version, strategy, notes, usage, created_at, parts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 input_hash,
                 context.text,
@@ -120,10 +126,23 @@ impl ContextCacheWriter {
                 serde_json::to_string(&context.notes).unwrap_or_else(|_| "[]".into()),
                 serde_json::to_string(usage).unwrap_or_else(|_| "{}".into()),
                 now_rfc3339(),
+                crate::parts_column(p),
             ],
         )
         .op("writing the context cache")?;
         Ok(())
+    }
+
+    /// The context kept under `input_hash`, if any (read on this writer's connection, so a
+    /// contextualizer can look up pieces of its own while the store is busy elsewhere).
+    pub fn get(&self, input_hash: &str) -> Result<Option<ChunkContext>> {
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| StoreError::Format("the context cache writer is poisoned".into()))?;
+        conn.query_row(CACHE_SELECT, [input_hash], |r| cached_row(r, input_hash))
+            .optional()
+            .op("reading the context cache")
     }
 
     /// Replaces the verdict (text, status, reasons) of a cached context, keeping its usage

@@ -312,6 +312,29 @@ pub(crate) fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests;
 
+/// The parts of a composed context as stored (JSON), `None` for a context in one piece.
+pub(crate) fn parts_column(p: Option<&situate_core::Provenance>) -> Option<String> {
+    p.filter(|p| !p.parts.is_empty())
+        .and_then(|p| serde_json::to_string(&p.parts).ok())
+}
+
+/// The parts of a composed context, read back (a malformed list is a damaged store).
+pub(crate) fn parts_of(
+    r: &rusqlite::Row<'_>,
+    column: usize,
+) -> rusqlite::Result<Vec<situate_core::ContextPart>> {
+    let Some(s) = r.get::<_, Option<String>>(column)? else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_str(&s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            Box::new(StoreError::Format(format!("a context's parts: {e}"))),
+        )
+    })
+}
+
 /// A stored context method, read back (an unknown one is a damaged or newer store).
 pub(crate) fn method_column(
     r: &rusqlite::Row<'_>,

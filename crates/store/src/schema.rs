@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     context_input_hash     TEXT,
     context_notes          TEXT NOT NULL DEFAULT '[]',
     context_strategy       TEXT,
+    context_parts          TEXT,
     UNIQUE (document_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS index_journal (
@@ -79,7 +80,8 @@ CREATE TABLE IF NOT EXISTS context_cache (
     strategy       TEXT,
     notes          TEXT NOT NULL DEFAULT '[]',
     usage          TEXT NOT NULL DEFAULT '{}',
-    created_at     TEXT NOT NULL
+    created_at     TEXT NOT NULL,
+    parts          TEXT
 ) WITHOUT ROWID;
 ";
 
@@ -102,18 +104,27 @@ pub fn prepare(conn: &Connection) -> Result<()> {
             |r| r.get(0),
         )
         .ok();
+    // Version 1 had neither v2 table; adding them is its whole migration (a version-1
+    // index has no vector index whose deletions it would need). Version 3 added the context
+    // cache and each card's window strategy; version 4 the parts of composed contexts.
+    const V4_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN context_parts TEXT;";
     let upgrade = match existing.as_deref() {
-        // Version 1 had neither v2 table; adding them is its whole migration (a version-1
-        // index has no vector index whose deletions it would need).
-        Some("1") => Some(V2_TABLES),
-        Some("2") => Some(""),
+        Some("1") => Some(format!(
+            "{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}"
+        )),
+        Some("2") => Some(format!(
+            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}"
+        )),
+        Some("3") => Some(format!(
+            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;"
+        )),
         _ => None,
     };
-    if let Some(v2) = upgrade {
+    if let Some(steps) = upgrade {
         conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE;{v2}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}UPDATE meta SET value = '3' WHERE key = 'format_version';COMMIT;"
+            "BEGIN IMMEDIATE;{steps}UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version';COMMIT;"
         ))
-        .op("upgrading the store to format 3")?;
+        .op("upgrading the store to format 4")?;
         return Ok(());
     }
     if let Some(version) = existing {

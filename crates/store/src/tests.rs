@@ -81,6 +81,7 @@ fn only_indexed_statuses_reach_the_index_rows() {
         prompt_version: None,
         input_hash: "h".into(),
         strategy: Some("whole".into()),
+        parts: vec![],
     };
     let good = ChunkContext {
         text: Some("ctx".into()),
@@ -182,16 +183,21 @@ fn a_store_of_another_format_version_is_refused() {
 }
 
 #[test]
-fn version_1_and_2_stores_are_upgraded_in_place() {
+fn version_1_2_and_3_stores_are_upgraded_in_place() {
     for (from, downgrade) in [
         (
             "1",
             "DROP TABLE embeddings; DROP TABLE card_journal; DROP TABLE context_cache;
-             ALTER TABLE chunks DROP COLUMN context_strategy;",
+             ALTER TABLE chunks DROP COLUMN context_strategy; ALTER TABLE chunks DROP COLUMN context_parts;",
         ),
         (
             "2",
-            "DROP TABLE context_cache; ALTER TABLE chunks DROP COLUMN context_strategy;",
+            "DROP TABLE context_cache; ALTER TABLE chunks DROP COLUMN context_strategy;
+             ALTER TABLE chunks DROP COLUMN context_parts;",
+        ),
+        (
+            "3",
+            "ALTER TABLE chunks DROP COLUMN context_parts; ALTER TABLE context_cache DROP COLUMN parts;",
         ),
     ] {
         let dir = tempfile::tempdir().expect("tmp");
@@ -210,7 +216,7 @@ fn version_1_and_2_stores_are_upgraded_in_place() {
         let mut s = Store::open(&path).expect("upgraded");
         assert_eq!(
             s.meta("format_version").expect("meta").as_deref(),
-            Some("3")
+            Some("4")
         );
         assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
         s.cache_embeddings("m", &[("h", &[0.5, -1.0][..])])
@@ -219,6 +225,56 @@ fn version_1_and_2_stores_are_upgraded_in_place() {
         assert_eq!(got.len(), 1);
         assert_eq!(got["h"], vec![0.5, -1.0]);
         assert_eq!(s.cards_of("a").expect("cards").len(), 1, "v{from}");
+        // The columns of version 4 are there: a composed context keeps its parts.
+        let composed = composed_context();
+        put(&mut s, &doc("b", "two"), &["two"], &composed);
+        let card = s.cards_of("b").expect("cards").remove(0);
+        assert_eq!(card.provenance, composed.provenance, "v{from}");
+        let w = s.context_cache_writer().expect("writer");
+        w.put("k", &composed, &Default::default()).expect("cache");
+        let cached = s.cached_contexts(&["k"]).expect("read");
+        assert_eq!(
+            cached["k"].provenance.as_ref().map(|p| &p.parts),
+            composed.provenance.as_ref().map(|p| &p.parts)
+        );
+    }
+}
+
+/// A context put together from a document description and a structural part.
+fn composed_context() -> ChunkContext {
+    use situate_core::{ContextPart, PartKind};
+    let text = "Acme's Q2 report. From report.md, section Europe.";
+    ChunkContext {
+        text: Some(text.into()),
+        status: ContextStatus::Verified,
+        provenance: Some(Provenance {
+            method: situate_core::ContextMethod::Document,
+            model: Some("local:qwen".into()),
+            prompt_version: Some("describe-v1".into()),
+            input_hash: "k".into(),
+            strategy: Some("whole".into()),
+            parts: vec![
+                ContextPart {
+                    kind: PartKind::Document,
+                    start: 0,
+                    end: 17,
+                    model: Some("local:qwen".into()),
+                    prompt_version: Some("describe-v1".into()),
+                    input_hash: Some("d".into()),
+                    strategy: Some("whole".into()),
+                },
+                ContextPart {
+                    kind: PartKind::Structural,
+                    start: 18,
+                    end: text.len(),
+                    model: None,
+                    prompt_version: Some("structural-v1".into()),
+                    input_hash: None,
+                    strategy: None,
+                },
+            ],
+        }),
+        notes: vec![],
     }
 }
 
@@ -274,6 +330,7 @@ fn a_cached_context_takes_a_new_verdict_and_keeps_the_rest() {
         prompt_version: Some("anthropic-v1".into()),
         input_hash: "h1".into(),
         strategy: Some("whole".into()),
+        parts: vec![],
     };
     let verified = ChunkContext {
         text: Some("A context.".into()),
