@@ -12,7 +12,7 @@
 
 mod code;
 
-pub use code::display_lang;
+pub use code::{display_lang, looks_like_code};
 
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer, DocKind,

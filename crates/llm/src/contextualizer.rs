@@ -168,6 +168,10 @@ impl LlmContextualizer {
     }
 }
 
+/// Prompts that share one part of the document: its text, what the window rule kept, and
+/// the members (their index and their own suffix).
+type Group = (String, String, Vec<(usize, String)>);
+
 /// One piece of [`LlmContextualizer::write`]'s work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Piece {
@@ -223,7 +227,7 @@ impl LlmContextualizer {
         let mut contexts: Vec<Option<ChunkContext>> = vec![None; chunks.len() + 1];
         // Chunks grouped by the document text their prompt carries, in order of first use:
         // each group shares one prefix.
-        let mut groups: Vec<(String, String, Vec<(usize, String)>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         let suffixes: Vec<String> = chunks
             .iter()
             .map(|c| self.template.suffix(c.text))
@@ -375,9 +379,12 @@ impl LlmContextualizer {
                             Some(chunk) => verify(&g.text, chunk.text, &known, cut),
                             None => crate::verify::verify_description(&g.text, &known, cut),
                         };
-                        if g.finish == Finish::Loop
-                            && !v.reasons.iter().any(|r| r.starts_with("repeats"))
-                        {
+                        // A description keeps its first sentences: a loop after them is
+                        // cut with the rest.
+                        let looped = g.finish == Finish::Loop
+                            && (chunks.get(i).is_some()
+                                || !crate::verify::description_is_cut(&g.text));
+                        if looped && !v.reasons.iter().any(|r| r.starts_with("repeats")) {
                             v.reasons.push("repeats itself (stopped)".into());
                         }
                         let status = if v.passed() {

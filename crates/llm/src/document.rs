@@ -9,8 +9,10 @@
 //! adds one prompt and one reply per document. Every piece is kept in the context cache
 //! under its own key as soon as it is written: the description under
 //! [`description_key`], each note under the key `--context llm` uses (the two modes share
-//! notes already paid for), and the composed context under this contextualizer's key. The
-//! card records where each part of the text came from ([`situate_core::ContextPart`]).
+//! notes already paid for). The composed contexts are not cached: they are put together
+//! again from the pieces on every run (no LLM call), so that the checks of the version
+//! running apply to every piece. The card records where each part of the text came from
+//! ([`situate_core::ContextPart`]).
 
 use crate::LlmContextualizer;
 use crate::contextualizer::Piece;
@@ -169,9 +171,7 @@ impl Contextualizer for DocumentContextualizer {
                     strategy: d.provenance.as_ref().and_then(|p| p.strategy.clone()),
                     parts: vec![],
                 };
-                let c = compose(d, structural[i].as_deref(), note, prov);
-                sink.finished(i, &c, &TokenUsage::default());
-                p.out[i] = Some(c);
+                p.out[i] = Some(compose(d, structural[i].as_deref(), note, prov));
             }
         };
         if let Ok(mut p) = state.lock() {
@@ -249,7 +249,12 @@ fn recheck_description(cached: ChunkContext, document: &str) -> ChunkContext {
     };
     let truncated = cached.notes.iter().any(|n| n.contains("token limit"));
     let mut v = crate::verify::verify_description(text, document, truncated);
-    for kept in cached.notes.iter().filter(|n| n.ends_with("(stopped)")) {
+    let stopped_after = crate::verify::description_is_cut(text);
+    for kept in cached
+        .notes
+        .iter()
+        .filter(|n| n.ends_with("(stopped)") && !stopped_after)
+    {
         if !v.reasons.contains(kept) {
             v.reasons.push(kept.clone());
         }
@@ -570,9 +575,11 @@ mod tests {
             part_texts(&got.contexts[1])[1].1,
             "From report.md, section Revenue."
         );
-        // Every composed context reached the sink, and the description is kept on its own.
-        assert_eq!(sink.finished.lock().expect("lock").len(), 3);
+        // The description is kept on its own; composed contexts are not cached (they are
+        // put together again from the pieces, under this version's checks).
+        assert!(sink.finished.lock().expect("lock").is_empty());
         let kept = sink.kept.lock().expect("lock");
+        assert_eq!(kept.len(), 1);
         assert_eq!(
             kept[&description_key(c.llm(), &view())].text.as_deref(),
             Some(DESCRIPTION)

@@ -80,7 +80,6 @@ pub fn clean(reply: &str) -> String {
 fn without_task_talk(text: &str) -> Option<String> {
     static ECHO: OnceLock<Regex> = OnceLock::new();
     static META: OnceLock<Regex> = OnceLock::new();
-    static SENTENCE: OnceLock<Regex> = OnceLock::new();
     static ABOUT: OnceLock<Regex> = OnceLock::new();
     // "…, for the purpose(s) of improving (the) search retrieval (of the chunk)", "…, to
     // improve search retrieval", "…, which is useful for search retrieval".
@@ -92,7 +91,6 @@ fn without_task_talk(text: &str) -> Option<String> {
         &META,
         r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)",
     );
-    let sentence = re(&SENTENCE, r"[^.!?]+[.!?]*");
     // A sentence about the task whose end says what the chunk is about ("This chunk
     // sits within the document … by providing a concise context about the Northwind
     // report, Q3 2024, …") keeps that end.
@@ -101,9 +99,9 @@ fn without_task_talk(text: &str) -> Option<String> {
         r"(?i)^.*?\b(context|summary|overview|information|details)\s+(about|of|on|regarding)\s+(?P<rest>.+)$",
     );
     let cut = echo.replace_all(text, "").to_string();
-    let kept: Vec<String> = sentence
-        .find_iter(&cut)
-        .map(|m| m.as_str().trim())
+    let kept: Vec<String> = sentences(&cut)
+        .into_iter()
+        .map(str::trim)
         .filter(|s| !s.is_empty())
         .filter_map(|s| {
             if !meta.is_match(s) {
@@ -167,30 +165,95 @@ pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verd
 /// What the checks take as the document a context must be grounded in: a line naming it
 /// (its source and, for code, its language) before its text, since a context may rightly
 /// say "this Python module" of a file that never names its language, or name the file.
+///
+/// Code whose language nothing names (a corpus record: Anthropic's codebase set has no file
+/// names) may be called by any programming language's name ("a Rust library"): those names
+/// are not facts a context could invent about the content.
 pub fn checked_document(source: &str, kind: &situate_core::DocKind, text: &str) -> String {
     match kind {
         situate_core::DocKind::Code(lang) => format!(
             "{source} ({} source)\n{text}",
             situate_contextualize::display_lang(lang)
         ),
+        _ if situate_contextualize::looks_like_code(text) => format!(
+            "{source} (source code: {})\n{text}",
+            PROGRAMMING_LANGUAGES.join(", ")
+        ),
         _ => format!("{source}\n{text}"),
     }
 }
 
+/// Names of programming languages, grounded in any code of unnamed language.
+#[rustfmt::skip]
+const PROGRAMMING_LANGUAGES: &[&str] = &[
+    "Rust", "Python", "C", "C++", "C#", "Java", "JavaScript", "TypeScript", "Go", "Golang",
+    "Ruby", "PHP", "Swift", "Kotlin", "Scala", "Haskell", "Lua", "Perl", "R", "Shell",
+    "Bash", "SQL", "Objective-C", "Dart", "Elixir", "Erlang", "Julia", "Zig", "OCaml",
+    "Clojure", "Assembly", "WebAssembly", "HTML", "CSS", "YAML", "JSON", "TOML",
+];
+
 /// Checks `reply` as a description of `document` (`--context document`): the checks of
 /// [`verify`] but the copy check (there is no chunk), with the document's own language as
 /// the language to match.
+///
+/// The prompt asks for one or two sentences; small models go on, and often loop, after
+/// them. What follows the second complete sentence is cut before the checks (a reply cut at
+/// the token limit after two complete sentences is then whole).
 pub fn verify_description(reply: &str, document: &str, truncated: bool) -> Verdict {
     // The document's opening stands for the chunk in the language check.
     let opening = match document.char_indices().nth(2_000) {
         Some((cut, _)) => &document[..cut],
         None => document,
     };
-    let mut v = verify(reply, "", document, truncated);
+    let cleaned = clean(reply);
+    let (kept, cut) = first_sentences(&cleaned, DESCRIPTION_SENTENCES);
+    let mut v = verify(kept, "", document, truncated && !cut);
     if let Some(why) = language_mismatch(&v.text, opening, document) {
         v.reasons.push(why.replace("the chunk", "the document"));
     }
     v
+}
+
+/// Whether a description reply goes on after the sentences it keeps (so that what only
+/// generation saw, a loop stopped or the token limit, happened after them).
+pub fn description_is_cut(reply: &str) -> bool {
+    first_sentences(&clean(reply), DESCRIPTION_SENTENCES).1
+}
+
+/// The sentences a description keeps.
+pub const DESCRIPTION_SENTENCES: usize = 2;
+
+/// The sentences of `text`, in order, each with its end mark: a sentence ends at `.`, `!`,
+/// `?` or `。` followed by white space or the end of the text, so that "v2.5" and
+/// "`Config.load`" do not end one.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !matches!(c, '.' | '!' | '?' | '。') {
+            continue;
+        }
+        let end = i + c.len_utf8();
+        if chars.peek().is_none_or(|(_, n)| n.is_whitespace()) || c == '。' {
+            out.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// The first `n` sentences of `text`, and whether anything followed them.
+fn first_sentences(text: &str, n: usize) -> (&str, bool) {
+    let all = sentences(text);
+    if all.len() <= n {
+        return (text, false);
+    }
+    let end: usize = all[..n].iter().map(|s| s.len()).sum();
+    (text[..end].trim_end(), true)
 }
 
 /// A stored LLM context (verified or rejected) checked again with these checks: its new
@@ -417,6 +480,47 @@ mod tests {
             false,
         );
         assert_eq!(v.text, "ACME Corp's Q2 2023 report: the revenue paragraph.");
+    }
+
+    #[test]
+    fn a_description_keeps_its_first_two_sentences() {
+        let reply = "This document is ACME Corp's Q2 2023 report, with report.rs. It covers revenue from the cloud_storage unit. The report is about revenue. The report is about revenue. The report is about";
+        let v = verify_description(reply, DOC, true);
+        assert_eq!(
+            v.text,
+            "This document is ACME Corp's Q2 2023 report, with report.rs. It covers revenue from the cloud_storage unit."
+        );
+        assert!(
+            v.passed(),
+            "the loop and the cut were after: {:?}",
+            v.reasons
+        );
+        // Two sentences or fewer are kept whole, and a cut one is still a cut.
+        let v = verify_description("ACME Corp's Q2 2023 report on revenue and", DOC, true);
+        assert!(v.reasons.iter().any(|r| r.contains("token limit")), "{v:?}");
+    }
+
+    #[test]
+    fn a_code_documents_language_counts_as_grounded() {
+        let code = "fn main() {\n    let x = parse(input);\n    println!(\"{x}\");\n}\n";
+        let say = "This document is a Rust program that parses its input and prints it.";
+        // Named by its kind, or unnamed code (a corpus record): the language passes.
+        for kind in [
+            situate_core::DocKind::Code("rust".into()),
+            situate_core::DocKind::Record,
+        ] {
+            let known = checked_document("doc_7", &kind, code);
+            assert!(verify_description(say, &known, false).passed(), "{kind:?}");
+        }
+        // Prose gets no such list, and a Python file is not Rust.
+        let prose = checked_document(
+            "notes.txt",
+            &situate_core::DocKind::Text,
+            "We met on Monday.",
+        );
+        assert!(!verify_description(say, &prose, false).passed());
+        let py = checked_document("a.py", &situate_core::DocKind::Code("python".into()), code);
+        assert!(!verify_description(say, &py, false).passed());
     }
 
     #[test]
