@@ -572,6 +572,24 @@ fn document_contexts_describe_each_document_once_and_share_what_was_paid_for() {
         "{card}"
     );
 
+    // Doing them again over the index puts the contexts together from the cached pieces.
+    let before = server.calls();
+    let again = json(
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["contextualize", "--context", "document", "--llm", &llm])
+            .args(["--status", "verified"]),
+        0,
+    );
+    assert_eq!(server.calls(), before, "no call: {again}");
+    assert_eq!(json(situate(&index).args(["show", &id]), 0), card);
+    let bad = run(
+        situate(&index).args(["contextualize", "--context", "structural"]),
+        1,
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("document+llm"));
+
     // Description and notes: the descriptions come from the cache, only notes are asked.
     let before = server.calls();
     json(&mut ingest("document+llm"), 0);
