@@ -172,6 +172,20 @@ impl LlmContextualizer {
 /// the members (their index and their own suffix).
 type Group = (String, String, Vec<(usize, String)>);
 
+/// Whether [`LlmContextualizer::write`] also asks for the document's description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Describe {
+    /// Notes only.
+    No,
+    /// The description as one more reply after the notes' prefix.
+    WithNotes,
+    /// The description alone, from at most this many tokens of the document's opening.
+    Alone {
+        /// The most document tokens the description prompt carries.
+        document_tokens: usize,
+    },
+}
+
 /// One piece of [`LlmContextualizer::write`]'s work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Piece {
@@ -210,9 +224,10 @@ impl LlmContextualizer {
         &self,
         doc: DocumentView<'_>,
         chunks: &[ChunkView<'_>],
-        describe: bool,
+        wanted: Describe,
         on_done: &(dyn Fn(Piece, &ChunkContext, &TokenUsage) + Sync),
     ) -> Written {
+        let describe = wanted != Describe::No;
         let count = |t: &str| self.llm.count_tokens(t);
         let overhead = count(&self.template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
         // The description is member `chunks.len()` of its group.
@@ -286,18 +301,27 @@ impl LlmContextualizer {
             }
         }
         if describe {
-            // The head of the document on the chunks' grid (a window at its start), so that
-            // it shares a prefix with the first chunks.
+            // With notes: the head of the document on the chunks' grid (a window at its
+            // start), so that it shares a prefix with the first chunks. Alone: the opening,
+            // at most `document_tokens` of it (what a document is shows early; a long file's
+            // description then costs a bounded prompt).
             let room = self.llm.window().saturating_sub(overhead + describe_tokens);
             let room = if shared_room >= 32 { shared_room } else { room };
-            let budget = self.document_tokens.map_or(room, |d| d.min(room));
+            let mut budget = self.document_tokens.map_or(room, |d| d.min(room));
+            let mut rule = self.long;
+            if let Describe::Alone { document_tokens } = wanted {
+                budget = budget.min(document_tokens);
+                if rule == LongDocuments::Window {
+                    rule = LongDocuments::Head;
+                }
+            }
             let part = if budget < 32 {
                 Err(format!(
                     "the description prompt leaves no room for the document in the model's window of {} tokens",
                     self.llm.window()
                 ))
             } else {
-                document_part(doc.text, 0..0, budget, self.long, &count)
+                document_part(doc.text, 0..0, budget, rule, &count)
             };
             match part {
                 Err(reason) => {
@@ -492,7 +516,7 @@ impl Contextualizer for LlmContextualizer {
                 sink.finished(i, c, u);
             }
         };
-        let w = self.write(doc, chunks, false, &on_done).await;
+        let w = self.write(doc, chunks, Describe::No, &on_done).await;
         Ok(DocumentContexts {
             contexts: w.notes,
             usage: w.usage,

@@ -15,7 +15,7 @@
 //! ([`situate_core::ContextPart`]).
 
 use crate::LlmContextualizer;
-use crate::contextualizer::Piece;
+use crate::contextualizer::{Describe, Piece};
 use situate_contextualize::{STRUCTURAL_VERSION, Structural};
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextMethod, ContextPart, ContextSink, ContextStatus,
@@ -26,6 +26,11 @@ use std::sync::Mutex;
 /// The question asked after the document: what to write about it. Said as what to write,
 /// not what it is for (small models echo a stated purpose back).
 pub const DESCRIBE_PROMPT: &str = "Describe the document above in one or two sentences: what kind of document it is, its subject, the names it is about (people, organisations, places, products, programs or modules) and its version or date if it gives one. Write in the document's language. Reply with the description only.";
+
+/// The most tokens of a document the description reads in `--context document` (its
+/// opening): a description needs what a document is, which shows early, and a long file
+/// then costs a bounded prompt. With chunk notes the description reads what the notes read.
+pub const DESCRIBE_DOCUMENT_TOKENS: usize = 4096;
 
 /// The version recorded for [`DESCRIBE_PROMPT`].
 pub const DESCRIBE_VERSION: &str = "describe-v1";
@@ -199,7 +204,14 @@ impl Contextualizer for DocumentContextualizer {
                 }
                 emit(&mut p);
             };
-            let written = self.llm.write(doc, &asked, describe, &on_done).await;
+            let wanted = match (describe, self.notes) {
+                (false, _) => Describe::No,
+                (true, true) => Describe::WithNotes,
+                (true, false) => Describe::Alone {
+                    document_tokens: DESCRIBE_DOCUMENT_TOKENS,
+                },
+            };
+            let written = self.llm.write(doc, &asked, wanted, &on_done).await;
             usage = written.usage;
             // Pieces not handed over as they were written (an estimate, a budget reached)
             // come back here.
@@ -399,7 +411,7 @@ mod tests {
             "test:scripted"
         }
         fn window(&self) -> usize {
-            4096
+            100_000
         }
         fn count_tokens(&self, text: &str) -> usize {
             text.split_whitespace().count()
@@ -642,6 +654,43 @@ mod tests {
         assert_eq!(asked[1].1.len(), 1);
         assert!(asked[1].1[0].contains("Costs fell"));
         assert_eq!(third.contexts, first.contexts);
+    }
+
+    #[tokio::test]
+    async fn alone_a_description_reads_the_opening_of_a_long_document() {
+        let long: String = (0..6000).map(|i| format!("w{i} ")).collect();
+        let doc = DocumentView {
+            kind: &DocKind::Text,
+            text: &long,
+            ..view()
+        };
+        let spans = [ChunkSpan {
+            ordinal: 0,
+            byte_start: 0,
+            byte_end: 20,
+            char_start: 0,
+            char_end: 20,
+            heading_path: vec![],
+            chunk_id: None,
+        }];
+        let chunks = ChunkView::all(&long, &spans);
+        for (notes, whole) in [(false, false), (true, true)] {
+            let (c, calls) = contextualizer(DESCRIPTION, notes);
+            c.contextualize(doc, &chunks, &Memory::default())
+                .await
+                .expect("contexts");
+            let prefix = &log(&calls)[0].0;
+            let words = prefix.split_whitespace().count();
+            assert!(prefix.contains("w0 w1 w2"), "the opening");
+            if whole {
+                assert!(prefix.contains("w5999"), "with notes, what the notes read");
+            } else {
+                assert!(
+                    words <= DESCRIBE_DOCUMENT_TOKENS + 8 && !prefix.contains("w5999"),
+                    "alone, at most {DESCRIBE_DOCUMENT_TOKENS} tokens: {words}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
