@@ -368,9 +368,10 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
     )
     .find_iter(text)
     {
+        // Any case: a note that writes `Date32` as `date32` paraphrases, it does not invent.
         let t = m.as_str().trim_end_matches('.');
         if !t.is_empty() {
-            check(t, true);
+            check(t, false);
         }
     }
     for m in re(&NAME, r"\b\p{Lu}[\p{L}\p{N}-]*").find_iter(text) {
@@ -378,7 +379,16 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
         let opens_sentence = before.is_empty()
             || before.ends_with(['.', '!', '?', ':', ';', '\n', '"', '(', '«', '“']);
         if !opens_sentence {
-            check(m.as_str(), false);
+            // A hyphenated name is grounded when each of its words is ("Octal-encoded" of
+            // a document that says "octal encoded").
+            let name = m.as_str().trim_end_matches('-');
+            if !name.contains('-')
+                || !name
+                    .split('-')
+                    .all(|w| doc_lower.contains(&w.to_lowercase()))
+            {
+                check(name, false);
+            }
         }
     }
     missing
@@ -521,6 +531,26 @@ mod tests {
         assert!(!verify_description(say, &prose, false).passed());
         let py = checked_document("a.py", &situate_core::DocKind::Code("python".into()), code);
         assert!(!verify_description(say, &py, false).passed());
+    }
+
+    #[test]
+    fn identifiers_in_another_case_and_hyphenated_names_are_paraphrases() {
+        let doc = "Types: Date32, Enum8 and IPv4. Each value is octal encoded.";
+        let chunk = "Types: Date32, Enum8 and IPv4.";
+        let v = verify(
+            "The list of column types, such as date32, enum8 and ipv4, each Octal-encoded.",
+            chunk,
+            doc,
+            false,
+        );
+        assert!(v.passed(), "{:?}", v.reasons);
+        let v = verify(
+            "The column types, such as date64 and Hex-encoded.",
+            chunk,
+            doc,
+            false,
+        );
+        assert_eq!(v.reasons, ["not in the document: 64, date64, Hex-encoded"]);
     }
 
     #[test]
