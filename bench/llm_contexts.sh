@@ -16,8 +16,8 @@
 #
 # Per set, with OUT = bench/out/contexts/LLM: `situate ingest --context MODE` into
 # OUT/index-SET for each MODE (each run's wall time and peak memory are added to
-# OUT/time-SET.txt), `situate contexts export` to OUT/SET-MODE.jsonl (what `situate eval`
-# takes as file:OUT/SET-MODE.jsonl), then `situate eval` with the none, structural and
+# OUT/time-SET.txt), `situate contexts export` to OUT/SET-MODE.jsonl (`+` written `_`; what
+# `situate eval` takes as file:OUT/SET-MODE.jsonl), then `situate eval` with the none, structural and
 # every MODE's rows, per leg, into OUT/eval-SET. Re-running resumes: finished pieces come
 # from the index's context cache. The exports are not committed (this script writes them).
 set -euo pipefail
@@ -49,9 +49,10 @@ for set in "${sets[@]}"; do
       "$bin" --index "$out/index-$set" ingest "$input" --context "$mode" --llm "$llm" \
       --embedder none --quiet --json > "$out/ingest-$set-$mode.json"
     echo "$(date -u +%FT%TZ) $mode: $(cat "$out/time.tmp")" >> "$out/time-$set.txt"
-    "$bin" --index "$out/index-$set" contexts export "$out/$set-$mode.jsonl" > /dev/null
-    "$bin" --index "$out/index-$set" status --json > "$out/status-$set-$mode.json"
-    files+=("file:$out/$set-$mode.jsonl")
+    # `+` separates a configuration's parts in `situate eval --config`: not in file names.
+    "$bin" --index "$out/index-$set" contexts export "$out/$set-${mode//+/_}.jsonl" > /dev/null
+    "$bin" --index "$out/index-$set" status --json > "$out/status-$set-${mode//+/_}.json"
+    files+=("file:$out/$set-${mode//+/_}.jsonl")
   done
   echo "== $set:"; cat "$out/time-$set.txt"
   [ "${EVAL:-1}" = 0 ] && continue

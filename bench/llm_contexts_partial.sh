@@ -23,8 +23,8 @@ files=()
 for mode in document+llm document llm; do
   "$bin" --index "$part/index" --offline contextualize --context "$mode" --llm "$llm" \
     --status pending,failed,generated,verified,rejected --quiet --json > "$part/contextualize-$mode.json"
-  "$bin" --index "$part/index" contexts export "$part/codebase-$mode.jsonl" > /dev/null
-  files+=("file:$part/codebase-$mode.jsonl")
+  "$bin" --index "$part/index" contexts export "$part/codebase-${mode//+/_}.jsonl" > /dev/null
+  files+=("file:$part/codebase-${mode//+/_}.jsonl")
 done
 python3 bench/subset_questions.py "$data" "$part/index" "$part/dataset" | tee "$part/subset.txt"
 configs=""
