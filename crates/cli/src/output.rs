@@ -192,13 +192,10 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
         }
         let text = c.generated_context.as_deref().unwrap_or("");
         for part in &p.parts {
-            let kind = serde_json::to_value(part.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
             writeln!(
                 out,
-                "part       {kind:<10} {:?} ({})",
+                "part       {:<10} {:?} ({})",
+                part.kind.as_str(),
                 text.get(part.start..part.end).unwrap_or("?"),
                 part.model
                     .as_deref()

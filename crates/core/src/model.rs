@@ -303,6 +303,17 @@ pub enum PartKind {
     Chunk,
 }
 
+impl PartKind {
+    /// The stored and displayed form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKind::Document => "document",
+            PartKind::Structural => "structural",
+            PartKind::Chunk => "chunk",
+        }
+    }
+}
+
 /// One part of a composed context: its place in the context's text and who wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextPart {

@@ -127,7 +127,7 @@ impl Contextualizer for DocumentContextualizer {
         let dkey = description_key(&self.llm, &doc);
         let description = sink.recall(&dkey).map(|c| {
             let known = crate::verify::checked_document(doc.source, doc.kind, doc.text);
-            recheck_description(c, &known)
+            crate::verify::recheck_description(c, &known)
         });
         let note_keys: Vec<String> = if self.notes {
             chunks
@@ -247,39 +247,6 @@ impl Contextualizer for DocumentContextualizer {
             usage,
             document_tokens: self.llm.llm().count_tokens(doc.text) as u64,
         })
-    }
-}
-
-/// A cached description checked again with this version's checks.
-fn recheck_description(cached: ChunkContext, document: &str) -> ChunkContext {
-    let decided = matches!(
-        cached.status,
-        ContextStatus::Verified | ContextStatus::Rejected
-    );
-    let Some(text) = cached.text.as_deref().filter(|_| decided) else {
-        return cached;
-    };
-    let truncated = cached.notes.iter().any(|n| n.contains("token limit"));
-    let mut v = crate::verify::verify_description(text, document, truncated);
-    let stopped_after = crate::verify::description_is_cut(text);
-    for kept in cached
-        .notes
-        .iter()
-        .filter(|n| n.ends_with("(stopped)") && !stopped_after)
-    {
-        if !v.reasons.contains(kept) {
-            v.reasons.push(kept.clone());
-        }
-    }
-    ChunkContext {
-        status: if v.passed() {
-            ContextStatus::Verified
-        } else {
-            ContextStatus::Rejected
-        },
-        text: Some(v.text),
-        notes: v.reasons,
-        provenance: cached.provenance,
     }
 }
 

@@ -265,23 +265,56 @@ pub fn recheck(
     chunk: &str,
     document: &str,
 ) -> situate_core::ChunkContext {
-    use situate_core::ContextStatus;
     let is_llm = context
         .provenance
         .as_ref()
         .is_some_and(|p| p.method == situate_core::ContextMethod::Llm);
+    if !is_llm {
+        return context;
+    }
+    recheck_with(
+        context,
+        |text, truncated| verify(text, chunk, document, truncated),
+        |_| true,
+    )
+}
+
+/// A cached description (verified or rejected) checked again with
+/// [`verify_description`]; a loop stopped after the sentences it keeps no longer counts.
+pub fn recheck_description(
+    context: situate_core::ChunkContext,
+    document: &str,
+) -> situate_core::ChunkContext {
+    recheck_with(
+        context,
+        |text, truncated| verify_description(text, document, truncated),
+        |text| !description_is_cut(text),
+    )
+}
+
+/// `context` (when verified or rejected, with a text) checked again by `check`, given
+/// whether it was cut at the token limit; a loop stopped while decoding is kept among the
+/// reasons when `stop_counts` says so of its text.
+fn recheck_with(
+    context: situate_core::ChunkContext,
+    check: impl FnOnce(&str, bool) -> Verdict,
+    stop_counts: impl FnOnce(&str) -> bool,
+) -> situate_core::ChunkContext {
+    use situate_core::ContextStatus;
     let decided = matches!(
         context.status,
         ContextStatus::Verified | ContextStatus::Rejected
     );
-    let Some(text) = context.text.as_deref().filter(|_| is_llm && decided) else {
+    let Some(text) = context.text.as_deref().filter(|_| decided) else {
         return context;
     };
     let truncated = context.notes.iter().any(|n| n.contains("token limit"));
-    let mut v = verify(text, chunk, document, truncated);
-    for kept in context.notes.iter().filter(|n| n.ends_with("(stopped)")) {
-        if !v.reasons.contains(kept) {
-            v.reasons.push(kept.clone());
+    let mut v = check(text, truncated);
+    if stop_counts(text) {
+        for kept in context.notes.iter().filter(|n| n.ends_with("(stopped)")) {
+            if !v.reasons.contains(kept) {
+                v.reasons.push(kept.clone());
+            }
         }
     }
     let status = if v.passed() {
