@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use situate_llm::decoder::Decoder;
+use situate_llm::local::widen_slow_quantizations;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -41,7 +42,18 @@ pub fn generate(
         .cloned()
         .context("no general.architecture")?;
     let context = prompt + batch.max(1) * (new_tokens + 8) + 16;
-    let mut m = Decoder::from_gguf(&ct, &mut file, &arch, context, &Device::Cpu)?;
+    // As `LocalLlm` loads it: matrices in a quantization without a SIMD dot product in
+    // candle (Q5_0 in the Qwen2.5 files, Q4_1 in SmolLM2's) widened to Q8_0.
+    let mut m = match widen_slow_quantizations(&ct, &mut file, &Device::Cpu)? {
+        Some((ct, bytes)) => Decoder::from_gguf(
+            &ct,
+            &mut std::io::Cursor::new(bytes),
+            &arch,
+            context,
+            &Device::Cpu,
+        )?,
+        None => Decoder::from_gguf(&ct, &mut file, &arch, context, &Device::Cpu)?,
+    };
     outln!(
         "{}: {arch}, loaded in {:.1} s",
         model.display(),

@@ -489,7 +489,9 @@ fn document_contexts_describe_each_document_once_and_share_what_was_paid_for() {
                 "The Northwind Traders quarterly report for Q3 2024 on revenue and costs."
             }
         } else {
-            "The part of the document this chunk covers."
+            // A note must say something of its document: "The part of the document this
+            // chunk covers." is rejected as saying nothing.
+            "One part of the file, as its own sections divide it."
         };
         Reply::json(json!({
             "content": [{"type": "text", "text": text}],

@@ -207,8 +207,9 @@ fn is_slow(dtype: GgmlDType) -> bool {
 /// Q5_1: candle has no SIMD dot product for them) re-quantized to Q8_0, which it has: SmolLM2
 /// is shipped as Q4_1, and its generation ran 60% of the time in the scalar Q4_1 dot
 /// product. Q8_0 holds a Q4_1 value to within 1/254 of its block's range. `None` when
-/// nothing needs it.
-pub(crate) fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
+/// nothing needs it. `situate-bench generate` loads its model through this too, so its
+/// speeds are those of the path contexts run on.
+pub fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
     ct: &gguf_file::Content,
     reader: &mut R,
     device: &Device,

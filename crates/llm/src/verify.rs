@@ -15,7 +15,10 @@
 //! - **not a copy** of the chunk (most of its word 4-grams taken from the chunk);
 //! - **no chatter or refusal** ("As an AI", "Here is the context", "I cannot", ...), nor
 //!   the prompt's own instruction echoed back ("to situate this chunk", "search retrieval");
-//! - **no loop**: a phrase repeated three times or more (small models do this).
+//! - **no loop**: a phrase repeated three times or more (small models do this);
+//! - **says something**: at least two words that are neither function words nor the task's
+//!   own ("chunk", "document", "situate", "concise context", "search"...): 48 of the 0.5B
+//!   Qwen's 737 notes on Anthropic's codebase set were the task said back and nothing else.
 //!
 //! Replies are first cleaned of what models commonly wrap them in (a `Context:` label,
 //! quotes, `<context>` tags) and of what small models add to a good context: the prompt's
@@ -145,6 +148,8 @@ pub fn verify(reply: &str, chunk: &str, document: &str, truncated: bool) -> Verd
     }
     if let Some(r) = chatter(&text) {
         reasons.push(format!("chatter or refusal ({r:?})"));
+    } else if words.len() >= 3 && content_words(&text) < 2 {
+        reasons.push("says nothing of the document or the chunk".into());
     }
     if let Some(phrase) = looping(&words) {
         reasons.push(format!("repeats itself ({phrase:?})"));
@@ -340,6 +345,21 @@ fn chatter(text: &str) -> Option<String> {
     .map(|m| m.as_str().to_string())
 }
 
+/// Words of `text` that say something of a document: not function words and not the
+/// words of the task itself ("This chunk sitsuate within the document to provide a concise
+/// context for searching for the chunk." has none; "… to situate the `Loop` instruction
+/// within the `createCodeSec` function" has four).
+fn content_words(text: &str) -> usize {
+    static TASK: OnceLock<Regex> = OnceLock::new();
+    let task = re(
+        &TASK,
+        r"^(the|a|an|this|that|these|those|it|its|is|are|was|be|being|been|to|of|for|in|within|on|at|by|with|and|or|as|which|from|into|about|whole|overall|entire|chunks?|documents?|contexts?|sit\w*|situat\w*|provid\w*|gives?|giving|concise|succinct|short|brief|search\w*|retriev\w*|improv\w*|enhanc\w*|purposes?|help\w*|part|section|text|information|content|helps?|better|order|used?|can|will)$",
+    );
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty() && !task.is_match(&w.to_lowercase()))
+        .count()
+}
+
 /// A run of 3+ words that occurs three times or more.
 fn looping(words: &[&str]) -> Option<String> {
     let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
@@ -402,8 +422,15 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
     .find_iter(text)
     {
         // Any case: a note that writes `Date32` as `date32` paraphrases, it does not invent.
+        // A qualified name (`Host::WasiCryptoMock`, `config.load`) whose every part is in
+        // the document puts together what the document says in two places.
         let t = m.as_str().trim_end_matches('.');
-        if !t.is_empty() {
+        let parts_grounded = (t.contains("::") || t.contains('.'))
+            && t
+                .split("::")
+                .flat_map(|p| p.split('.'))
+                .all(|p| !p.is_empty() && doc_lower.contains(&p.to_lowercase()));
+        if !t.is_empty() && !parts_grounded {
             check(t, false);
         }
     }
@@ -412,12 +439,15 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
         let opens_sentence = before.is_empty()
             || before.ends_with(['.', '!', '?', ':', ';', '\n', '"', '(', '«', '“']);
         if !opens_sentence {
-            // A hyphenated name is grounded when each of its words is ("Octal-encoded" of
-            // a document that says "octal encoded").
+            // A hyphenated name is grounded when each of its capitalised words is
+            // ("Octal-encoded" of a document that says "octal encoded", "Windows-specific"
+            // of one that names Windows): the lower-case rest is English ("-specific",
+            // "-based", "-encoded").
             let name = m.as_str().trim_end_matches('-');
             if !name.contains('-')
                 || !name
                     .split('-')
+                    .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
                     .all(|w| doc_lower.contains(&w.to_lowercase()))
             {
                 check(name, false);
@@ -584,6 +614,26 @@ mod tests {
             false,
         );
         assert_eq!(v.reasons, ["not in the document: 64, date64, Hex-encoded"]);
+        // The capitalised words of a compound are what must be grounded; qualified names
+        // are grounded part by part.
+        let doc = "namespace Host {\n// Runs on Windows only.\nclass WasiCryptoMock {};\n}";
+        let v = verify(
+            "A Windows-specific mock, Host::WasiCryptoMock, of the crypto host functions.",
+            "class WasiCryptoMock {};",
+            doc,
+            false,
+        );
+        assert!(v.passed(), "{:?}", v.reasons);
+        let v = verify(
+            "A Linux-specific mock, Host::CryptoFake, of the crypto host functions.",
+            "class WasiCryptoMock {};",
+            doc,
+            false,
+        );
+        assert_eq!(
+            v.reasons,
+            ["not in the document: Host::CryptoFake, Linux-specific"]
+        );
     }
 
     #[test]
@@ -643,6 +693,22 @@ mod tests {
             "This chunk sits within the document, for the purpose of improving search retrieval.",
             "chatter",
         );
+        // The task in other words, with nothing of the document in it.
+        has(
+            "This chunk sitsuate within the document to provide a concise context for searching for the chunk.",
+            "says nothing",
+        );
+        has(
+            "The chunk is situated within the whole document to help search.",
+            "says nothing",
+        );
+        // The same talk around what the chunk is: kept.
+        for ok in [
+            "This chunk sitsuate within the whole document to situate the Revenue figures within the ACME Corp report.",
+            "This chunk sitsuate within the document to give the Q2 2023 revenue.",
+        ] {
+            assert!(reasons(ok).is_empty(), "{ok:?} → {:?}", reasons(ok));
+        }
         let long = "word ".repeat(MAX_WORDS + 1);
         has(&long, "too long");
         let v = verify(
