@@ -13,10 +13,13 @@
 #                    so `document` and `llm` after it take every piece from the context
 #                    cache with no LLM call.
 #   EVAL=0           contexts and exports only, no `situate eval`
+#   PROMPT           the built-in prompt of the chunk notes: anthropic (default) or small
+#                    (`[llm] prompt`); not anthropic, OUT gets `-PROMPT` after the model
 #
 # Per set, with OUT = bench/out/contexts/LLM: `situate ingest --context MODE` into
 # OUT/index-SET for each MODE (each run's wall time and peak memory are added to
-# OUT/time-SET.txt), `situate contexts export` to OUT/SET-MODE.jsonl (`+` written `_`; what
+# OUT/time-SET.txt), `situate contextualize` over every card (the pieces rechecked and put
+# together again, no LLM call), `situate contexts export` to OUT/SET-MODE.jsonl (`+` written `_`; what
 # `situate eval` takes as file:OUT/SET-MODE.jsonl), then `situate eval` with the none, structural and
 # every MODE's rows, per leg, into OUT/eval-SET. Re-running resumes: finished pieces come
 # from the index's context cache. The exports are not committed (this script writes them).
@@ -29,7 +32,10 @@ sets=("$@")
 llm=${LLM:-qwen2.5-coder-0.5b-instruct}
 read -r -a modes <<< "${CONTEXTS:-document+llm document llm}"
 out="bench/out/contexts/$(basename "$llm" .gguf)"
+prompt=${PROMPT:-anthropic}
+[ "$prompt" = anthropic ] || out="$out-$prompt"
 mkdir -p "$out"
+printf '[llm]\nprompt = "%s"\n' "$prompt" > "$out/settings.toml"
 cargo build --release --locked -p situate
 bin="${CARGO_TARGET_DIR:-target}/release/situate"
 case $llm in *.gguf) models=() ;; *) models=("$llm") ;; esac
@@ -46,9 +52,15 @@ for set in "${sets[@]}"; do
   for mode in "${modes[@]}"; do
     # One line per run: the first is the LLM work, later ones resume or read the cache.
     /usr/bin/time -f '%e s wall, %M KB peak' -o "$out/time.tmp" \
-      "$bin" --index "$out/index-$set" ingest "$input" --context "$mode" --llm "$llm" \
+      "$bin" --index "$out/index-$set" --settings "$out/settings.toml" ingest "$input" \
+      --context "$mode" --llm "$llm" \
       --embedder none --quiet --json > "$out/ingest-$set-$mode.json"
     echo "$(date -u +%FT%TZ) $mode: $(cat "$out/time.tmp")" >> "$out/time-$set.txt"
+    # Every card of the mode put together again from its pieces with this version's checks
+    # (a resumed run's first documents were written by an earlier binary): no LLM call.
+    "$bin" --index "$out/index-$set" --settings "$out/settings.toml" contextualize \
+      --context "$mode" --llm "$llm" --status pending,failed,generated,verified,rejected \
+      --quiet --json > "$out/recompose-$set-${mode//+/_}.json"
     # `+` separates a configuration's parts in `situate eval --config`: not in file names.
     "$bin" --index "$out/index-$set" contexts export "$out/$set-${mode//+/_}.jsonl" > /dev/null
     "$bin" --index "$out/index-$set" status --json > "$out/status-$set-${mode//+/_}.json"

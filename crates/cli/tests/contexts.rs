@@ -627,3 +627,91 @@ fn document_contexts_describe_each_document_once_and_share_what_was_paid_for() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("document+llm"), "{err}");
 }
+
+#[test]
+fn the_small_model_prompt_is_chosen_by_name_and_recorded_as_its_own_version() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("report.md"),
+        "# Northwind Traders quarterly report, Q3 2024\n\nRevenue rose 4% to 88 million euros.\n",
+    )
+    .expect("w");
+    let server = FakeServer::start(|_, _| {
+        Reply::json(json!({
+            "content": [{"type": "text", "text": "The Northwind Traders quarterly report for Q3 2024, on revenue."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 12}
+        }))
+    })
+    .expect("server");
+    let llm = format!("anthropic:claude-test?base_url={}", server.url());
+    let settings = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).expect("w");
+        p
+    };
+    let ingest = |index: &str, settings: &std::path::Path| {
+        let mut c = situate(&tmp.path().join(index));
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .arg("--settings")
+            .arg(settings)
+            .args([
+                "ingest",
+                "--context",
+                "llm",
+                "--llm",
+                &llm,
+                "--embedder",
+                "none",
+            ])
+            .arg(&docs);
+        c
+    };
+
+    let small = settings("small.toml", "[llm]\nprompt = \"small\"\n");
+    json(&mut ingest("idx", &small), 0);
+    let asked = server
+        .requests()
+        .iter()
+        .map(|r| chunk_of(&r.json()))
+        .collect::<Vec<_>>();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|a| a.contains("say what the document is") && !a.contains("search retrieval")),
+        "{asked:?}"
+    );
+    let cards = json(
+        situate(&tmp.path().join("idx")).args(["contexts", "list", "--status", "verified"]),
+        0,
+    );
+    let cards = cards["cards"].as_array().expect("cards");
+    assert!(!cards.is_empty());
+    for c in cards {
+        assert_eq!(c["provenance"]["prompt_version"], "small-v1", "{c:#}");
+    }
+
+    // An unknown name, or a name and a template file at once, is refused before any call.
+    let calls = server.calls();
+    for (file, text, says) in [
+        (
+            "typo.toml",
+            "[llm]\nprompt = \"smal\"\n",
+            "expected anthropic or small",
+        ),
+        (
+            "both.toml",
+            "[llm]\nprompt = \"small\"\ntemplate = \"t.txt\"\n",
+            "give one",
+        ),
+    ] {
+        let out = run(&mut ingest("other", &settings(file, text)), 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+    assert_eq!(server.calls(), calls, "no request for a refused setting");
+}

@@ -84,19 +84,30 @@ pub fn build_contextualizer(
         .unwrap_or(DEFAULT_LLM);
     let model = situate_llm::resolve(model)?;
     let mut c = situate_llm::LlmContextualizer::new(model);
+    use situate_llm::prompt::{ANTHROPIC_TEMPLATE, PromptTemplate, SMALL_TEMPLATE};
+    let builtin = match s.prompt.as_deref() {
+        None | Some("anthropic") => ANTHROPIC_TEMPLATE,
+        Some("small") => SMALL_TEMPLATE,
+        Some(other) => {
+            return Err(EngineError::Invalid(format!(
+                "[llm] prompt = {other:?}: expected anthropic or small (or a template file as [llm] template)"
+            )));
+        }
+    };
     if let Some(t) = &s.template {
-        c = c.with_template(situate_llm::prompt::PromptTemplate::from_files(
-            t,
-            s.glossary.as_deref(),
-        )?);
+        if let Some(p) = &s.prompt {
+            return Err(EngineError::Invalid(format!(
+                "[llm] prompt = {p:?} and [llm] template = {:?} are both set: give one",
+                t.display()
+            )));
+        }
+        c = c.with_template(PromptTemplate::from_files(t, s.glossary.as_deref())?);
     } else if let Some(gl) = &s.glossary {
         let text =
             std::fs::read_to_string(gl).map_err(crate::io("cannot read the glossary", gl))?;
-        c = c.with_template(situate_llm::prompt::PromptTemplate::parse(
-            situate_llm::prompt::ANTHROPIC_TEMPLATE,
-            Some(&text),
-            "built-in",
-        )?);
+        c = c.with_template(PromptTemplate::parse(builtin, Some(&text), "built-in")?);
+    } else if builtin == SMALL_TEMPLATE {
+        c = c.with_template(PromptTemplate::small());
     }
     if let Some(l) = &s.long_documents {
         let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {

@@ -36,7 +36,8 @@
 //!
 //! [llm]                       # the model that writes contexts (llm, document, document+llm)
 //! model = "qwen2.5-coder-0.5b-instruct"   # or smollm2-135m-instruct, a .gguf path, anthropic:…
-//! template = "prompt.txt"     # {{WHOLE_DOCUMENT}} ... {{CHUNK_CONTENT}}; default: Anthropic's
+//! prompt = "anthropic"        # anthropic | small (for small local models: small-v1)
+//! # template = "prompt.txt"   # or your own (not with prompt): {{WHOLE_DOCUMENT}} ... {{CHUNK_CONTENT}}
 //! glossary = "glossary.txt"   # terms added to the prompt
 //! long_documents = "window"   # window | head | fail
 //! max_tokens = 160            # per context
@@ -124,7 +125,10 @@ pub struct IngestSettings {
 pub struct LlmSettings {
     /// The model spec (a catalog name, a GGUF path, `anthropic:MODEL`, ...).
     pub model: Option<String>,
-    /// A prompt template file.
+    /// A built-in prompt: `anthropic` (Anthropic's, the default) or `small` (the
+    /// instruction said as what to write, for small local models: `small-v1`).
+    pub prompt: Option<String>,
+    /// A prompt template file (instead of a built-in prompt).
     pub template: Option<PathBuf>,
     /// A glossary file added before the document.
     pub glossary: Option<PathBuf>,
