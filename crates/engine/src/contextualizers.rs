@@ -84,15 +84,14 @@ pub fn build_contextualizer(
         .unwrap_or(DEFAULT_LLM);
     let model = situate_llm::resolve(model)?;
     let mut c = situate_llm::LlmContextualizer::new(model);
-    use situate_llm::prompt::{ANTHROPIC_TEMPLATE, PromptTemplate, SMALL_TEMPLATE};
+    use situate_llm::prompt::{ANTHROPIC_TEMPLATE, PromptTemplate};
     let builtin = match s.prompt.as_deref() {
-        None | Some("anthropic") => ANTHROPIC_TEMPLATE,
-        Some("small") => SMALL_TEMPLATE,
-        Some(other) => {
-            return Err(EngineError::Invalid(format!(
-                "[llm] prompt = {other:?}: expected anthropic or small (or a template file as [llm] template)"
-            )));
-        }
+        None => None,
+        Some(name) => Some(PromptTemplate::named_text(name).ok_or_else(|| {
+            EngineError::Invalid(format!(
+                "[llm] prompt = {name:?}: expected anthropic or small (or a template file as [llm] template)"
+            ))
+        })?),
     };
     if let Some(t) = &s.template {
         if let Some(p) = &s.prompt {
@@ -105,9 +104,10 @@ pub fn build_contextualizer(
     } else if let Some(gl) = &s.glossary {
         let text =
             std::fs::read_to_string(gl).map_err(crate::io("cannot read the glossary", gl))?;
-        c = c.with_template(PromptTemplate::parse(builtin, Some(&text), "built-in")?);
-    } else if builtin == SMALL_TEMPLATE {
-        c = c.with_template(PromptTemplate::small());
+        let base = builtin.unwrap_or(ANTHROPIC_TEMPLATE);
+        c = c.with_template(PromptTemplate::parse(base, Some(&text), "built-in")?);
+    } else if let Some(named) = s.prompt.as_deref().and_then(PromptTemplate::named) {
+        c = c.with_template(named);
     }
     if let Some(l) = &s.long_documents {
         let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {

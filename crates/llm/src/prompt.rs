@@ -93,6 +93,16 @@ impl PromptTemplate {
         }
     }
 
+    /// The text of the built-in prompt `name` ([`PromptTemplate::named`]), for a glossary
+    /// to be added to it.
+    pub fn named_text(name: &str) -> Option<&'static str> {
+        match name {
+            "anthropic" => Some(ANTHROPIC_TEMPLATE),
+            "small" => Some(SMALL_TEMPLATE),
+            _ => None,
+        }
+    }
+
     /// A template from its text, with an optional glossary (terms the model should know,
     /// added before the document so it is cached with it).
     pub fn parse(
