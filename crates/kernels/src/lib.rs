@@ -8,6 +8,11 @@
 //! branch-free arithmetic on the bits of an f32, so loops over slices of it become SIMD
 //! code, and the loops here are compiled twice, for the baseline CPU and for AVX2 with FMA,
 //! chosen at run time.
+//!
+//! [`q8`] multiplies a few rows by a Q8_0 matrix (decoding with a quantized language model),
+//! where candle's product is several times slower; see its module documentation.
+
+pub mod q8;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};

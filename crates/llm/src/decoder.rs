@@ -10,7 +10,7 @@
 //! key/value head instead of repeating that head. Cutting the cache back
 //! ([`Decoder::truncate`]) is what reuses a document's prefix for every chunk: no copy of
 //! the cache at all. The layers themselves are candle's kernels (quantized matrix products,
-//! RMS norm, RoPE, gemm) and situate-kernels' vectorised softmax.
+//! RMS norm, RoPE, gemm) and situate-kernels' vectorised softmax and Q8_0 product.
 //!
 //! The three architectures differ only in: biases on the q/k/v projections (qwen2), an RMS
 //! norm of each query and key head before RoPE (qwen3), and the RoPE layout (llama pairs
@@ -18,6 +18,7 @@
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor, bail};
+use situate_kernels::q8::Q8Matrix;
 
 /// Models whose matrices take at most this many bytes as f32 keep an f32 copy of them for
 /// reading prompts: candle multiplies many rows by most quantized matrices one dot product
@@ -32,7 +33,7 @@ const EXPAND_ROWS: usize = 64;
 
 /// A weight matrix: quantized as stored, with an optional f32 copy for many rows at once.
 struct Linear {
-    quantized: QMatMul,
+    product: Product,
     dense: Option<QMatMul>,
     /// The quantized product of many rows has a kernel that decodes each weight block
     /// once for several rows (candle's repacked Q4K/Q6K tiles): no need for f32.
@@ -41,6 +42,16 @@ struct Linear {
     /// (Q6K: a dot product per column instead of its tiles), so a lone row is run as two:
     /// a row's result is then the same whatever else its pass holds.
     pad_lone_row: bool,
+}
+
+/// How a quantized matrix multiplies rows.
+enum Product {
+    /// candle's quantized product.
+    Candle(QMatMul),
+    /// Q8_0 (as stored, or widened from Q4_1/Q5_0 at load) on a CPU with AVX2:
+    /// situate-kernels' product, the values of candle's to the bit at about twice its speed
+    /// for two rows or more (`situate_kernels::q8`).
+    Q8(Q8Matrix),
 }
 
 impl Linear {
@@ -59,8 +70,12 @@ impl Linear {
             _ => false,
         };
         let pad_lone_row = fast_rows && t.dtype() == GgmlDType::Q6K;
+        let product = match Q8Matrix::from_qtensor(&t)? {
+            Some(q) => Product::Q8(q),
+            None => Product::Candle(QMatMul::from_qtensor(t)?),
+        };
         Ok(Linear {
-            quantized: QMatMul::from_qtensor(t)?,
+            product,
             dense,
             fast_rows,
             pad_lone_row,
@@ -71,21 +86,24 @@ impl Linear {
     /// is one, else the matrix expanded to f32 for this pass when it has no fast many-row
     /// kernel and the pass has [`EXPAND_ROWS`] rows or more (on Qwen2.5-0.5B, whose matrices
     /// are Q5_0 widened to Q8_0, a pass of 512 rows then reads 88 prompt tokens/s instead of
-    /// 23: `situate-bench generate`); otherwise the quantized matrix.
-    /// Which product runs depends on the kind of pass only, never on its other rows.
+    /// 23: `situate-bench generate`); otherwise the quantized matrix, a Q8_0 one through
+    /// situate-kernels' product (candle's values, faster). Which product runs depends on the
+    /// kind of pass and its number of rows (a reply's prompt is read in passes of its own),
+    /// never on what the other rows hold.
     fn forward(&self, x: &Tensor, dense: bool) -> Result<Tensor> {
-        match (&self.dense, &self.quantized) {
+        let rows = x.dims()[0];
+        let many = dense && rows >= EXPAND_ROWS;
+        match (&self.dense, &self.product) {
             (Some(d), _) if dense => d.forward(x),
-            (None, QMatMul::QTensor(q))
-                if dense && !self.fast_rows && x.dims()[0] >= EXPAND_ROWS =>
-            {
+            (None, Product::Q8(q)) if many => x.matmul(&q.expand(x.device())?.t()?),
+            (_, Product::Q8(q)) => q.forward(x),
+            (None, Product::Candle(QMatMul::QTensor(q))) if many && !self.fast_rows => {
                 x.matmul(&expand(q, x.device())?.t()?)
             }
-            _ if self.pad_lone_row && x.dims()[0] == 1 => self
-                .quantized
-                .forward(&Tensor::cat(&[x, x], 0)?)?
-                .narrow(0, 0, 1),
-            _ => self.quantized.forward(x),
+            (_, Product::Candle(m)) if self.pad_lone_row && rows == 1 => {
+                m.forward(&Tensor::cat(&[x, x], 0)?)?.narrow(0, 0, 1)
+            }
+            (_, Product::Candle(m)) => m.forward(x),
         }
     }
 }
@@ -181,7 +199,7 @@ pub struct Decoder {
     embed: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    output: QMatMul,
+    output: Linear,
     eps: f64,
     n_head: usize,
     n_kv: usize,
@@ -292,9 +310,9 @@ impl Decoder {
         let mut get = |name: &str| ct.tensor(reader, name, device);
         let embed = deq(&get("token_embd.weight")?, device)?;
         let output = match get("output.weight") {
-            Ok(t) => QMatMul::from_qtensor(t)?,
+            Ok(t) => Linear::new(t, false, device)?,
             // Tied embeddings: the table again, quantized as stored.
-            Err(_) => QMatMul::from_qtensor(get("token_embd.weight")?)?,
+            Err(_) => Linear::new(get("token_embd.weight")?, false, device)?,
         };
         let norm = deq(&get("output_norm.weight")?, device)?;
         let matrices: usize = ct
@@ -741,7 +759,7 @@ impl Decoder {
         let rows: Vec<u32> = out.iter().map(|&r| r as u32).collect();
         let last = x.index_select(&Tensor::new(rows.as_slice(), &self.device)?, 0)?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps as f32)?;
-        self.output.forward(&last)
+        self.output.forward(&last, false)
     }
 }
 
