@@ -326,6 +326,11 @@ mod tests {
                         ours[c]
                     );
                     assert!((ours[c] - theirs[c]).abs() < 2.0 * tol as f32, "{r},{c}");
+                    assert_eq!(
+                        ours[c].to_bits(),
+                        theirs[c].to_bits(),
+                        "{r},{c}: candle's bits"
+                    );
                 }
             }
         }

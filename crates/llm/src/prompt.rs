@@ -66,41 +66,45 @@ pub struct TemplateError {
 impl PromptTemplate {
     /// Anthropic's prompt.
     pub fn anthropic() -> Self {
-        Self::parse(ANTHROPIC_TEMPLATE, None, "built-in")
-            .map(|mut t| {
-                t.version = ANTHROPIC_VERSION.into();
-                t
-            })
-            .unwrap_or_else(|e| unreachable!("the built-in template is valid: {e}"))
+        Self::builtin(ANTHROPIC_TEMPLATE, ANTHROPIC_VERSION)
     }
 
     /// The prompt for small local models ([`SMALL_TEMPLATE`]).
     pub fn small() -> Self {
-        Self::parse(SMALL_TEMPLATE, None, "built-in")
+        Self::builtin(SMALL_TEMPLATE, SMALL_VERSION)
+    }
+
+    /// A built-in template, recorded under its own version.
+    fn builtin(text: &str, version: &str) -> Self {
+        Self::parse(text, None, "built-in")
             .map(|mut t| {
-                t.version = SMALL_VERSION.into();
+                t.version = version.into();
                 t
             })
             .unwrap_or_else(|e| unreachable!("the built-in template is valid: {e}"))
     }
 
+    /// The built-in prompts by name: text and version.
+    const NAMED: [(&'static str, &'static str, &'static str); 2] = [
+        ("anthropic", ANTHROPIC_TEMPLATE, ANTHROPIC_VERSION),
+        ("small", SMALL_TEMPLATE, SMALL_VERSION),
+    ];
+
     /// A built-in prompt by name: `anthropic` or `small`.
     pub fn named(name: &str) -> Option<Self> {
-        match name {
-            "anthropic" => Some(Self::anthropic()),
-            "small" => Some(Self::small()),
-            _ => None,
-        }
+        Self::NAMED
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .map(|&(_, text, version)| Self::builtin(text, version))
     }
 
     /// The text of the built-in prompt `name` ([`PromptTemplate::named`]), for a glossary
     /// to be added to it.
     pub fn named_text(name: &str) -> Option<&'static str> {
-        match name {
-            "anthropic" => Some(ANTHROPIC_TEMPLATE),
-            "small" => Some(SMALL_TEMPLATE),
-            _ => None,
-        }
+        Self::NAMED
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .map(|&(_, text, _)| text)
     }
 
     /// A template from its text, with an optional glossary (terms the model should know,
