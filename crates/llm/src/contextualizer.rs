@@ -216,7 +216,7 @@ fn failed(reason: String, provenance: Option<Provenance>) -> ChunkContext {
 
 impl LlmContextualizer {
     /// Notes for `chunks` of `doc` (Anthropic's prompt, or the template in use) and, with
-    /// `describe`, the document's description ([`crate::document::DESCRIBE_PROMPT`]), all
+    /// `describe`, the document's description ([`crate::document::describe_prompt`]), all
     /// after one shared prefix per part of the document: the description is one more reply
     /// after the prefix the chunks read, so it costs its own prompt and reply only. Each
     /// piece is given to `on_done` as soon as it is checked.
@@ -252,7 +252,7 @@ impl LlmContextualizer {
         // document's windows fall on the same grid for every chunk and neighbouring chunks
         // share a window (one prefix, read once). A budget per chunk would give each chunk a
         // window of its own size: no two prompts alike, the whole window read per chunk.
-        let describe_suffix = crate::document::describe_suffix();
+        let describe_suffix = crate::document::describe_suffix(doc.language);
         let describe_tokens = if describe { count(&describe_suffix) } else { 0 };
         let longest = suffix_tokens
             .iter()
@@ -392,7 +392,9 @@ impl LlmContextualizer {
                 let prov = match chunks.get(i) {
                     Some(chunk) => self.provenance(self.input_hash(&doc, chunk), strategy),
                     None => Provenance {
-                        prompt_version: Some(crate::document::DESCRIBE_VERSION.into()),
+                        prompt_version: Some(
+                            crate::document::describe_prompt(doc.language).1.into(),
+                        ),
                         ..self.provenance(crate::document::description_key(self, &doc), strategy)
                     },
                 };

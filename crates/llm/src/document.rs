@@ -19,7 +19,7 @@ use crate::contextualizer::{Describe, Piece};
 use situate_contextualize::{STRUCTURAL_VERSION, Structural};
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextMethod, ContextPart, ContextSink, ContextStatus,
-    Contextualizer, DocumentContexts, DocumentView, PartKind, Provenance, TokenUsage,
+    Contextualizer, DocumentContexts, DocumentView, Language, PartKind, Provenance, TokenUsage,
 };
 use std::sync::Mutex;
 
@@ -35,9 +35,33 @@ pub const DESCRIBE_DOCUMENT_TOKENS: usize = 4096;
 /// The version recorded for [`DESCRIBE_PROMPT`].
 pub const DESCRIBE_VERSION: &str = "describe-v1";
 
-/// What follows the document in the description prompt.
-pub(crate) fn describe_suffix() -> String {
-    format!("\n</document>\n{DESCRIBE_PROMPT}")
+/// [`DESCRIBE_PROMPT`] said in Russian, asked of Russian documents. Asked in English "to
+/// write in the document's language", Qwen2.5-Coder-0.5B described Russian documents in
+/// English (74 of the first 75 paragraphs of XQuAD-R ru), which the language check rejects:
+/// a small model answers in the language it is asked in. It asks for prose: asked for "its
+/// subject, names, version or date", the 0.5B filled in `Тема: … Версия: 2023-04-15` with an
+/// invented date.
+pub const DESCRIBE_PROMPT_RU: &str = "Напиши одно или два предложения о документе выше: что это за текст, о чём он и какие люди, организации, места, продукты или программы в нём названы. Пиши по-русски связным текстом, без заголовков и списков, и только то, что есть в тексте. Ответь только описанием.";
+
+/// The version recorded for [`DESCRIBE_PROMPT_RU`].
+pub const DESCRIBE_VERSION_RU: &str = "describe-ru-v1";
+
+/// The description prompt asked of a document in `language`, and its version: Russian
+/// documents are asked in Russian ([`DESCRIBE_PROMPT_RU`]); every other language is asked
+/// in English ([`DESCRIBE_PROMPT`], which says to write in the document's language).
+pub fn describe_prompt(language: Language) -> (&'static str, &'static str) {
+    match language {
+        Language::Ru => (DESCRIBE_PROMPT_RU, DESCRIBE_VERSION_RU),
+        Language::En | Language::Zh | Language::Other => (DESCRIBE_PROMPT, DESCRIBE_VERSION),
+    }
+}
+
+/// Every description prompt's version, as the contextualizer's fingerprint names them.
+const DESCRIBE_VERSIONS: &str = "describe-v1,describe-ru-v1";
+
+/// What follows a document in `language` in the description prompt.
+pub(crate) fn describe_suffix(language: Language) -> String {
+    format!("\n</document>\n{}", describe_prompt(language).0)
 }
 
 /// The context-cache key of `doc`'s description by `llm` (its model, prompt and window
@@ -46,7 +70,7 @@ pub fn description_key(llm: &LlmContextualizer, doc: &DocumentView<'_>) -> Strin
     situate_core::hash_parts(&[
         b"describe",
         llm.fingerprint().as_bytes(),
-        DESCRIBE_VERSION.as_bytes(),
+        describe_prompt(doc.language).1.as_bytes(),
         doc.content_hash.as_bytes(),
     ])
 }
@@ -69,11 +93,12 @@ impl DocumentContextualizer {
         &self.llm
     }
 
-    fn prompt_version(&self) -> String {
+    fn prompt_version(&self, language: Language) -> String {
+        let describe = describe_prompt(language).1;
         if self.notes {
-            format!("{DESCRIBE_VERSION}+{}", self.llm.template_version())
+            format!("{describe}+{}", self.llm.template_version())
         } else {
-            DESCRIBE_VERSION.to_string()
+            describe.to_string()
         }
     }
 }
@@ -97,7 +122,7 @@ impl Contextualizer for DocumentContextualizer {
 
     fn fingerprint(&self) -> String {
         format!(
-            "{}:{DESCRIBE_VERSION}:{STRUCTURAL_VERSION}:{}",
+            "{}:{DESCRIBE_VERSIONS}:{STRUCTURAL_VERSION}:{}",
             self.method(),
             self.llm.fingerprint()
         )
@@ -171,7 +196,7 @@ impl Contextualizer for DocumentContextualizer {
                 let prov = Provenance {
                     method: ContextMethod::Document,
                     model: Some(self.llm.llm().id().to_string()),
-                    prompt_version: Some(self.prompt_version()),
+                    prompt_version: Some(self.prompt_version(doc.language)),
                     input_hash: self.input_hash(&doc, chunk),
                     strategy: d.provenance.as_ref().and_then(|p| p.strategy.clone()),
                     parts: vec![],
@@ -357,7 +382,7 @@ pub fn compose(
 mod tests {
     use super::*;
     use crate::{Finish, Generation, Llm, LlmError, OnReply, PrefixCaching, SharedPrompt};
-    use situate_core::{ChunkSpan, DocKind, Language};
+    use situate_core::{ChunkSpan, DocKind};
     use std::collections::HashMap;
 
     const DOC: &str = "# Acme Corp quarterly report, Q2 2023\n\n## Revenue\n\nRevenue grew by 3% to $314 million, led by cloud storage.\n\n## Costs\n\nCosts fell by 2% after the Denver plant closed.";
@@ -397,7 +422,7 @@ mod tests {
                 .push((prompt.prefix.to_string(), prompt.suffixes.to_vec()));
             let mut out = Vec::new();
             for (i, s) in prompt.suffixes.iter().enumerate() {
-                let text = if s.contains(DESCRIBE_PROMPT) {
+                let text = if s.contains(DESCRIBE_PROMPT) || s.contains(DESCRIBE_PROMPT_RU) {
                     self.description.clone()
                 } else if s.contains("Revenue grew") {
                     "Acme Corp's revenue in Q2 2023, driven by cloud storage.".into()
@@ -564,6 +589,46 @@ mod tests {
             Some(DESCRIPTION)
         );
         assert_eq!(got.usage.output_tokens, 12);
+    }
+
+    #[tokio::test]
+    async fn a_russian_document_is_asked_in_russian_under_its_own_version() {
+        const RU: &str = "# Отчёт Acme за второй квартал\n\nВыручка выросла на 3%.\n";
+        let (c, calls) = contextualizer("Отчёт Acme о выручке за второй квартал.", false);
+        let spans = vec![ChunkSpan {
+            ordinal: 0,
+            byte_start: 0,
+            byte_end: RU.len(),
+            char_start: 0,
+            char_end: RU.chars().count(),
+            heading_path: vec![],
+            chunk_id: None,
+        }];
+        let chunks = ChunkView::all(RU, &spans);
+        let ru = DocumentView {
+            language: Language::Ru,
+            text: RU,
+            ..view()
+        };
+        let got = c
+            .contextualize(ru, &chunks, &Memory::default())
+            .await
+            .expect("contexts");
+        let asked = log(&calls);
+        assert!(asked[0].1[0].ends_with(DESCRIBE_PROMPT_RU), "{asked:?}");
+        assert!(!asked[0].1[0].contains(DESCRIBE_PROMPT));
+        let ctx = &got.contexts[0];
+        assert_eq!(ctx.status, ContextStatus::Verified, "{ctx:?}");
+        let p = ctx.provenance.as_ref().expect("provenance");
+        assert_eq!(p.prompt_version.as_deref(), Some(DESCRIBE_VERSION_RU));
+        assert_eq!(
+            p.parts[0].prompt_version.as_deref(),
+            Some(DESCRIBE_VERSION_RU)
+        );
+        // The same content in English is another description (another prompt).
+        let en = DocumentView { text: RU, ..view() };
+        assert_ne!(description_key(c.llm(), &ru), description_key(c.llm(), &en));
+        assert_eq!(describe_prompt(Language::Zh).1, DESCRIBE_VERSION);
     }
 
     #[tokio::test]

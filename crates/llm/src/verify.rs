@@ -92,7 +92,7 @@ fn without_task_talk(text: &str) -> Option<String> {
     );
     let meta = re(
         &META,
-        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)",
+        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)|что\s+это\s+за\s+(текст|документ)|какие\s+люди,\s+организации",
     );
     // A sentence about the task whose end says what the chunk is about ("This chunk
     // sits within the document … by providing a concise context about the Northwind
@@ -444,17 +444,34 @@ fn ungrounded(text: &str, document: &str) -> Vec<String> {
             // of one that names Windows): the lower-case rest is English ("-specific",
             // "-based", "-encoded").
             let name = m.as_str().trim_end_matches('-');
-            if !name.contains('-')
+            if (!name.contains('-')
                 || !name
                     .split('-')
                     .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
-                    .all(|w| doc_lower.contains(&w.to_lowercase()))
+                    .all(|w| doc_lower.contains(&w.to_lowercase())))
+                && !declined_in(name, &doc_lower)
             {
                 check(name, false);
             }
         }
     }
     missing
+}
+
+/// Whether the Cyrillic `name` is in `doc_lower` (the document, lower-cased) by its Russian
+/// Snowball stem: Russian declines names, so a context that speaks "о Войцехе Богуславском"
+/// of a text that says "Войцех Богуславский" does not repeat the document's letters. Stems
+/// shorter than four letters are not taken (they match inside too many words).
+fn declined_in(name: &str, doc_lower: &str) -> bool {
+    let cyrillic = |c: char| ('\u{0400}'..='\u{04FF}').contains(&c);
+    if !name.chars().all(cyrillic) {
+        return false;
+    }
+    let lower = name.to_lowercase();
+    let stem = frostem::Stemmer::new(frostem::Algorithm::Russian)
+        .stem(&lower)
+        .into_owned();
+    stem.chars().count() >= 4 && doc_lower.contains(&stem)
 }
 
 /// The context's script or language differs from both the chunk's and the document's.
@@ -634,6 +651,35 @@ mod tests {
             v.reasons,
             ["not in the document: Host::CryptoFake, Linux-specific"]
         );
+    }
+
+    #[test]
+    fn the_russian_description_prompt_echoed_is_taken_out() {
+        let doc = "Полония Варшава играет в четвёртой лиге.";
+        let v = verify_description(
+            "Это текст о Полонии, которая играет в четвёртой лиге. Он описывает, что это за текст, о чём он и какие люди, организации, места, продукты или программы в нём названы.",
+            doc,
+            false,
+        );
+        assert!(v.reasons.is_empty(), "{:?}", v.reasons);
+        assert_eq!(
+            v.text,
+            "Это текст о Полонии, которая играет в четвёртой лиге."
+        );
+    }
+
+    #[test]
+    fn a_russian_name_in_another_case_is_grounded_by_its_stem() {
+        let doc = "Войцех Богуславский руководил Польским театром в Варшаве.";
+        let v = verify_description(
+            "Это текст о Войцехе Богуславском и Польском театре в Варшаве.",
+            doc,
+            false,
+        );
+        assert!(v.reasons.is_empty(), "{:?}", v.reasons);
+        // A name the document does not have, in any case, is still caught.
+        let v = verify_description("Это текст о Станиславе Монюшко в Варшаве.", doc, false);
+        assert_eq!(v.reasons, ["not in the document: Станиславе, Монюшко"]);
     }
 
     #[test]
