@@ -2,7 +2,9 @@
 # Local generation speed: situate's forward pass beside llama.cpp on the same GGUF files, the
 # same machine and threads, in the same run (BENCHMARKS.md, "Local generation speed").
 #
-#   bench/llm_speed.sh [SHARED_DATA_DIR] [DOCS]     (default ../shared/data, 3 documents)
+#   [MODELS="NAME..."] bench/llm_speed.sh [SHARED_DATA_DIR] [DOCS]     (default ../shared/data, 3 documents)
+#
+#   MODELS  catalog names (default: both Qwen2.5-Coder models)
 #
 # For each Qwen2.5-Coder model of the catalog (installed first, pinned and sha256-checked):
 #  1. raw speed, llama-bench style: a 512-token prompt, then 128 tokens one at a time,
@@ -29,7 +31,8 @@ fi
 cargo build --release --locked -p situate -p situate-bench
 bin_dir="${CARGO_TARGET_DIR:-target}/release"
 threads=$(nproc)
-for model in qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct; do
+read -r -a models <<< "${MODELS:-qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct}"
+for model in "${models[@]}"; do
   "$bin_dir/situate" models install "$model" > /dev/null
   gguf="$("$bin_dir/situate" models list --json | python3 -c "import json,sys; print(next(m['path'] for m in json.load(sys.stdin)['models'] if m['name'] == '$model'))")/$model-q4_k_m.gguf"
   echo "== $model: raw speed"

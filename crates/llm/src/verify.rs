@@ -92,7 +92,7 @@ fn without_task_talk(text: &str) -> Option<String> {
     );
     let meta = re(
         &META,
-        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)|что\s+это\s+за\s+(текст|документ)|какие\s+люди,\s+организации",
+        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)|что\s+это\s+за\s+(текст|документ)|люд\w*,\s+организаци\w*,\s+мест|организаци\w*,\s+мест\w*,\s+продукт",
     );
     // A sentence about the task whose end says what the chunk is about ("This chunk
     // sits within the document … by providing a concise context about the Northwind
@@ -339,7 +339,7 @@ fn chatter(text: &str) -> Option<String> {
     static CHATTER: OnceLock<Regex> = OnceLock::new();
     re(
         &CHATTER,
-        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context|situate (this|the) chunk|search retrieval)|</?(chunk|document)>",
+        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context|situate (this|the) chunk|search retrieval|что это за (текст|документ)|люд\w*, организаци\w*, мест|организаци\w*, мест\w*, продукт)|</?(chunk|document)>",
     )
     .find(text)
     .map(|m| m.as_str().to_string())
@@ -666,6 +666,18 @@ mod tests {
             v.text,
             "Это текст о Полонии, которая играет в четвёртой лиге."
         );
+        // Nothing but the prompt said back (in any case of its list) is chatter.
+        for echo in [
+            "Такого текста является текстом, о чём он и какие люди, организации, места, продукты или программы в нём названы.",
+            "Он описывает множество людей, организаций, мест, продуктов и программ.",
+        ] {
+            let v = verify_description(echo, doc, false);
+            assert!(
+                v.reasons.iter().any(|r| r.starts_with("chatter")),
+                "{echo}: {:?}",
+                v.reasons
+            );
+        }
     }
 
     #[test]
