@@ -56,9 +56,6 @@ pub fn describe_prompt(language: Language) -> (&'static str, &'static str) {
     }
 }
 
-/// Every description prompt's version, as the contextualizer's fingerprint names them.
-const DESCRIBE_VERSIONS: &str = "describe-v1,describe-ru-v1";
-
 /// What follows a document in `language` in the description prompt.
 pub(crate) fn describe_suffix(language: Language) -> String {
     format!("\n</document>\n{}", describe_prompt(language).0)
@@ -122,7 +119,7 @@ impl Contextualizer for DocumentContextualizer {
 
     fn fingerprint(&self) -> String {
         format!(
-            "{}:{DESCRIBE_VERSIONS}:{STRUCTURAL_VERSION}:{}",
+            "{}:{DESCRIBE_VERSION},{DESCRIBE_VERSION_RU}:{STRUCTURAL_VERSION}:{}",
             self.method(),
             self.llm.fingerprint()
         )

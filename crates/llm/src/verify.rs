@@ -55,6 +55,14 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(pattern).unwrap_or_else(|e| unreachable!("{pattern}: {e}")))
 }
 
+/// The Russian description prompt ([`crate::document::DESCRIBE_PROMPT_RU`]) said back, in
+/// any case of its list: a sentence of it is task talk, and a reply of nothing else chatter.
+macro_rules! ru_prompt_echo {
+    () => {
+        r"что\s+это\s+за\s+(текст|документ)|люд\w*,\s+организаци\w*,\s+мест|организаци\w*,\s+мест\w*,\s+продукт"
+    };
+}
+
 /// Strips the wrappers models put around an answer.
 pub fn clean(reply: &str) -> String {
     static TAGS: OnceLock<Regex> = OnceLock::new();
@@ -92,7 +100,10 @@ fn without_task_talk(text: &str) -> Option<String> {
     );
     let meta = re(
         &META,
-        r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)|что\s+это\s+за\s+(текст|документ)|люд\w*,\s+организаци\w*,\s+мест|организаци\w*,\s+мест\w*,\s+продукт",
+        concat!(
+            r"(?i)situat\w*\s+(this|the)\s+chunk|succinct\s+context|search\s+retrieval|(sit\w*|is situated|is placed|fits|belongs)\s+within\s+the\s+(overall\s+|whole\s+|entire\s+)?document|^this\s+context\b|intended\s+to\s+(provide|give|help|improve|situate)|",
+            ru_prompt_echo!()
+        ),
     );
     // A sentence about the task whose end says what the chunk is about ("This chunk
     // sits within the document … by providing a concise context about the Northwind
@@ -339,7 +350,11 @@ fn chatter(text: &str) -> Option<String> {
     static CHATTER: OnceLock<Regex> = OnceLock::new();
     re(
         &CHATTER,
-        r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context|situate (this|the) chunk|search retrieval|что это за (текст|документ)|люд\w*, организаци\w*, мест|организаци\w*, мест\w*, продукт)|</?(chunk|document)>",
+        concat!(
+            r"(?i)\b(as an ai|language model|i cannot|i can't|i'm sorry|i am sorry|i apologi[sz]e|here is the|here's the|here is a|here's a|sure[,!]|certainly[,!]|i hope this|let me know|succinct context|situate (this|the) chunk|search retrieval|",
+            ru_prompt_echo!(),
+            r")|</?(chunk|document)>"
+        ),
     )
     .find(text)
     .map(|m| m.as_str().to_string())
