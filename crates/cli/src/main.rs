@@ -106,6 +106,34 @@ enum Command {
     /// Install and list local models: embedders and the local LLM
     #[command(subcommand)]
     Models(models::ModelsCommand),
+    /// Serve the index over HTTP (search, cards, documents) until interrupted
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on; other than loopback only with API keys (port 0: any free port)
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    bind: std::net::SocketAddr,
+    /// API keys file: one `read KEY` or `admin KEY` per line (also SITUATE_ADMIN_KEYS and
+    /// SITUATE_READ_KEYS, comma-separated). With keys every route but /healthz and /readyz
+    /// needs `Authorization: Bearer KEY`
+    #[arg(long)]
+    keys: Option<PathBuf>,
+    /// A host name clients use to reach the service, accepted in Host and Origin besides
+    /// loopback and the bound address (repeatable; `*` accepts any, behind a proxy that
+    /// checks it)
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Reader threads: searches answered at once [default: the number of cores, at most 4]
+    #[arg(long)]
+    readers: Option<usize>,
+    /// The most hits one search may ask for
+    #[arg(long, default_value_t = situate_serve::Limits::default().max_k)]
+    max_k: usize,
+    /// The longest a request may take, in seconds
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
 }
 
 #[derive(Args)]
@@ -420,7 +448,71 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
+        Command::Serve(a) => serve(out, settings, index, a),
     }
+}
+
+fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<ExitCode> {
+    use situate_serve::auth::{Keys, Role};
+    let mut keys = Keys::default();
+    if let Some(f) = &a.keys {
+        keys.add_file(f)?;
+    }
+    keys.add_env("SITUATE_ADMIN_KEYS", Role::Admin)?;
+    keys.add_env("SITUATE_READ_KEYS", Role::Read)?;
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        anyhow::bail!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        );
+    }
+    let readers = a
+        .readers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get().min(4)));
+    if readers == 0 {
+        anyhow::bail!("--readers must be at least 1");
+    }
+    if a.max_k == 0 || a.max_k > situate_engine::settings::MAX_K {
+        anyhow::bail!(
+            "--max-k must be from 1 to {}, not {}",
+            situate_engine::settings::MAX_K,
+            a.max_k
+        );
+    }
+    let opts = situate_serve::ServeOptions {
+        index: index.clone(),
+        settings,
+        bind: a.bind,
+        keys,
+        allow_hosts: a.allow_hosts,
+        readers,
+        limits: situate_serve::Limits {
+            max_k: a.max_k,
+            timeout_ms: (a.timeout * 1000.0).round() as u64,
+            ..Default::default()
+        },
+    };
+    let with_keys = !opts.keys.is_empty();
+    situate_serve::run(opts, |addr| {
+        // One line on stdout once listening (scripts and tests wait for it); logs go to
+        // stderr.
+        let line = if out.json {
+            serde_json::json!({"listening": addr.to_string(), "url": format!("http://{addr}"),
+                "index": index, "keys": with_keys})
+            .to_string()
+        } else {
+            format!(
+                "situate: serving {} at http://{addr}{} (Ctrl-C stops)",
+                index.display(),
+                if with_keys { " with API keys" } else { "" }
+            )
+        };
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn ingest(

@@ -144,20 +144,9 @@ pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
 pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
     let c = &rec.card;
     if json {
-        return print_json(&serde_json::json!({
-            "document_id": c.document_id,
-            "chunk_id": c.chunk_id,
-            "ordinal": c.ordinal,
-            "char_start": c.char_start,
-            "char_end": c.char_end,
-            "heading_path": c.heading_path,
-            "original_text": c.original_text,
-            "generated_context": c.generated_context,
-            "context_status": c.context_status,
-            "context_provenance": c.provenance,
-            "context_notes": c.context_notes,
-            "document": doc,
-        }));
+        // The engine's view, the same the service's `GET /v1/cards/…` returns.
+        let view = situate_engine::CardView::new(c.clone(), doc.clone());
+        return print_json(&serde_json::to_value(view)?);
     }
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -9,6 +9,7 @@ mod ingest;
 mod models;
 mod rerank;
 mod search;
+mod serve;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -40,6 +40,7 @@ mod query;
 mod review;
 pub mod settings;
 mod vectors;
+mod view;
 
 pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
@@ -56,6 +57,7 @@ pub use situate_llm::cost::Price;
 pub use situate_search::{Mode, SearchRequest};
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
+pub use view::{CardView, Neighbour};
 
 use situate_core::{
     CardRecord, DocumentFilter, Embedder, Hit, IndexError, Language, LexicalIndex, MatchOn,
@@ -198,6 +200,9 @@ pub struct Engine {
     vector_saved: Option<u64>,
     vector_backend: Backend,
     rerankers: query::Rerankers,
+    /// The store generation and BM25 directory when this engine was opened: everything it
+    /// loaded reflects at least that state ([`Engine::is_stale`]).
+    opened: (u64, String),
     _lock: Option<File>,
 }
 
@@ -258,6 +263,7 @@ impl Engine {
             Access::Read => None,
         };
         let store = Store::open(&dir.join(STORE_FILE))?;
+        let opened_generation = store.generation()?;
         let chinese = match store.meta("chinese_tokenizer")? {
             Some(c) => c.parse().map_err(EngineError::Invalid)?,
             None => ChineseTokenizer::default(),
@@ -284,6 +290,7 @@ impl Engine {
             vector_saved: None,
             vector_backend,
             rerankers: Default::default(),
+            opened: (opened_generation, bm25_name.clone()),
             _lock: lock,
         };
         engine.load_vectors()?;

@@ -720,3 +720,73 @@ fn reranking_reorders_the_fused_top_hits_and_keeps_k() {
         .expect_err("down");
     assert!(err.to_string().contains("the server is down"), "{err}");
 }
+
+#[test]
+fn a_reader_knows_when_it_is_stale_and_shares_an_embedder() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut w = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    w.ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    let r = Engine::open(&idx, Access::Read).expect("reader");
+    assert!(!r.is_stale().expect("stale"));
+    // The reader takes the writer's embedder (same model) instead of loading its own.
+    let shared = w.embedder().expect("embedder");
+    assert!(r.share_embedder(Arc::clone(&shared)).expect("share"));
+    assert!(Arc::ptr_eq(&r.embedder().expect("embedder"), &shared));
+    // A write makes it stale; a rebuild (a new BM25 directory) too.
+    std::fs::write(root.join("d.txt"), "Seals sleep on ice floes.").expect("w");
+    w.ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    assert!(r.is_stale().expect("stale"));
+    let r = Engine::open(&idx, Access::Read).expect("reader");
+    assert_eq!(search(&r, "seals")[0].document_id, "notes/d.txt");
+    assert!(!r.is_stale().expect("stale"));
+    w.rebuild(&mut |_, _| {}).expect("rebuild");
+    assert!(r.is_stale().expect("stale after a rebuild"));
+}
+
+#[test]
+fn card_views_neighbours_and_document_pages() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("notes");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let sections: String = (0..5)
+        .map(|i| format!("# Part {i}\n\nParagraph number {i} talks about topic {i}.\n\n"))
+        .collect();
+    std::fs::write(root.join("long.md"), sections).expect("w");
+    std::fs::write(root.join("short.txt"), "One line.").expect("w");
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    let mut o = opts("structural");
+    o.chunker.max_tokens = 12;
+    o.chunker.overlap_tokens = 0;
+    e.ingest(std::slice::from_ref(&root), o, &mut |_| {})
+        .expect("ingest");
+    let ids = e.chunk_ids_of("notes/long.md").expect("chunks");
+    assert!(ids.len() >= 4, "{ids:?}");
+    let view = e.card_view(&ids[1]).expect("view");
+    assert_eq!(view.ordinal, 1);
+    assert_eq!(view.document.id, "notes/long.md");
+    let context = view.generated_context.clone().expect("structural context");
+    assert_eq!(
+        view.indexed_text,
+        format!("{context}\n\n{}", view.original_text)
+    );
+    let (prev, next) = e.neighbours(&ids[1], 1, 2).expect("neighbours");
+    let ords = |v: &[Neighbour]| v.iter().map(|n| n.ordinal).collect::<Vec<_>>();
+    assert_eq!((ords(&prev), ords(&next)), (vec![0], vec![2, 3]));
+    assert!(matches!(e.card_view("nope"), Err(EngineError::NotFound(_))));
+    assert!(matches!(
+        e.chunk_ids_of("nope"),
+        Err(EngineError::NotFound(_))
+    ));
+    let page = e.documents_after(None, 1).expect("page");
+    assert_eq!(page[0].id, "notes/long.md");
+    let page = e.documents_after(Some(&page[0].id), 5).expect("page");
+    assert_eq!(
+        page.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        ["notes/short.txt"]
+    );
+}

@@ -104,27 +104,35 @@ impl Store {
     pub fn document(&self, id: &str) -> Result<Option<StoredDocument>> {
         self.conn
             .query_row(
-                "SELECT document_id, source, title, language, kind, content_hash, chunk_count, char_count, ingested_at, metadata FROM documents WHERE document_id = ?1",
+                &format!("SELECT {DOCUMENT_COLUMNS} FROM documents WHERE document_id = ?1"),
                 [id],
-                |r| {
-                    let lang: String = r.get(3)?;
-                    let meta: String = r.get(9)?;
-                    Ok(StoredDocument {
-                        id: r.get(0)?,
-                        source: r.get(1)?,
-                        title: r.get(2)?,
-                        language: Language::from_str(&lang).unwrap_or(Language::Other),
-                        kind: r.get(4)?,
-                        content_hash: r.get(5)?,
-                        chunk_count: r.get::<_, i64>(6)? as u64,
-                        char_count: r.get::<_, i64>(7)? as u64,
-                        ingested_at: r.get(8)?,
-                        metadata: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
-                    })
-                },
+                stored_document,
             )
             .optional()
             .op("reading a document")
+    }
+
+    /// Up to `limit` documents in id order, starting after `after` (keyset pagination: a
+    /// page is stable while documents are added or removed elsewhere in the order).
+    pub fn documents_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredDocument>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ?1 IS NULL OR document_id > ?1 ORDER BY document_id LIMIT ?2"
+            ))
+            .op("listing documents")?;
+        let rows = st
+            .query_map(
+                rusqlite::params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
+                stored_document,
+            )
+            .op("listing documents")?;
+        rows.collect::<rusqlite::Result<_>>()
+            .op("listing documents")
     }
 
     /// A stored document's whole text.
@@ -232,5 +240,25 @@ fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
         },
         title: r.get(15)?,
         source: r.get(16)?,
+    })
+}
+
+const DOCUMENT_COLUMNS: &str = "document_id, source, title, language, kind, content_hash, chunk_count, char_count, ingested_at, metadata";
+
+/// A [`StoredDocument`] from a row of [`DOCUMENT_COLUMNS`].
+fn stored_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredDocument> {
+    let lang: String = r.get(3)?;
+    let meta: String = r.get(9)?;
+    Ok(StoredDocument {
+        id: r.get(0)?,
+        source: r.get(1)?,
+        title: r.get(2)?,
+        language: Language::from_str(&lang).unwrap_or(Language::Other),
+        kind: r.get(4)?,
+        content_hash: r.get(5)?,
+        chunk_count: r.get::<_, i64>(6)? as u64,
+        char_count: r.get::<_, i64>(7)? as u64,
+        ingested_at: r.get(8)?,
+        metadata: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
     })
 }

@@ -361,3 +361,26 @@ fn a_cached_context_takes_a_new_verdict_and_keeps_the_rest() {
         Some("local:test")
     );
 }
+
+#[test]
+fn documents_are_listed_page_by_page_in_id_order() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut s = Store::open(&dir.path().join("s.db")).expect("open");
+    for id in ["c", "a", "e", "b", "d"] {
+        put(&mut s, &doc(id, "text"), &["text"], &ChunkContext::none());
+    }
+    let ids = |page: Vec<StoredDocument>| page.into_iter().map(|d| d.id).collect::<Vec<_>>();
+    assert_eq!(ids(s.documents_after(None, 2).expect("page")), ["a", "b"]);
+    assert_eq!(
+        ids(s.documents_after(Some("b"), 2).expect("page")),
+        ["c", "d"]
+    );
+    // A document removed before the cursor does not shift the next page.
+    let mut b = s.batch().expect("batch");
+    assert!(b.remove_document("a").expect("remove"));
+    b.commit().expect("commit");
+    assert_eq!(ids(s.documents_after(Some("d"), 2).expect("page")), ["e"]);
+    assert!(s.documents_after(Some("e"), 2).expect("page").is_empty());
+    // A cursor that is no document id still orders.
+    assert_eq!(ids(s.documents_after(Some("bb"), 1).expect("page")), ["c"]);
+}

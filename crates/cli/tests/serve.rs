@@ -1,0 +1,564 @@
+//! `situate serve`: the real binary bound on loopback, driven over HTTP.
+
+use crate::*;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+/// A running `situate serve`, killed when dropped.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The bound port.
+    pub port: u16,
+    rt: tokio::runtime::Runtime,
+    client: reqwest::Client,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An answer: status, content type and the body as JSON (`Null` when it is not JSON).
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Server {
+    /// Starts `situate serve --bind 127.0.0.1:0` on `index` with `args` and `envs`, and
+    /// waits for its "listening" line.
+    pub fn start(index: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let mut cmd = situate(index);
+        cmd.args(["--json", "serve", "--bind", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("SITUATE_ADMIN_KEYS")
+            .env_remove("SITUATE_READ_KEYS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("situate serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("a line from situate serve");
+        let v: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let status = child.wait().expect("exit");
+                panic!("situate serve did not start ({status}): {e}: {line:?}");
+            }
+        };
+        let addr: std::net::SocketAddr = v["listening"]
+            .as_str()
+            .expect("listening")
+            .parse()
+            .expect("address");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        Server {
+            child,
+            url: format!("http://{addr}"),
+            port: addr.port(),
+            rt,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// Sends `method path` with `headers` and an optional JSON body.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Answer {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.client.request(method, format!("{}{path}", self.url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        self.rt.block_on(async {
+            let r = req.send().await.expect("the service answers");
+            let status = r.status().as_u16();
+            let content_type = r
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let bytes = r.bytes().await.expect("body");
+            Answer {
+                status,
+                content_type,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            }
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Answer {
+        self.send("GET", path, &[], None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Answer {
+        self.send("POST", path, &[], Some(body))
+    }
+
+    /// Sends raw bytes as the body with a content type.
+    pub fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Answer {
+        let req = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .header("content-type", content_type)
+            .body(body);
+        self.rt.block_on(async {
+            let r = req.send().await.expect("the service answers");
+            let status = r.status().as_u16();
+            let content_type = r
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let bytes = r.bytes().await.expect("body");
+            Answer {
+                status,
+                content_type,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            }
+        })
+    }
+}
+
+/// Asserts `a` is a problem+json answer with `status` and `code`.
+#[track_caller]
+pub fn assert_problem(a: &Answer, status: u16, code: &str) {
+    assert_eq!(
+        (a.status, a.content_type.as_str(), a.body["code"].as_str()),
+        (status, "application/problem+json", Some(code)),
+        "{:#}",
+        a.body
+    );
+    assert_eq!(a.body["type"], format!("urn:situate:problem:{code}"));
+    assert_eq!(a.body["status"], status);
+    assert!(a.body["title"].is_string() && a.body["detail"].is_string());
+}
+
+/// The fixture corpus with the hashing embedder: hybrid search without a model's time.
+fn indexed() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("corpus"))
+            .args([
+                "--max-tokens",
+                "60",
+                "--overlap",
+                "0",
+                "--embedder",
+                "hash:64",
+            ]),
+        0,
+    );
+    (tmp, index)
+}
+
+/// The ids and scores of hits.
+fn ranked(v: &Value) -> Vec<(String, String)> {
+    v["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            (
+                h["chunk_id"].as_str().expect("id").to_string(),
+                format!("{:.6}", h["score"].as_f64().expect("score")),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_service_answers_searches_cards_and_documents_as_the_cli_does() {
+    let (_tmp, index) = indexed();
+    let s = Server::start(&index, &[], &[]);
+    assert_eq!(s.get("/healthz").body["status"], "ok");
+    assert_eq!(s.get("/readyz").body["status"], "ready");
+    let info = s.get("/v1/info");
+    assert_eq!(info.status, 200);
+    assert_eq!(info.body["default_mode"], "hybrid");
+    let documents = info.body["stats"]["store"]["documents"]
+        .as_u64()
+        .expect("documents");
+    assert!(documents >= 3, "{:#}", info.body);
+
+    // A search, with a filter and tuning, answers exactly as `situate search --json`.
+    let q = "how often to clean the Fresnel lens";
+    let a = s.post(
+        "/v1/search",
+        &json!({"query": q, "k": 5, "bm25_weight": 2.0, "filter": {"languages": ["en"]}}),
+    );
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    let cli = json(
+        situate(&index).args([
+            "search",
+            q,
+            "-k",
+            "5",
+            "--bm25-weight",
+            "2",
+            "--language",
+            "en",
+        ]),
+        0,
+    );
+    assert_eq!(ranked(&a.body), ranked(&cli));
+    assert_eq!(a.body["mode"], "hybrid");
+    assert!(a.body["took_ms"].as_f64().is_some());
+    let top = &a.body["hits"][0];
+    assert_eq!(top["document_id"], "corpus/guide/install.md");
+    assert!(top["context"].is_string() && top["original_text"].is_string());
+    let legs: Vec<&str> = top["legs"]
+        .as_array()
+        .expect("legs")
+        .iter()
+        .map(|l| l["leg"].as_str().expect("leg"))
+        .collect();
+    assert!(
+        legs.contains(&"bm25") && legs.contains(&"vector"),
+        "{legs:?}"
+    );
+    // Every mode, and plain BM25.
+    for (mode, bm25) in [
+        ("bm25", "plain"),
+        ("vector", "contextual"),
+        ("hybrid", "plain"),
+    ] {
+        let a = s.post(
+            "/v1/search",
+            &json!({"query": q, "mode": mode, "bm25": bm25, "k": 3}),
+        );
+        assert_eq!(
+            (a.status, a.body["mode"].as_str()),
+            (200, Some(mode)),
+            "{:#}",
+            a.body
+        );
+        let cli = json(
+            situate(&index).args(["search", q, "-k", "3", "--mode", mode, "--bm25", bm25]),
+            0,
+        );
+        assert_eq!(ranked(&a.body), ranked(&cli));
+    }
+
+    // A card in full, as `situate show --json`, with its neighbours on request.
+    let id = top["chunk_id"].as_str().expect("id");
+    let encoded = id
+        .replace('%', "%25")
+        .replace('#', "%23")
+        .replace(' ', "%20");
+    let card = s.get(&format!("/v1/cards/{encoded}"));
+    assert_eq!(card.status, 200, "{:#}", card.body);
+    let shown = json(situate(&index).args(["show", id]), 0);
+    assert_eq!(card.body, shown);
+    assert!(
+        card.body["indexed_text"]
+            .as_str()
+            .expect("indexed")
+            .ends_with(card.body["original_text"].as_str().expect("original"))
+    );
+    let near = s.get(&format!("/v1/cards/{encoded}?neighbours=1"));
+    let ordinal = card.body["ordinal"].as_u64().expect("ordinal");
+    let before = near.body["neighbours"]["before"]
+        .as_array()
+        .expect("before");
+    let after = near.body["neighbours"]["after"].as_array().expect("after");
+    assert!(before.len() <= 1 && after.len() <= 1 && before.len() + after.len() >= 1);
+    for n in before {
+        assert_eq!(n["ordinal"].as_u64(), Some(ordinal - 1));
+    }
+    for n in after {
+        assert_eq!(n["ordinal"].as_u64(), Some(ordinal + 1));
+    }
+
+    // Documents page by page: every document once, in id order.
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = s.get(&format!("/v1/documents?limit=2&cursor={cursor}"));
+        assert_eq!(page.status, 200, "{:#}", page.body);
+        let docs = page.body["documents"].as_array().expect("documents");
+        assert!(docs.len() <= 2);
+        seen.extend(
+            docs.iter()
+                .map(|d| d["id"].as_str().expect("id").to_string()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len() as u64, documents);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    let doc = s.get("/v1/documents/corpus/guide/install.md");
+    assert_eq!(doc.status, 200, "{:#}", doc.body);
+    assert_eq!(doc.body["document"]["id"], "corpus/guide/install.md");
+    let chunk_ids = doc.body["chunk_ids"].as_array().expect("chunk ids");
+    assert_eq!(
+        chunk_ids.len() as u64,
+        doc.body["document"]["chunk_count"].as_u64().expect("count")
+    );
+    assert!(chunk_ids.iter().any(|c| c == id));
+}
+
+#[test]
+fn bad_requests_get_problem_json_with_a_stable_code() {
+    let (_tmp, index) = indexed();
+    let s = Server::start(&index, &["--max-k", "20"], &[]);
+    let search = |body: Value| s.post("/v1/search", &body);
+    assert_problem(
+        &search(json!({"query": "lens", "kk": 3})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(&search(json!({"k": 3})), 400, "invalid-request");
+    assert_problem(&search(json!({"query": "  "})), 400, "invalid-request");
+    assert_problem(
+        &search(json!({"query": "lens", "k": 21})),
+        400,
+        "k-too-large",
+    );
+    assert_problem(
+        &search(json!({"query": "lens", "k": 0})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &search(json!({"query": "lens", "mode": "fuzzy"})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &search(json!({"query": "lens", "filter": {"languages": ["klingon"]}})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &search(json!({"query": "lens", "filter": {"meta": ["novalue"]}})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &search(json!({"query": "x".repeat(2001)})),
+        400,
+        "query-too-long",
+    );
+    assert_problem(
+        &s.post_raw("/v1/search", "application/json", b"{\"query\": ".to_vec()),
+        400,
+        "invalid-json",
+    );
+    assert_problem(
+        &s.post_raw(
+            "/v1/search",
+            "text/plain",
+            b"{\"query\": \"lens\"}".to_vec(),
+        ),
+        415,
+        "unsupported-media-type",
+    );
+    let huge = format!("{{\"query\": \"{}\"}}", "y".repeat(100 * 1024));
+    assert_problem(
+        &s.post_raw("/v1/search", "application/json", huge.into_bytes()),
+        413,
+        "body-too-large",
+    );
+    assert_problem(&s.get("/v1/nothing"), 404, "route-not-found");
+    assert_problem(&s.get("/v1/search"), 405, "method-not-allowed");
+    assert_problem(&s.get("/v1/cards/no-such-chunk"), 404, "not-found");
+    assert_problem(&s.get("/v1/documents/no/such/doc"), 404, "not-found");
+    assert_problem(&s.get("/v1/documents?cursor=zz"), 400, "invalid-request");
+    assert_problem(&s.get("/v1/documents?limit=0"), 400, "invalid-request");
+    assert_problem(&s.get("/v1/documents?limit=many"), 400, "invalid-request");
+    let id = json(situate(&index).args(["search", "lens", "-k", "1"]), 0)["hits"][0]["chunk_id"]
+        .as_str()
+        .expect("id")
+        .replace('#', "%23");
+    assert_problem(
+        &s.get(&format!("/v1/cards/{id}?neighbours=999")),
+        400,
+        "invalid-request",
+    );
+    // The service still answers after all of that.
+    assert_eq!(search(json!({"query": "lens"})).status, 200);
+}
+
+#[test]
+fn keys_roles_and_the_host_and_origin_checks() {
+    let (_tmp, index) = indexed();
+    // Listening beyond loopback without keys is refused at start.
+    let out = run(
+        situate(&index)
+            .args(["serve", "--bind", "0.0.0.0:0"])
+            .env_remove("SITUATE_ADMIN_KEYS")
+            .env_remove("SITUATE_READ_KEYS"),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without API keys"), "{err}");
+    // A short key is refused, and not echoed.
+    let out = run(
+        situate(&index)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("SITUATE_READ_KEYS", "tiny-key"),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("at least 16") && !err.contains("tiny-key"),
+        "{err}"
+    );
+
+    let (read, admin) = ("read-key-for-tests-0001", "admin-key-for-tests-0001");
+    let s = Server::start(
+        &index,
+        &["--allow-host", "search.internal"],
+        &[("SITUATE_READ_KEYS", read), ("SITUATE_ADMIN_KEYS", admin)],
+    );
+    let bearer = |k: &str| format!("Bearer {k}");
+    let body = json!({"query": "lens"});
+    // The probes need no key; everything else does.
+    assert_eq!(s.get("/healthz").status, 200);
+    assert_eq!(s.get("/readyz").status, 200);
+    assert_problem(&s.post("/v1/search", &body), 401, "unauthorized");
+    assert_problem(
+        &s.send(
+            "POST",
+            "/v1/search",
+            &[("authorization", &bearer("not-a-key-0000000000"))],
+            Some(&body),
+        ),
+        401,
+        "unauthorized",
+    );
+    let r = s.send(
+        "POST",
+        "/v1/search",
+        &[("authorization", &bearer(read))],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let r = s.send("GET", "/v1/info", &[("authorization", &bearer(read))], None);
+    assert_eq!((r.status, r.body["auth"].as_str()), (200, Some("api keys")));
+    // A read key on a write route is forbidden; an admin key passes the guard.
+    assert_problem(
+        &s.send(
+            "DELETE",
+            "/v1/documents/corpus/guide/install.md",
+            &[("authorization", &bearer(read))],
+            None,
+        ),
+        403,
+        "forbidden",
+    );
+    let r = s.send(
+        "DELETE",
+        "/v1/documents/corpus/guide/install.md",
+        &[("authorization", &bearer(admin))],
+        None,
+    );
+    assert_ne!(r.status, 403, "{:#}", r.body);
+    assert_ne!(r.status, 401, "{:#}", r.body);
+    // DNS rebinding: a Host that is not this service, even with a key.
+    let auth = bearer(admin);
+    assert_problem(
+        &s.send(
+            "GET",
+            "/v1/info",
+            &[("authorization", &auth), ("host", "attacker.example")],
+            None,
+        ),
+        403,
+        "host-not-allowed",
+    );
+    let allowed = format!("search.internal:{}", s.port);
+    let r = s.send(
+        "GET",
+        "/v1/info",
+        &[("authorization", &auth), ("host", &allowed)],
+        None,
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    // A page on another origin.
+    assert_problem(
+        &s.send(
+            "POST",
+            "/v1/search",
+            &[
+                ("authorization", &auth),
+                ("origin", "https://attacker.example"),
+            ],
+            Some(&body),
+        ),
+        403,
+        "origin-not-allowed",
+    );
+    let own = s.url.clone();
+    let r = s.send(
+        "POST",
+        "/v1/search",
+        &[("authorization", &auth), ("origin", &own)],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+}
+
+#[test]
+fn searches_see_what_is_ingested_beside_the_running_service() {
+    let (tmp, index) = indexed();
+    let s = Server::start(&index, &["--readers", "2"], &[]);
+    let query = json!({"query": "aurora borealis photography", "mode": "bm25", "k": 3});
+    let before = s.post("/v1/search", &query);
+    assert_eq!(before.status, 200);
+    assert!(
+        !ranked(&before.body)
+            .iter()
+            .any(|(id, _)| id.starts_with("more/")),
+        "{:#}",
+        before.body
+    );
+    let more = tmp.path().join("more");
+    std::fs::create_dir_all(&more).expect("mkdir");
+    std::fs::write(
+        more.join("aurora.md"),
+        "# Aurora borealis\n\nPhotography of the aurora borealis needs a tripod and long exposures.",
+    )
+    .expect("write");
+    run(situate(&index).arg("ingest").arg(&more), 0);
+    // Every reader sees it (each checks the store before answering).
+    for _ in 0..4 {
+        let after = s.post("/v1/search", &query);
+        assert_eq!(after.status, 200);
+        assert_eq!(
+            after.body["hits"][0]["document_id"], "more/aurora.md",
+            "{:#}",
+            after.body
+        );
+    }
+}

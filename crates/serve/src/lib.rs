@@ -1,0 +1,493 @@
+//! situate as a service: an HTTP API over the same engine calls as the command line.
+//!
+//! ```text
+//! GET  /healthz                 the process is up (no key needed)
+//! GET  /readyz                  the index is open and the embedder warm (no key needed)
+//! GET  /v1/info                 version, index counts, limits
+//! POST /v1/search               everything `situate search` does; the `search --json` shape
+//! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
+//! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
+//! GET  /v1/documents/{id}       a document and its chunk ids
+//! ```
+//!
+//! The front end is thin: each route checks its input, makes one engine call on a reader
+//! ([`readers`]), and serializes the engine's own answer. Every error is RFC 9457
+//! `application/problem+json` with a stable code ([`problem`]); who may call what is in
+//! [`auth`].
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod problem;
+pub mod readers;
+
+use crate::auth::{Hosts, Keys};
+use crate::problem::Problem;
+use crate::readers::Readers;
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use situate_engine::{FilterSettings, SearchResponse, SearchSettings, Settings};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the service is run.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The index directory.
+    pub index: PathBuf,
+    /// Settings (`[search]` gives the defaults a request body overrides).
+    pub settings: Settings,
+    /// The address to listen on.
+    pub bind: SocketAddr,
+    /// API keys; without any the service listens on loopback only.
+    pub keys: Keys,
+    /// Host names accepted in `Host` and `Origin` besides loopback and the bound address.
+    pub allow_hosts: Vec<String>,
+    /// Reader threads (concurrent read requests).
+    pub readers: usize,
+    /// Limits of one request.
+    pub limits: Limits,
+}
+
+/// Limits of one request; each has a clear error when exceeded.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Limits {
+    /// The most hits a search may ask for.
+    pub max_k: usize,
+    /// The longest query, in characters.
+    pub max_query_chars: usize,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// The longest a request may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// The most neighbours a card may be asked for, on each side.
+    pub max_neighbours: u32,
+    /// The most documents in one page.
+    pub max_page: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_k: 100,
+            max_query_chars: 2_000,
+            max_body_bytes: 64 * 1024,
+            timeout_ms: 30_000,
+            max_neighbours: 20,
+            max_page: 500,
+        }
+    }
+}
+
+/// Errors that stop the service from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Listening on the network without keys.
+    #[error(
+        "refusing to listen on {0} without API keys: anyone who can reach it could read and change the index. Listen on loopback (127.0.0.1), or configure keys (--keys FILE, SITUATE_ADMIN_KEYS, SITUATE_READ_KEYS)"
+    )]
+    OpenWithoutKeys(SocketAddr),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The index cannot be opened or warmed.
+    #[error("{0}")]
+    Index(String),
+    /// Anything else of the runtime.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+struct AppState {
+    readers: Readers,
+    settings: Settings,
+    limits: Limits,
+    keys: Keys,
+    hosts: Hosts,
+    index: PathBuf,
+    started: Instant,
+}
+
+type AppResult<T> = Result<T, Problem>;
+
+/// Runs the service until SIGINT or SIGTERM: opens the index, warms the embedder, binds,
+/// then calls `on_listening` with the bound address (port 0 picks a free one).
+pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+    if !opts.bind.ip().is_loopback() && opts.keys.is_empty() {
+        return Err(ServeError::OpenWithoutKeys(opts.bind));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let readers = Readers::start(
+            opts.index.clone(),
+            opts.readers,
+            Duration::from_millis(opts.limits.timeout_ms),
+        )?;
+        // The index must open before the service says it listens: a wrong path is an
+        // error at start, not on the first request. The model loads here too.
+        readers
+            .warm_up()
+            .await
+            .map_err(|p| ServeError::Index(p.detail))?;
+        let listener = tokio::net::TcpListener::bind(opts.bind)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: opts.bind,
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(AppState {
+            readers,
+            limits: opts.limits,
+            hosts: Hosts::new(addr, &opts.allow_hosts),
+            keys: opts.keys,
+            settings: opts.settings,
+            index: opts.index,
+            started: Instant::now(),
+        });
+        let app = router(state);
+        on_listening(addr);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await?;
+        Ok(())
+    })
+}
+
+async fn shutdown() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/info", get(info))
+        .route("/v1/search", post(search))
+        .route("/v1/cards/{*chunk_id}", get(card))
+        .route("/v1/documents", get(documents))
+        .route("/v1/documents/{*document_id}", get(document))
+        .fallback(|| async {
+            Problem::new(StatusCode::NOT_FOUND, "route-not-found", "no such route")
+        })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard,
+        ))
+        .with_state(state)
+}
+
+/// `Host`, `Origin` and the API key of every request, before any route runs.
+async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    match auth::check(
+        &s.keys,
+        &s.hosts,
+        req.method(),
+        req.uri().path(),
+        req.headers(),
+    ) {
+        Ok(_) => next.run(req).await,
+        Err(p) => p.into_response(),
+    }
+}
+
+/// A JSON body whose every rejection is a problem+json answer.
+struct Body<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
+        let Json(v) = Json::<T>::from_request(req, state).await?;
+        Ok(Body(v))
+    }
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn readyz(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+    if !s.readers.ready() {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not-ready",
+            "the index is being opened and the embedder loaded",
+        ));
+    }
+    // The index still opens (it may have been removed under the service).
+    s.readers.run(|e| e.generation()).await?;
+    Ok(Json(serde_json::json!({"status": "ready"})))
+}
+
+async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+    let (stats, mode) = s
+        .readers
+        .run(|e| Ok((e.stats()?, e.mode_for(None)?)))
+        .await?;
+    Ok(Json(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "index": s.index,
+        "default_mode": mode,
+        "stats": stats,
+        "limits": s.limits,
+        "readers": s.readers.threads(),
+        "auth": if s.keys.is_empty() { "none (loopback only)" } else { "api keys" },
+        "uptime_s": s.started.elapsed().as_secs(),
+    })))
+}
+
+/// The body of `POST /v1/search`: the query, `situate search`'s settings by their
+/// `situate.toml` names (each unset one from `[search]`, then the default), and the
+/// filters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchBody {
+    query: String,
+    k: Option<usize>,
+    mode: Option<String>,
+    bm25: Option<String>,
+    context_weight: Option<f32>,
+    fetch: Option<usize>,
+    fusion: Option<String>,
+    rrf_k: Option<f32>,
+    bm25_weight: Option<f32>,
+    vector_weight: Option<f32>,
+    rerank: Option<String>,
+    rerank_depth: Option<usize>,
+    /// Accepted for parity with `situate search --explain`: a JSON hit always carries
+    /// each leg's rank and score.
+    #[serde(default)]
+    #[allow(dead_code)]
+    explain: bool,
+    #[serde(default)]
+    filter: FilterSettings,
+}
+
+async fn search(
+    State(s): State<Arc<AppState>>,
+    Body(b): Body<SearchBody>,
+) -> AppResult<Json<SearchResponse>> {
+    let limits = s.limits;
+    if b.query.trim().is_empty() {
+        return Err(Problem::invalid("the query is empty"));
+    }
+    let chars = b.query.chars().count();
+    if chars > limits.max_query_chars {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "query-too-long",
+            format!(
+                "the query has {chars} characters; at most {} are accepted",
+                limits.max_query_chars
+            ),
+        ));
+    }
+    let flags = SearchSettings {
+        k: b.k,
+        bm25: b.bm25,
+        context_weight: b.context_weight,
+        mode: b.mode,
+        fetch: b.fetch,
+        fusion: b.fusion,
+        rrf_k: b.rrf_k,
+        bm25_weight: b.bm25_weight,
+        vector_weight: b.vector_weight,
+        rerank: b.rerank,
+        rerank_depth: b.rerank_depth,
+    };
+    let plan = flags
+        .over(&s.settings.search)
+        .plan(&s.settings.default_llm())?;
+    if plan.k > limits.max_k {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "k-too-large",
+            format!(
+                "k is {}; this service returns at most {} hits",
+                plan.k, limits.max_k
+            ),
+        ));
+    }
+    let filter = b.filter.filter()?;
+    let query = b.query;
+    let r = s
+        .readers
+        .run(move |e| e.query(&query, &plan, &filter))
+        .await?;
+    Ok(Json(r))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CardQuery {
+    /// Chunks to include before and after the card.
+    #[serde(default)]
+    neighbours: u32,
+}
+
+async fn card(
+    State(s): State<Arc<AppState>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<CardQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<serde_json::Value>> {
+    let Path(chunk_id) = path?;
+    let Query(q) = query?;
+    if q.neighbours > s.limits.max_neighbours {
+        return Err(Problem::invalid(format!(
+            "neighbours is {}; at most {} on each side",
+            q.neighbours, s.limits.max_neighbours
+        )));
+    }
+    let n = q.neighbours;
+    let (view, around) = s
+        .readers
+        .run(move |e| {
+            let view = e.card_view(&chunk_id)?;
+            let around = if n > 0 {
+                Some(e.neighbours(&chunk_id, n, n)?)
+            } else {
+                None
+            };
+            Ok((view, around))
+        })
+        .await?;
+    let mut v = serde_json::to_value(view).map_err(Problem::internal)?;
+    if let (Some((before, after)), Some(obj)) = (around, v.as_object_mut()) {
+        obj.insert(
+            "neighbours".into(),
+            serde_json::json!({"before": before, "after": after}),
+        );
+    }
+    Ok(Json(v))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// A cursor is the last id of the page before, hex-encoded: opaque to clients, and safe
+/// in a URL whatever the id holds.
+fn encode_cursor(id: &str) -> String {
+    id.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_cursor(c: &str) -> Option<String> {
+    if !c.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..c.len())
+        .step_by(2)
+        .map(|i| c.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+async fn documents(
+    State(s): State<Arc<AppState>>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<serde_json::Value>> {
+    let Query(q) = query?;
+    let limit = q.limit.unwrap_or(50);
+    if limit == 0 || limit > s.limits.max_page {
+        return Err(Problem::invalid(format!(
+            "limit must be from 1 to {}, not {limit}",
+            s.limits.max_page
+        )));
+    }
+    let after = match q.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => Some(decode_cursor(c).ok_or_else(|| {
+            Problem::invalid(
+                "the cursor is not one this service gave (pass `next_cursor` back as it is)",
+            )
+        })?),
+    };
+    // One more than asked, to know whether another page follows.
+    let mut docs = s
+        .readers
+        .run(move |e| e.documents_after(after.as_deref(), limit + 1))
+        .await?;
+    let more = docs.len() > limit;
+    docs.truncate(limit);
+    let next = match (more, docs.last()) {
+        (true, Some(d)) => Some(encode_cursor(&d.id)),
+        _ => None,
+    };
+    Ok(Json(
+        serde_json::json!({"documents": docs, "next_cursor": next}),
+    ))
+}
+
+async fn document(
+    State(s): State<Arc<AppState>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> AppResult<Json<serde_json::Value>> {
+    let Path(id) = path?;
+    let (doc, chunks) = s
+        .readers
+        .run(move |e| Ok((e.document(&id)?, e.chunk_ids_of(&id)?)))
+        .await?;
+    Ok(Json(
+        serde_json::json!({"document": doc, "chunk_ids": chunks}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        for id in ["a", "docs/ü ber.md", "x#1?y=2&z"] {
+            assert_eq!(decode_cursor(&encode_cursor(id)).as_deref(), Some(id));
+        }
+        assert_eq!(decode_cursor("abc"), None);
+        assert_eq!(decode_cursor("zz"), None);
+        assert_eq!(decode_cursor("ff"), None);
+    }
+}
