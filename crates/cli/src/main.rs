@@ -534,6 +534,7 @@ fn ingest(
         meta: a.meta,
         embedder: a.embed.embedder,
         vector_index: a.embed.vector_index,
+        cancel: None,
     };
     let dry_run = req.llm.dry_run;
     let prepared = situate_engine::prepare_ingest(index, settings, req)?;

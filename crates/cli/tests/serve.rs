@@ -485,6 +485,19 @@ fn keys_roles_and_the_host_and_origin_checks() {
     );
     assert_ne!(r.status, 403, "{:#}", r.body);
     assert_ne!(r.status, 401, "{:#}", r.body);
+    // Jobs are an admin's, even to list.
+    assert_problem(
+        &s.send("GET", "/v1/jobs", &[("authorization", &bearer(read))], None),
+        403,
+        "forbidden",
+    );
+    let r = s.send(
+        "GET",
+        "/v1/jobs",
+        &[("authorization", &bearer(admin))],
+        None,
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
     // DNS rebinding: a Host that is not this service, even with a key.
     let auth = bearer(admin);
     assert_problem(
@@ -561,4 +574,307 @@ fn searches_see_what_is_ingested_beside_the_running_service() {
             after.body
         );
     }
+}
+
+impl Server {
+    /// Reads a Server-Sent Events stream to its end: (event name, data as JSON) pairs.
+    pub fn events(&self, path: &str) -> Vec<(String, Value)> {
+        let req = self.client.get(format!("{}{path}", self.url));
+        self.rt.block_on(async {
+            let mut r = req.send().await.expect("the service answers");
+            assert_eq!(r.status().as_u16(), 200);
+            assert_eq!(
+                r.headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok()),
+                Some("text/event-stream")
+            );
+            let mut text = String::new();
+            let read = async {
+                while let Some(chunk) = r.chunk().await.expect("a chunk") {
+                    text.push_str(&String::from_utf8_lossy(&chunk));
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(300), read)
+                .await
+                .expect("the stream ends when the job does");
+            text.split("\n\n")
+                .filter_map(|block| {
+                    let mut name = None;
+                    let mut data = String::new();
+                    for line in block.lines() {
+                        if let Some(n) = line.strip_prefix("event:") {
+                            name = Some(n.trim().to_string());
+                        } else if let Some(d) = line.strip_prefix("data:") {
+                            data.push_str(d.trim_start());
+                        }
+                    }
+                    Some((name?, serde_json::from_str(&data).expect("JSON data")))
+                })
+                .collect()
+        })
+    }
+
+    /// Polls a job until it is over; returns its last status.
+    pub fn wait_job(&self, id: &str) -> Value {
+        for _ in 0..6000 {
+            let s = self.get(&format!("/v1/jobs/{id}"));
+            assert_eq!(s.status, 200, "{:#}", s.body);
+            if ["succeeded", "failed", "cancelled"]
+                .contains(&s.body["state"].as_str().unwrap_or(""))
+            {
+                return s.body;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("job {id} did not end");
+    }
+}
+
+/// `n` small text documents under `dir/name`.
+fn many_documents(dir: &Path, name: &str, n: usize) -> PathBuf {
+    let root = dir.join(name);
+    std::fs::create_dir_all(&root).expect("mkdir");
+    for i in 0..n {
+        std::fs::write(
+            root.join(format!("doc-{i:05}.txt")),
+            format!("Record {i} of the archive. The lighthouse keeper wrote entry {i} about weather, ships and the lamp."),
+        )
+        .expect("write");
+    }
+    root
+}
+
+/// `situate stats --json`'s counts, failing unless the indexes agree with the store.
+fn stats_are_consistent(index: &Path) -> Value {
+    let v = json(situate(index).arg("stats"), 0);
+    assert_eq!(v["consistent"], true, "{v:#}");
+    v["stats"].clone()
+}
+
+#[test]
+fn jobs_ingest_uploads_and_paths_delete_and_rebuild_with_progress_as_events() {
+    let (tmp, index) = indexed();
+    let s = Server::start(&index, &[], &[]);
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "files": [
+            {"path": "notes/aurora.md", "text": "# Aurora\n\nPhotograph the aurora borealis from a dark field with a tripod."},
+            {"path": "todo.txt", "text": "Buy a tripod."}
+        ]}),
+    );
+    assert_eq!(job.status, 202, "{:#}", job.body);
+    let id = job.body["id"].as_str().expect("id").to_string();
+    assert_eq!(job.body["kind"], "ingest");
+    let events = s.events(&format!("/v1/jobs/{id}/events"));
+    let (last_name, last) = events.last().expect("events");
+    assert_eq!(last_name, "end");
+    assert!(
+        events[..events.len() - 1]
+            .iter()
+            .all(|(n, _)| n == "status")
+    );
+    assert_eq!(last["state"], "succeeded", "{last:#}");
+    assert_eq!(last["result"]["added"], 2);
+    assert_eq!(last["progress"]["documents"]["done"], 2);
+    assert!(last["commits"].as_u64().expect("commits") >= 1);
+    assert!(last["started_at"].is_string() && last["finished_at"].is_string());
+    // The events of a finished job: its final status at once.
+    let again = s.events(&format!("/v1/jobs/{id}/events"));
+    assert_eq!((again.len(), again[0].0.as_str()), (1, "end"));
+    // The uploaded document is searchable under its upload path.
+    let q = json!({"query": "aurora borealis tripod", "mode": "bm25", "k": 1});
+    assert_eq!(
+        s.post("/v1/search", &q).body["hits"][0]["document_id"],
+        "notes/aurora.md"
+    );
+
+    // Server-side paths, as `situate ingest` takes them.
+    let root = many_documents(tmp.path(), "archive", 5);
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": [root], "meta": ["team=ops"]}),
+    );
+    assert_eq!(job.status, 202, "{:#}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(
+        (done["state"].as_str(), done["result"]["added"].as_u64()),
+        (Some("succeeded"), Some(5))
+    );
+    let filtered = s.post(
+        "/v1/search",
+        &json!({"query": "lighthouse keeper", "k": 10, "filter": {"meta": ["team=ops"]}}),
+    );
+    assert_eq!(filtered.body["hits"].as_array().expect("hits").len(), 5);
+
+    // Deletion is a job; a document that is not there is a 404 at once.
+    assert_problem(
+        &s.send("DELETE", "/v1/documents/no/such.md", &[], None),
+        404,
+        "not-found",
+    );
+    let del = s.send("DELETE", "/v1/documents/notes/aurora.md", &[], None);
+    assert_eq!(del.status, 202, "{:#}", del.body);
+    let done = s.wait_job(del.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_problem(&s.get("/v1/documents/notes/aurora.md"), 404, "not-found");
+    assert_ne!(
+        s.post("/v1/search", &q).body["hits"][0]["document_id"],
+        "notes/aurora.md"
+    );
+
+    // A rebuild, then the index agrees with the store.
+    let job = s.post("/v1/jobs", &json!({"kind": "rebuild"}));
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert!(done["result"]["chunks"].as_u64().expect("chunks") > 5);
+    stats_are_consistent(&index);
+    let listed = s.get("/v1/jobs");
+    assert_eq!(listed.body["jobs"].as_array().expect("jobs").len(), 4);
+
+    // Bad jobs.
+    assert_problem(
+        &s.post("/v1/jobs", &json!({"kind": "ingest"})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &s.post("/v1/jobs", &json!({"kind": "launch"})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &s.post(
+            "/v1/jobs",
+            &json!({"kind": "ingest", "files": [{"path": "../escape.md", "text": "x"}]}),
+        ),
+        400,
+        "invalid-request",
+    );
+    assert_problem(&s.get("/v1/jobs/nope-1"), 404, "not-found");
+    // A job that fails says why.
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": ["/no/such/dir"], "context": "psychic"}),
+    );
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(
+        (done["state"].as_str(), done["error"]["code"].as_str()),
+        (Some("failed"), Some("invalid-request")),
+        "{done:#}"
+    );
+}
+
+#[test]
+fn searches_answer_during_an_ingest_job_and_a_cancelled_job_finishes_when_run_again() {
+    let (tmp, index) = indexed();
+    let before = stats_are_consistent(&index)["store"]["documents"]
+        .as_u64()
+        .expect("docs");
+    let root = many_documents(tmp.path(), "archive", 1500);
+    let s = Server::start(&index, &[], &[]);
+    let spec = json!({"kind": "ingest", "paths": [root], "batch": 25});
+    let job = s.post("/v1/jobs", &spec);
+    let id = job.body["id"].as_str().expect("id").to_string();
+    // Searches answer while the job writes: the status says running before and after.
+    let mut answered_while_running = 0;
+    loop {
+        let st = s.get(&format!("/v1/jobs/{id}")).body;
+        if st["state"] != "running" {
+            if st["state"] == "queued" {
+                continue;
+            }
+            break;
+        }
+        let r = s.post(
+            "/v1/search",
+            &json!({"query": "lighthouse keeper entry", "k": 3}),
+        );
+        assert_eq!(r.status, 200, "{:#}", r.body);
+        let st = s.get(&format!("/v1/jobs/{id}")).body;
+        if st["state"] == "running" {
+            answered_while_running += 1;
+        }
+        if st["commits"].as_u64().unwrap_or(0) >= 3 && answered_while_running >= 2 {
+            // Enough seen: cancel it.
+            let c = s.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+            assert_eq!(c.status, 200, "{:#}", c.body);
+            assert_eq!(c.body["cancel_requested"], true);
+            break;
+        }
+    }
+    assert!(
+        answered_while_running >= 2,
+        "searched {answered_while_running} times during the job"
+    );
+    let done = s.wait_job(&id);
+    assert_eq!(done["state"], "cancelled", "{done:#}");
+    let partial = stats_are_consistent(&index)["store"]["documents"]
+        .as_u64()
+        .expect("docs");
+    assert!(partial > before && partial < before + 1500, "{partial}");
+    // The same job again finishes the work, nothing duplicated.
+    let job = s.post("/v1/jobs", &spec);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_eq!(
+        done["result"]["added"].as_u64(),
+        Some(before + 1500 - partial)
+    );
+    let stats = stats_are_consistent(&index);
+    assert_eq!(stats["store"]["documents"].as_u64(), Some(before + 1500));
+    // Cancelling a finished job changes nothing.
+    let c = s.post(
+        &format!("/v1/jobs/{}/cancel", done["id"].as_str().expect("id")),
+        &json!({}),
+    );
+    assert_eq!(c.body["state"], "succeeded");
+}
+
+#[test]
+fn a_server_killed_mid_ingest_loses_nothing_when_the_job_is_run_again() {
+    let (tmp, index) = indexed();
+    let before = stats_are_consistent(&index)["store"]["documents"]
+        .as_u64()
+        .expect("docs");
+    let root = many_documents(tmp.path(), "archive", 1200);
+    let spec = json!({"kind": "ingest", "paths": [root], "batch": 20});
+    let mut s = Server::start(&index, &[], &[]);
+    let job = s.post("/v1/jobs", &spec);
+    let id = job.body["id"].as_str().expect("id").to_string();
+    loop {
+        let st = s.get(&format!("/v1/jobs/{id}")).body;
+        assert_ne!(
+            st["state"], "succeeded",
+            "the ingest ended before the kill; make it longer"
+        );
+        if st["commits"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SIGKILL: no shutdown, no cleanup.
+    s.child.kill().expect("kill -9");
+    s.child.wait().expect("reaped");
+    let s = Server::start(&index, &[], &[]);
+    let job = s.post("/v1/jobs", &spec);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    let stats = stats_are_consistent(&index);
+    assert_eq!(
+        stats["store"]["documents"].as_u64(),
+        Some(before + 1200),
+        "{stats:#}"
+    );
+    let page = s.get("/v1/documents?limit=500").body;
+    assert_eq!(page["documents"].as_array().expect("docs").len(), 500);
+    let hits = s.post(
+        "/v1/search",
+        &json!({"query": "entry 1199", "mode": "bm25", "k": 1}),
+    );
+    assert_eq!(
+        hits.body["hits"][0]["document_id"], "archive/doc-01199.txt",
+        "{:#}",
+        hits.body
+    );
 }

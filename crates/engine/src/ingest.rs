@@ -9,6 +9,8 @@ use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions,
 use situate_store::NewChunk;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How to ingest.
 pub struct IngestOptions {
@@ -28,6 +30,10 @@ pub struct IngestOptions {
     /// Read, chunk and contextualize (an estimating contextualizer calls nothing), but
     /// write nothing: for `--dry-run` cost estimates.
     pub dry_run: bool,
+    /// Set to stop the ingest early (a service's job cancelled): no new document is read;
+    /// the documents whose contexts are written are committed; the rest are not stored,
+    /// so running the same ingest again finishes the work ([`IngestReport::cancelled`]).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl IngestOptions {
@@ -41,6 +47,7 @@ impl IngestOptions {
             batch_bytes: 32 << 20,
             metadata: Vec::new(),
             dry_run: false,
+            cancel: None,
         }
     }
 }
@@ -116,6 +123,8 @@ pub struct IngestReport {
     pub embedding_error: Option<String>,
     /// The embedder model used, if any.
     pub embed_model: Option<String>,
+    /// Whether the ingest was cancelled before it read every input.
+    pub cancelled: bool,
 }
 
 impl IngestReport {
@@ -162,6 +171,14 @@ impl Engine {
         let in_flight = ctx.documents_in_flight().max(1);
 
         for item in read_sources(paths, &opts.sources) {
+            if opts
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Acquire))
+            {
+                report.cancelled = true;
+                break;
+            }
             let mut doc = match item {
                 SourceItem::Skipped(s) => {
                     on_event(IngestEvent::Skipped(&s));
@@ -245,15 +262,19 @@ impl Engine {
                 )?;
             }
         }
-        self.settle_fresh(
-            &opts,
-            cache_writer.as_ref(),
-            &mut waiting,
-            &mut pending,
-            &mut pending_bytes,
-            &mut report,
-            on_event,
-        )?;
+        // Cancelled: the documents still waiting for their contexts are left for the next
+        // run (not stored, so not "unchanged" then); those with contexts are committed.
+        if !report.cancelled {
+            self.settle_fresh(
+                &opts,
+                cache_writer.as_ref(),
+                &mut waiting,
+                &mut pending,
+                &mut pending_bytes,
+                &mut report,
+                on_event,
+            )?;
+        }
         if opts.dry_run {
             return Ok(report);
         }

@@ -36,6 +36,8 @@ pub struct IngestRequest {
     pub embedder: Option<String>,
     /// The vector index backend, when the index is created.
     pub vector_index: Option<String>,
+    /// Set to stop the ingest early ([`IngestOptions::cancel`]).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What [`ingest_into`] did.
@@ -92,6 +94,7 @@ pub fn prepare_ingest(
     let price = built.price;
     let mut opts = IngestOptions::new(built.contextualizer);
     opts.dry_run = req.llm.dry_run;
+    opts.cancel = req.cancel.clone();
     opts.sources.format = req
         .format
         .as_deref()

@@ -192,11 +192,15 @@ fn is_port(p: &str) -> bool {
     !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The role a route needs: none for the probes, read for reading (and searching, which
-/// is a POST), admin for every other write.
+/// The role a route needs: none for the probes, admin for jobs, read for reading (and
+/// searching, which is a POST), admin for every other write.
 pub fn role_needed(method: &Method, path: &str) -> Option<Role> {
     if path == "/healthz" || path == "/readyz" {
         return None;
+    }
+    // Jobs are writes, and their list shows what admins did.
+    if path == "/v1/jobs" || path.starts_with("/v1/jobs/") {
+        return Some(Role::Admin);
     }
     if method == Method::GET || method == Method::HEAD || path == "/v1/search" {
         return Some(Role::Read);

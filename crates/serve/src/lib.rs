@@ -8,6 +8,10 @@
 //! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
 //! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
 //! GET  /v1/documents/{id}       a document and its chunk ids
+//! DELETE /v1/documents/{id}     removes it (a job: 202 and the job)
+//! POST /v1/jobs                 ingest (server paths or uploaded files), delete, rebuild: 202
+//! GET  /v1/jobs, /v1/jobs/{id}  jobs and their progress; /v1/jobs/{id}/events as SSE
+//! POST /v1/jobs/{id}/cancel     stops a job (what it committed stays)
 //! ```
 //!
 //! The front end is thin: each route checks its input, makes one engine call on a reader
@@ -17,15 +21,18 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod jobs;
 pub mod problem;
 pub mod readers;
 
 use crate::auth::{Hosts, Keys};
+use crate::jobs::{JobSpec, JobStatus, Jobs};
 use crate::problem::Problem;
 use crate::readers::Readers;
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -70,6 +77,8 @@ pub struct Limits {
     pub max_neighbours: u32,
     /// The most documents in one page.
     pub max_page: usize,
+    /// The largest job request (with its uploaded files), in bytes.
+    pub max_upload_bytes: usize,
 }
 
 impl Default for Limits {
@@ -81,6 +90,7 @@ impl Default for Limits {
             timeout_ms: 30_000,
             max_neighbours: 20,
             max_page: 500,
+            max_upload_bytes: 32 << 20,
         }
     }
 }
@@ -111,6 +121,7 @@ pub enum ServeError {
 
 struct AppState {
     readers: Readers,
+    jobs: Jobs,
     settings: Settings,
     limits: Limits,
     keys: Keys,
@@ -150,8 +161,10 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
                 source,
             })?;
         let addr = listener.local_addr()?;
+        let jobs = Jobs::start(opts.index.clone(), opts.settings.clone())?;
         let state = Arc::new(AppState {
             readers,
+            jobs,
             limits: opts.limits,
             hosts: Hosts::new(addr, &opts.allow_hosts),
             keys: opts.keys,
@@ -199,7 +212,19 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/search", post(search))
         .route("/v1/cards/{*chunk_id}", get(card))
         .route("/v1/documents", get(documents))
-        .route("/v1/documents/{*document_id}", get(document))
+        .route(
+            "/v1/documents/{*document_id}",
+            get(document).delete(delete_document),
+        )
+        .route(
+            "/v1/jobs",
+            post(create_job)
+                .get(list_jobs)
+                .layer(DefaultBodyLimit::max(state.limits.max_upload_bytes)),
+        )
+        .route("/v1/jobs/{id}", get(job))
+        .route("/v1/jobs/{id}/events", get(job_events))
+        .route("/v1/jobs/{id}/cancel", post(cancel_job))
         .fallback(|| async {
             Problem::new(StatusCode::NOT_FOUND, "route-not-found", "no such route")
         })
@@ -475,6 +500,71 @@ async fn document(
     Ok(Json(
         serde_json::json!({"document": doc, "chunk_ids": chunks}),
     ))
+}
+
+/// `202 Accepted` with the job and its URL.
+fn accepted(status: JobStatus) -> Response {
+    let location = format!("/v1/jobs/{}", status.id);
+    let mut r = (StatusCode::ACCEPTED, Json(status)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+async fn delete_document(
+    State(s): State<Arc<AppState>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> AppResult<Response> {
+    let Path(document_id) = path?;
+    // A document that is not there is a 404 now, not a failed job later.
+    let id = document_id.clone();
+    s.readers.run(move |e| e.document(&id)).await?;
+    Ok(accepted(s.jobs.submit(JobSpec::Delete { document_id })?))
+}
+
+async fn create_job(
+    State(s): State<Arc<AppState>>,
+    Body(spec): Body<JobSpec>,
+) -> AppResult<Response> {
+    Ok(accepted(s.jobs.submit(spec)?))
+}
+
+async fn list_jobs(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+    Ok(Json(serde_json::json!({"jobs": s.jobs.list()?})))
+}
+
+async fn job(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> AppResult<Json<JobStatus>> {
+    Ok(Json(s.jobs.status(&id)?))
+}
+
+async fn cancel_job(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> AppResult<Json<JobStatus>> {
+    Ok(Json(s.jobs.cancel(&id)?))
+}
+
+/// The job's status now, then at each change, as Server-Sent Events (`status`; the last,
+/// once the job is over, is `end`), then the stream closes.
+async fn job_events(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> AppResult<Response> {
+    let rx = s.jobs.receiver(&id)?;
+    let events =
+        futures_util::stream::unfold((rx, true, false), |(mut rx, first, over)| async move {
+            if over || (!first && rx.changed().await.is_err()) {
+                return None;
+            }
+            let status = rx.borrow_and_update().clone();
+            let end = status.state.is_final();
+            let event = Event::default()
+                .event(if end { "end" } else { "status" })
+                .json_data(&status)
+                .ok()?;
+            Some((Ok::<_, std::convert::Infallible>(event), (rx, false, end)))
+        });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }
 
 #[cfg(test)]

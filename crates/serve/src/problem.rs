@@ -64,6 +64,7 @@ impl Problem {
             "timeout" => "The request took too long",
             "not-ready" => "Not ready",
             "reranker-failed" => "The reranker failed",
+            "cancelled" => "Cancelled",
             _ => "Internal error",
         }
     }

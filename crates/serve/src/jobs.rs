@@ -1,0 +1,631 @@
+//! Long work as jobs: ingest (server-side paths or uploaded files), deletion and rebuild,
+//! run one at a time by the one writer thread, in the order they were asked.
+//!
+//! A job is `queued`, then `running`, then `succeeded`, `failed` or `cancelled`. Its status
+//! (progress by stage, tokens and dollars of LLM work, the engine's report or the error) is
+//! kept in a `watch` channel: `GET /v1/jobs/{id}` reads it, `GET /v1/jobs/{id}/events`
+//! streams each change as Server-Sent Events.
+//!
+//! The writer opens the index with `Access::Write` for each job and closes it after, so the
+//! write lock is held only while a job runs (a `situate ingest` beside the service waits
+//! for no job, and a job started while it writes fails with `locked`). Every guarantee of a
+//! write is the engine's: documents are committed whole, in batches; a job cancelled or a
+//! server killed mid-ingest leaves the index consistent, and running the same job again
+//! finishes the work with nothing lost or duplicated.
+//!
+//! Jobs live in memory: a restarted service has none (the index keeps what they did).
+
+use crate::problem::Problem;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use situate_core::TokenUsage;
+use situate_engine::{Access, Engine, IngestEvent, IngestRequest, LlmRun, Settings};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use tokio::sync::watch;
+
+/// What a job does (`POST /v1/jobs`), by `kind`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+// One per request, moved once into the queue: boxing the big variant buys nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum JobSpec {
+    /// Ingest server-side paths and/or uploaded files, as `situate ingest` does.
+    Ingest {
+        /// Files and directories on the server.
+        #[serde(default)]
+        paths: Vec<PathBuf>,
+        /// Files sent in the request: each document's id is its `path`.
+        #[serde(default)]
+        files: Vec<UploadedFile>,
+        /// The context method [structural, or `[ingest] context`].
+        context: Option<String>,
+        /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` [auto].
+        format: Option<String>,
+        /// A language forced on every document.
+        language: Option<String>,
+        /// Largest chunk in tokens.
+        max_tokens: Option<usize>,
+        /// Tokens shared by neighbouring chunks.
+        overlap: Option<usize>,
+        /// Documents per committed batch.
+        batch: Option<usize>,
+        /// Metadata for every document, `KEY=VALUE`.
+        #[serde(default)]
+        meta: Vec<String>,
+        /// The LLM, over `[llm] model`.
+        llm: Option<String>,
+        /// Dollars not to spend beyond.
+        budget: Option<f64>,
+    },
+    /// Remove a document and its chunks from the store and every index.
+    Delete {
+        /// The document id.
+        document_id: String,
+    },
+    /// Rebuild every index from the chunk cards (no LLM calls).
+    Rebuild {},
+}
+
+/// A file sent with an ingest job.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadedFile {
+    /// A relative path (`notes/a.md`): the document's id; its extension decides how it is
+    /// read, as for a file on disk.
+    pub path: String,
+    /// The file's text.
+    pub text: String,
+}
+
+impl JobSpec {
+    fn kind(&self) -> &'static str {
+        match self {
+            JobSpec::Ingest { .. } => "ingest",
+            JobSpec::Delete { .. } => "delete",
+            JobSpec::Rebuild {} => "rebuild",
+        }
+    }
+
+    /// Checks what can be checked before the job is queued.
+    fn check(&self) -> Result<(), Problem> {
+        if let JobSpec::Ingest { paths, files, .. } = self {
+            if paths.is_empty() && files.is_empty() {
+                return Err(Problem::invalid(
+                    "nothing to ingest: give `paths` (on the server) or `files`",
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for f in files {
+                upload_path(&f.path)?;
+                if !seen.insert(f.path.as_str()) {
+                    return Err(Problem::invalid(format!(
+                        "the file {:?} is sent twice",
+                        f.path
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An uploaded file's path, checked: relative, no `..`, no empty or hidden tricks.
+fn upload_path(p: &str) -> Result<PathBuf, Problem> {
+    let bad = || {
+        Problem::invalid(format!(
+            "the file path {p:?} must be relative, like notes/a.md, without `..`"
+        ))
+    };
+    if p.is_empty() || p.contains('\0') || p.contains('\\') {
+        return Err(bad());
+    }
+    let path = PathBuf::from(p);
+    if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(bad());
+    }
+    Ok(path)
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for the writer.
+    Queued,
+    /// Being run.
+    Running,
+    /// Done.
+    Succeeded,
+    /// Stopped by an error (`error` says which).
+    Failed,
+    /// Cancelled (before it ran, or while it ran: what it committed stays).
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job will not change any more.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// Progress of one stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stage {
+    /// Units done.
+    pub done: u64,
+    /// Units to do, when known.
+    pub total: Option<u64>,
+}
+
+/// A job as clients see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobStatus {
+    /// The job's id.
+    pub id: String,
+    /// `ingest`, `delete` or `rebuild`.
+    pub kind: &'static str,
+    /// Where it is.
+    pub state: JobState,
+    /// When it was asked (RFC 3339 UTC).
+    pub created_at: String,
+    /// When it started running.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// Progress by stage (`documents`, `chunks`, `contexts`, `embedding`, `indexing`).
+    pub progress: BTreeMap<&'static str, Stage>,
+    /// Inputs skipped so far.
+    pub skipped: u64,
+    /// Batches committed so far (each is searchable once committed).
+    pub commits: u64,
+    /// Tokens the LLM spent.
+    pub tokens: TokenUsage,
+    /// Their cost in dollars, when the model's price is known.
+    pub dollars: Option<f64>,
+    /// Whether a cancel was asked.
+    pub cancel_requested: bool,
+    /// The engine's report when the job ended (an ingest's counts and skipped inputs).
+    pub result: Option<serde_json::Value>,
+    /// Why it failed: a stable code and a message.
+    pub error: Option<JobError>,
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobError {
+    /// The same stable codes as problem+json answers.
+    pub code: &'static str,
+    /// What went wrong.
+    pub detail: String,
+}
+
+struct Job {
+    status: watch::Sender<JobStatus>,
+    cancel: Arc<AtomicBool>,
+}
+
+struct Queued {
+    id: String,
+    spec: JobSpec,
+    uploads: Option<tempfile::TempDir>,
+}
+
+/// The job table and the writer thread.
+pub struct Jobs {
+    table: Arc<Mutex<Table>>,
+    tx: mpsc::Sender<Queued>,
+    prefix: String,
+}
+
+#[derive(Default)]
+struct Table {
+    jobs: BTreeMap<u64, (String, Job)>,
+    next: u64,
+    order: VecDeque<u64>,
+}
+
+/// How many finished jobs are remembered.
+const KEEP_FINISHED: usize = 1000;
+
+impl Jobs {
+    /// Starts the writer thread for the index at `index`.
+    pub fn start(index: PathBuf, settings: Settings) -> std::io::Result<Jobs> {
+        let (tx, rx) = mpsc::channel::<Queued>();
+        let table = Arc::new(Mutex::new(Table::default()));
+        let t = Arc::clone(&table);
+        std::thread::Builder::new()
+            .name("situate-writer".into())
+            .spawn(move || {
+                while let Ok(q) = rx.recv() {
+                    let Some((status, cancel)) = lookup(&t, &q.id) else {
+                        continue;
+                    };
+                    run_job(&index, &settings, q, &status, &cancel);
+                }
+            })?;
+        // Ids differ between runs of the service, so a client holding an old id gets a
+        // 404, not another job.
+        let prefix = format!(
+            "{:08x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+                .unwrap_or(0)
+        );
+        Ok(Jobs { table, tx, prefix })
+    }
+
+    /// Queues a job; returns its status.
+    pub fn submit(&self, spec: JobSpec) -> Result<JobStatus, Problem> {
+        spec.check()?;
+        let uploads = match &spec {
+            JobSpec::Ingest { files, .. } if !files.is_empty() => Some(write_uploads(files)?),
+            _ => None,
+        };
+        let mut t = self
+            .table
+            .lock()
+            .map_err(|_| Problem::internal("the job table is poisoned"))?;
+        t.next += 1;
+        let n = t.next;
+        let id = format!("{}-{n}", self.prefix);
+        let status = JobStatus {
+            id: id.clone(),
+            kind: spec.kind(),
+            state: JobState::Queued,
+            created_at: situate_core::now_rfc3339(),
+            started_at: None,
+            finished_at: None,
+            progress: BTreeMap::new(),
+            skipped: 0,
+            commits: 0,
+            tokens: TokenUsage::default(),
+            dollars: None,
+            cancel_requested: false,
+            result: None,
+            error: None,
+        };
+        let (tx, _) = watch::channel(status.clone());
+        t.jobs.insert(
+            n,
+            (
+                id.clone(),
+                Job {
+                    status: tx,
+                    cancel: Arc::new(AtomicBool::new(false)),
+                },
+            ),
+        );
+        t.order.push_back(n);
+        forget_old(&mut t);
+        drop(t);
+        self.tx
+            .send(Queued { id, spec, uploads })
+            .map_err(|_| Problem::internal("the writer has stopped"))?;
+        Ok(status)
+    }
+
+    /// A job's status.
+    pub fn status(&self, id: &str) -> Result<JobStatus, Problem> {
+        Ok(self.receiver(id)?.borrow().clone())
+    }
+
+    /// Every job remembered, newest first.
+    pub fn list(&self) -> Result<Vec<JobStatus>, Problem> {
+        let t = self
+            .table
+            .lock()
+            .map_err(|_| Problem::internal("the job table is poisoned"))?;
+        Ok(t.jobs
+            .values()
+            .rev()
+            .map(|(_, j)| j.status.borrow().clone())
+            .collect())
+    }
+
+    /// A receiver of a job's status changes.
+    pub fn receiver(&self, id: &str) -> Result<watch::Receiver<JobStatus>, Problem> {
+        let t = self
+            .table
+            .lock()
+            .map_err(|_| Problem::internal("the job table is poisoned"))?;
+        find(&t, id)
+            .map(|j| j.status.subscribe())
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// Asks a job to stop: a queued job is cancelled at once; a running ingest stops
+    /// reading at the next document and commits what has its contexts; deletion and
+    /// rebuild are short and finish. Cancelling a finished job changes nothing.
+    pub fn cancel(&self, id: &str) -> Result<JobStatus, Problem> {
+        let t = self
+            .table
+            .lock()
+            .map_err(|_| Problem::internal("the job table is poisoned"))?;
+        let job = find(&t, id).ok_or_else(|| not_found(id))?;
+        job.cancel.store(true, Ordering::Release);
+        job.status.send_modify(|s| {
+            if !s.state.is_final() {
+                s.cancel_requested = true;
+            }
+            if s.state == JobState::Queued {
+                s.state = JobState::Cancelled;
+                s.finished_at = Some(situate_core::now_rfc3339());
+            }
+        });
+        Ok(job.status.borrow().clone())
+    }
+}
+
+fn not_found(id: &str) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        format!("no job {id:?} (jobs are kept in memory until the service stops)"),
+    )
+}
+
+fn find<'a>(t: &'a Table, id: &str) -> Option<&'a Job> {
+    let n: u64 = id.rsplit_once('-')?.1.parse().ok()?;
+    t.jobs
+        .get(&n)
+        .filter(|(full, _)| full == id)
+        .map(|(_, j)| j)
+}
+
+fn lookup(t: &Mutex<Table>, id: &str) -> Option<(watch::Sender<JobStatus>, Arc<AtomicBool>)> {
+    let t = t.lock().ok()?;
+    find(&t, id).map(|j| (j.status.clone(), Arc::clone(&j.cancel)))
+}
+
+/// Forgets the oldest finished jobs beyond [`KEEP_FINISHED`].
+fn forget_old(t: &mut Table) {
+    while t.order.len() > KEEP_FINISHED {
+        let Some(pos) = t.order.iter().position(|n| {
+            t.jobs
+                .get(n)
+                .is_some_and(|(_, j)| j.status.borrow().state.is_final())
+        }) else {
+            return;
+        };
+        if let Some(n) = t.order.remove(pos) {
+            t.jobs.remove(&n);
+        }
+    }
+}
+
+/// Writes uploaded files under a fresh temporary directory (outside the index, which
+/// ingest never reads), one top-level entry per first path component.
+fn write_uploads(files: &[UploadedFile]) -> Result<tempfile::TempDir, Problem> {
+    let dir = tempfile::Builder::new()
+        .prefix("situate-upload-")
+        .tempdir()
+        .map_err(Problem::internal)?;
+    for f in files {
+        let rel = upload_path(&f.path)?;
+        let target = dir.path().join(&rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Problem::invalid(format!("cannot place the file {:?}: {e}", f.path))
+            })?;
+        }
+        if target.is_dir() {
+            return Err(Problem::invalid(format!(
+                "the file {:?} is also a directory of another file",
+                f.path
+            )));
+        }
+        std::fs::write(&target, &f.text)
+            .map_err(|e| Problem::invalid(format!("cannot place the file {:?}: {e}", f.path)))?;
+    }
+    Ok(dir)
+}
+
+fn run_job(
+    index: &Path,
+    settings: &Settings,
+    q: Queued,
+    status: &watch::Sender<JobStatus>,
+    cancel: &Arc<AtomicBool>,
+) {
+    if status.borrow().state == JobState::Cancelled {
+        return;
+    }
+    status.send_modify(|s| {
+        s.state = JobState::Running;
+        s.started_at = Some(situate_core::now_rfc3339());
+    });
+    let outcome = match q.spec {
+        JobSpec::Ingest {
+            paths,
+            files: _,
+            context,
+            format,
+            language,
+            max_tokens,
+            overlap,
+            batch,
+            meta,
+            llm,
+            budget,
+        } => {
+            let mut all = paths;
+            if let Some(dir) = &q.uploads {
+                // Each top-level entry, so that a document's id is its upload path.
+                match std::fs::read_dir(dir.path()) {
+                    Ok(entries) => {
+                        let mut tops: Vec<PathBuf> =
+                            entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+                        tops.sort();
+                        all.extend(tops);
+                    }
+                    Err(e) => {
+                        finish(status, Err(Problem::internal(format!("uploads: {e}"))));
+                        return;
+                    }
+                }
+            }
+            let req = IngestRequest {
+                paths: all,
+                context,
+                format,
+                language,
+                max_tokens,
+                overlap,
+                tokenizer: None,
+                batch,
+                llm: LlmRun {
+                    llm,
+                    budget,
+                    dry_run: false,
+                },
+                meta,
+                embedder: None,
+                vector_index: None,
+                cancel: Some(Arc::clone(cancel)),
+            };
+            ingest(index, settings, req, status)
+        }
+        JobSpec::Delete { document_id } => Engine::open(index, Access::Write)
+            .and_then(|mut e| e.remove(&document_id))
+            .map(|()| serde_json::json!({"removed": document_id}))
+            .map_err(Problem::from),
+        JobSpec::Rebuild {} => Engine::open(index, Access::Write)
+            .and_then(|mut e| {
+                e.rebuild(&mut |done, total| {
+                    status.send_modify(|s| {
+                        s.progress.insert(
+                            "indexing",
+                            Stage {
+                                done,
+                                total: Some(total),
+                            },
+                        );
+                    })
+                })
+            })
+            .map(|r| {
+                serde_json::json!({"chunks": r.chunks, "vectors": r.vectors, "embedded": r.embedded})
+            })
+            .map_err(Problem::from),
+    };
+    finish(status, outcome);
+    drop(q.uploads);
+}
+
+fn ingest(
+    index: &Path,
+    settings: &Settings,
+    req: IngestRequest,
+    status: &watch::Sender<JobStatus>,
+) -> Result<serde_json::Value, Problem> {
+    let prepared = situate_engine::prepare_ingest(index, settings, req)?;
+    let price = prepared.price;
+    let outcome = prepared.run(&mut |ev| {
+        status.send_modify(|s| match ev {
+            IngestEvent::Document { chunks, .. } => {
+                s.progress.entry("documents").or_default().done += 1;
+                s.progress.entry("chunks").or_default().done += chunks as u64;
+            }
+            IngestEvent::Skipped(_) => s.skipped += 1,
+            IngestEvent::Contextualized { chunks, usage, .. } => {
+                s.progress.entry("contexts").or_default().done = chunks;
+                s.tokens = usage;
+                s.dollars = price.map(|p| p.dollars(&usage));
+            }
+            IngestEvent::Embedding { done, total } => {
+                s.progress.insert(
+                    "embedding",
+                    Stage {
+                        done: done as u64,
+                        total: Some(total as u64),
+                    },
+                );
+            }
+            IngestEvent::Committed { .. } => s.commits += 1,
+        })
+    })?;
+    let mut v = serde_json::to_value(&outcome.report).map_err(Problem::internal)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("created".into(), outcome.created.into());
+        o.insert("method".into(), outcome.method.clone().into());
+    }
+    if outcome.report.cancelled {
+        status.send_modify(|s| s.result = Some(v));
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "cancelled",
+            "cancelled: the documents committed before the cancel are in the index; run the job again to finish",
+        ));
+    }
+    Ok(v)
+}
+
+fn finish(status: &watch::Sender<JobStatus>, outcome: Result<serde_json::Value, Problem>) {
+    status.send_modify(|s| {
+        s.finished_at = Some(situate_core::now_rfc3339());
+        match outcome {
+            Ok(v) => {
+                s.state = JobState::Succeeded;
+                s.result = Some(v);
+            }
+            Err(p) if p.code == "cancelled" => s.state = JobState::Cancelled,
+            Err(p) => {
+                s.state = JobState::Failed;
+                s.error = Some(JobError {
+                    code: p.code,
+                    detail: p.detail,
+                });
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_paths_must_stay_inside() {
+        for ok in ["a.md", "notes/a.md", "deep/er/x.txt"] {
+            assert!(upload_path(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x.md",
+            "a/../../x",
+            "./a.md",
+            "a\\b.md",
+            "a\0b",
+        ] {
+            assert!(upload_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_job_spec_is_checked_before_it_is_queued() {
+        let spec: JobSpec =
+            serde_json::from_value(serde_json::json!({"kind": "ingest"})).expect("spec");
+        assert!(spec.check().is_err());
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({"kind": "ingest",
+            "files": [{"path": "a.md", "text": "x"}, {"path": "a.md", "text": "y"}]}))
+        .expect("spec");
+        assert!(spec.check().is_err());
+        assert!(
+            serde_json::from_value::<JobSpec>(serde_json::json!({"kind": "ingest", "pathz": []}))
+                .is_err()
+        );
+        assert!(serde_json::from_value::<JobSpec>(serde_json::json!({"kind": "explode"})).is_err());
+        let spec: JobSpec =
+            serde_json::from_value(serde_json::json!({"kind": "rebuild"})).expect("spec");
+        assert_eq!(spec.kind(), "rebuild");
+    }
+}
