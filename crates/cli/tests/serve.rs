@@ -878,3 +878,159 @@ fn a_server_killed_mid_ingest_loses_nothing_when_the_job_is_run_again() {
         hits.body
     );
 }
+
+#[test]
+fn contexts_are_written_by_a_job_listed_for_review_and_decided_by_a_person() {
+    use situate_http::fake::{FakeServer, Reply};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    for t in ["harbour", "orchard"] {
+        let text: String = (0..3)
+            .map(|p| format!("Paragraph {p} about the {t}: the {t} is described here in some detail, with enough words to make a chunk of its own.\n\n"))
+            .collect();
+        std::fs::write(docs.join(format!("{t}.txt")), text).expect("w");
+    }
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index).arg("ingest").arg(&docs).args([
+            "--context",
+            "none",
+            "--embedder",
+            "none",
+            "--max-tokens",
+            "40",
+            "--overlap",
+            "0",
+        ]),
+        0,
+    );
+    let server = FakeServer::start(|_, _| {
+        Reply::json(json!({
+            "content": [{"type": "text", "text": "From the description of the harbour and the orchard."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
+        }))
+    })
+    .expect("server");
+    let s = Server::start(&index, &[], &[("ANTHROPIC_API_KEY", "k")]);
+    let pending = s.get("/v1/contexts?status=pending&limit=100");
+    let n = pending.body["contexts"].as_array().expect("contexts").len();
+    assert!(n >= 6, "{:#}", pending.body);
+    let llm = format!(
+        "anthropic:claude-3-5-haiku-latest?base_url={}&retries=1",
+        server.url()
+    );
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "contextualize", "statuses": ["pending"], "llm": llm}),
+    );
+    assert_eq!(job.status, 202, "{:#}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_eq!(
+        done["progress"]["contexts"]["done"].as_u64(),
+        Some(n as u64)
+    );
+    assert_eq!(done["tokens"]["output_tokens"].as_u64(), Some(9 * n as u64));
+    assert!(done["dollars"].is_number(), "{done:#}");
+    assert!(server.calls() >= n);
+    // Nothing pending any more; the queue pages through what the LLM wrote.
+    assert!(
+        s.get("/v1/contexts?status=pending").body["contexts"]
+            .as_array()
+            .expect("c")
+            .is_empty()
+    );
+    let mut listed = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = s.get(&format!(
+            "/v1/contexts?status=verified,rejected,generated&limit=4&cursor={cursor}"
+        ));
+        assert_eq!(page.status, 200, "{:#}", page.body);
+        for c in page.body["contexts"].as_array().expect("contexts") {
+            assert!(c["generated_context"].is_string() && c["original_text"].is_string());
+            listed.push(c["chunk_id"].as_str().expect("id").to_string());
+        }
+        match page.body["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), n);
+    let path = |id: &str| format!("/v1/contexts/{}", id.replace('#', "%23"));
+
+    // Decisions: with the writer free, the answer is the card as it now is.
+    let edit = s.post(
+        &path(&listed[0]),
+        &json!({"decision": "edit", "text": "The harbour chapter of the guide."}),
+    );
+    assert_eq!(edit.status, 200, "{:#}", edit.body);
+    assert_eq!(
+        edit.body["card"]["generated_context"],
+        "The harbour chapter of the guide."
+    );
+    assert_eq!(edit.body["card"]["context_status"], "verified");
+    assert_eq!(edit.body["card"]["context_provenance"]["method"], "manual");
+    let reject = s.post(&path(&listed[1]), &json!({"decision": "reject"}));
+    assert_eq!(
+        reject.body["card"]["context_status"], "rejected",
+        "{:#}",
+        reject.body
+    );
+    let accept = s.post(&path(&listed[1]), &json!({"decision": "accept"}));
+    assert_eq!(
+        accept.body["card"]["context_status"], "verified",
+        "{:#}",
+        accept.body
+    );
+    // The same as the CLI sees.
+    let shown = json(situate(&index).args(["show", &listed[0]]), 0);
+    assert_eq!(shown["context_provenance"]["method"], "manual");
+    // A search finds the edited context at once.
+    let hit = s.post(
+        "/v1/search",
+        &json!({"query": "harbour chapter guide", "k": 1}),
+    );
+    assert_eq!(
+        hit.body["hits"][0]["chunk_id"],
+        listed[0].as_str(),
+        "{:#}",
+        hit.body
+    );
+    // Bad decisions.
+    assert_problem(
+        &s.post(&path(&listed[0]), &json!({"decision": "maybe"})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &s.post(&path(&listed[0]), &json!({"decision": "edit"})),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &s.post(
+            &path(&listed[0]),
+            &json!({"decision": "accept", "text": "x"}),
+        ),
+        400,
+        "invalid-request",
+    );
+    assert_problem(
+        &s.post(&path("no-such-chunk"), &json!({"decision": "accept"})),
+        404,
+        "not-found",
+    );
+    assert_problem(&s.get("/v1/contexts?status=sleepy"), 400, "invalid-request");
+    assert_problem(&s.get("/v1/contexts?cursor=00"), 400, "invalid-request");
+    assert_problem(
+        &s.post(
+            "/v1/jobs",
+            &json!({"kind": "contextualize", "context": "structural"}),
+        ),
+        400,
+        "invalid-request",
+    );
+}

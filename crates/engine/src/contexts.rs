@@ -128,6 +128,10 @@ impl Engine {
         let mut waiting: Vec<Waiting<Vec<ChunkCard>>> = Vec::new();
         let in_flight = ctx.documents_in_flight().max(1);
         for id in &docs {
+            if self.cancel_requested() {
+                report.cancelled = true;
+                break;
+            }
             let (Some(stored), Some(text)) =
                 (self.store.document(id)?, self.store.document_text(id)?)
             else {
@@ -197,17 +201,19 @@ impl Engine {
                 )?;
             }
         }
-        self.settle_stored(
-            ctx,
-            writer.as_ref(),
-            &mut waiting,
-            &mut pending,
-            &mut pending_docs,
-            batch_documents,
-            total,
-            &mut report,
-            on_progress,
-        )?;
+        if !report.cancelled {
+            self.settle_stored(
+                ctx,
+                writer.as_ref(),
+                &mut waiting,
+                &mut pending,
+                &mut pending_docs,
+                batch_documents,
+                total,
+                &mut report,
+                on_progress,
+            )?;
+        }
         self.set_contexts(&pending)?;
         Ok(report)
     }

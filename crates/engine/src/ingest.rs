@@ -9,8 +9,6 @@ use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions,
 use situate_store::NewChunk;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How to ingest.
 pub struct IngestOptions {
@@ -30,10 +28,6 @@ pub struct IngestOptions {
     /// Read, chunk and contextualize (an estimating contextualizer calls nothing), but
     /// write nothing: for `--dry-run` cost estimates.
     pub dry_run: bool,
-    /// Set to stop the ingest early (a service's job cancelled): no new document is read;
-    /// the documents whose contexts are written are committed; the rest are not stored,
-    /// so running the same ingest again finishes the work ([`IngestReport::cancelled`]).
-    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl IngestOptions {
@@ -47,7 +41,6 @@ impl IngestOptions {
             batch_bytes: 32 << 20,
             metadata: Vec::new(),
             dry_run: false,
-            cancel: None,
         }
     }
 }
@@ -123,7 +116,9 @@ pub struct IngestReport {
     pub embedding_error: Option<String>,
     /// The embedder model used, if any.
     pub embed_model: Option<String>,
-    /// Whether the ingest was cancelled before it read every input.
+    /// Whether the run was cancelled ([`Engine::cancel_on`]) before it read every input:
+    /// the documents whose contexts were written are committed, the rest are not stored,
+    /// so running it again finishes the work.
     pub cancelled: bool,
 }
 
@@ -171,11 +166,7 @@ impl Engine {
         let in_flight = ctx.documents_in_flight().max(1);
 
         for item in read_sources(paths, &opts.sources) {
-            if opts
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(Ordering::Acquire))
-            {
+            if self.cancel_requested() {
                 report.cancelled = true;
                 break;
             }

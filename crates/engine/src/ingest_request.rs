@@ -36,7 +36,7 @@ pub struct IngestRequest {
     pub embedder: Option<String>,
     /// The vector index backend, when the index is created.
     pub vector_index: Option<String>,
-    /// Set to stop the ingest early ([`IngestOptions::cancel`]).
+    /// Set to stop the ingest early ([`Engine::cancel_on`]).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -94,7 +94,6 @@ pub fn prepare_ingest(
     let price = built.price;
     let mut opts = IngestOptions::new(built.contextualizer);
     opts.dry_run = req.llm.dry_run;
-    opts.cancel = req.cancel.clone();
     opts.sources.format = req
         .format
         .as_deref()
@@ -155,7 +154,10 @@ pub fn prepare_ingest(
         .as_ref()
         .map(|d| d.path().join("index"))
         .unwrap_or_else(|| index.to_path_buf());
-    let e = Engine::open_or_create(&target, create)?;
+    let mut e = Engine::open_or_create(&target, create)?;
+    if let Some(flag) = &req.cancel {
+        e.cancel_on(std::sync::Arc::clone(flag));
+    }
     if !created && scratch.is_none() {
         // Creation settings may be repeated (re-running a command), not changed.
         let (embedder, backend) = e.embed_creation_settings()?;

@@ -57,7 +57,7 @@ pub use situate_llm::cost::Price;
 pub use situate_search::{Mode, SearchRequest};
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
-pub use view::{CardView, Neighbour};
+pub use view::{CardView, ContextItem, Neighbour};
 
 use situate_core::{
     CardRecord, DocumentFilter, Embedder, Hit, IndexError, Language, LexicalIndex, MatchOn,
@@ -203,6 +203,8 @@ pub struct Engine {
     /// The store generation and BM25 directory when this engine was opened: everything it
     /// loaded reflects at least that state ([`Engine::is_stale`]).
     opened: (u64, String),
+    /// Set by a front end to stop a long run early ([`Engine::cancel_on`]).
+    cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
     _lock: Option<File>,
 }
 
@@ -291,6 +293,7 @@ impl Engine {
             vector_backend,
             rerankers: Default::default(),
             opened: (opened_generation, bm25_name.clone()),
+            cancel: None,
             _lock: lock,
         };
         engine.load_vectors()?;
@@ -376,6 +379,20 @@ impl Engine {
         } else {
             Engine::create(dir, settings)
         }
+    }
+
+    /// Makes the long runs of this engine ([`Engine::ingest`], [`Engine::recontextualize`])
+    /// stop early once `flag` is set (a service's job cancelled): no new document is
+    /// started, the documents whose contexts are written are committed, and the report says
+    /// `cancelled`. Running the same work again finishes it.
+    pub fn cancel_on(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// The index directory.

@@ -790,3 +790,25 @@ fn card_views_neighbours_and_document_pages() {
         ["notes/short.txt"]
     );
 }
+
+#[test]
+fn a_cancelled_ingest_stores_nothing_more_and_a_rerun_finishes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let idx = tmp.path().join("idx");
+    let mut e = Engine::create(&idx, hashed(Backend::Auto)).expect("create");
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    e.cancel_on(Arc::clone(&flag));
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    assert!(r.cancelled);
+    assert_eq!((r.added, e.stats().expect("stats").store.documents), (0, 0));
+    assert!(e.check().expect("check").is_consistent());
+    flag.store(false, std::sync::atomic::Ordering::Release);
+    let r = e
+        .ingest(std::slice::from_ref(&root), opts("structural"), &mut |_| {})
+        .expect("ingest");
+    assert!(!r.cancelled);
+    assert_eq!(r.added, 3);
+}

@@ -91,7 +91,68 @@ impl From<ChunkCard> for Neighbour {
     }
 }
 
+/// A card as the context review lists it: the context and the original apart, with the
+/// status, where the context came from and why a check rejected it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ContextItem {
+    /// The chunk's id.
+    pub chunk_id: String,
+    /// Its document.
+    pub document_id: String,
+    /// The document's title.
+    pub title: Option<String>,
+    /// Position in the document.
+    pub ordinal: u32,
+    /// Markdown heading path.
+    pub heading_path: Vec<String>,
+    /// The chunk's own text.
+    pub original_text: String,
+    /// The context, if one was written.
+    pub generated_context: Option<String>,
+    /// The context's status.
+    pub context_status: ContextStatus,
+    /// Where the context came from.
+    pub context_provenance: Option<Provenance>,
+    /// Why a context was rejected or failed.
+    pub context_notes: Vec<String>,
+}
+
+impl From<CardRecord> for ContextItem {
+    fn from(r: CardRecord) -> ContextItem {
+        let c = r.card;
+        ContextItem {
+            chunk_id: c.chunk_id,
+            document_id: c.document_id,
+            title: r.title,
+            ordinal: c.ordinal,
+            heading_path: c.heading_path,
+            original_text: c.original_text,
+            generated_context: c.generated_context,
+            context_status: c.context_status,
+            context_provenance: c.provenance,
+            context_notes: c.context_notes,
+        }
+    }
+}
+
 impl Engine {
+    /// Up to `limit` cards whose context status is one of `statuses` (every card when
+    /// empty) in document order, after the card (document id, ordinal) `after`: the
+    /// review queue, page by page.
+    pub fn contexts_after(
+        &self,
+        statuses: &[ContextStatus],
+        after: Option<(&str, u32)>,
+        limit: usize,
+    ) -> Result<Vec<ContextItem>> {
+        Ok(self
+            .store
+            .cards_with_status_after(statuses, after, limit)?
+            .into_iter()
+            .map(ContextItem::from)
+            .collect())
+    }
+
     /// The full view of one chunk card ([`EngineError::NotFound`] when there is none).
     pub fn card_view(&self, chunk_id: &str) -> Result<CardView> {
         let CardRecord { card, .. } = self.chunk(chunk_id)?;

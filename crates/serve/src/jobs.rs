@@ -1,5 +1,6 @@
-//! Long work as jobs: ingest (server-side paths or uploaded files), deletion and rebuild,
-//! run one at a time by the one writer thread, in the order they were asked.
+//! Writes as jobs: ingest (server-side paths or uploaded files), contexts by an LLM,
+//! a person's review decision, deletion and rebuild, run one at a time by the one writer
+//! thread, in the order they were asked.
 //!
 //! A job is `queued`, then `running`, then `succeeded`, `failed` or `cancelled`. Its status
 //! (progress by stage, tokens and dollars of LLM work, the engine's report or the error) is
@@ -18,12 +19,13 @@
 use crate::problem::Problem;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use situate_core::TokenUsage;
-use situate_engine::{Access, Engine, IngestEvent, IngestRequest, LlmRun, Settings};
+use situate_core::{ContextStatus, TokenUsage};
+use situate_engine::{Access, Decision, Engine, IngestEvent, IngestRequest, LlmRun, Settings};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// What a job does (`POST /v1/jobs`), by `kind`.
@@ -67,6 +69,30 @@ pub enum JobSpec {
     },
     /// Rebuild every index from the chunk cards (no LLM calls).
     Rebuild {},
+    /// Write contexts with an LLM for stored chunks of some statuses, as `situate
+    /// contextualize` (pending and failed) and `situate contexts regenerate --status`.
+    Contextualize {
+        /// The statuses whose chunks get new contexts [pending, failed].
+        #[serde(default)]
+        statuses: Vec<String>,
+        /// `llm`, `document` or `document+llm` [llm].
+        context: Option<String>,
+        /// The LLM, over `[llm] model`.
+        llm: Option<String>,
+        /// Dollars not to spend beyond.
+        budget: Option<f64>,
+        /// Documents per committed batch [8].
+        batch: Option<usize>,
+    },
+    /// A person's decision on one context (`situate contexts set`): provenance `manual`.
+    Review {
+        /// The chunk.
+        chunk_id: String,
+        /// `accept`, `reject` or `edit` (with `text`).
+        decision: String,
+        /// The new context, for `edit`.
+        text: Option<String>,
+    },
 }
 
 /// A file sent with an ingest job.
@@ -86,11 +112,34 @@ impl JobSpec {
             JobSpec::Ingest { .. } => "ingest",
             JobSpec::Delete { .. } => "delete",
             JobSpec::Rebuild {} => "rebuild",
+            JobSpec::Contextualize { .. } => "contextualize",
+            JobSpec::Review { .. } => "review",
         }
     }
 
     /// Checks what can be checked before the job is queued.
     fn check(&self) -> Result<(), Problem> {
+        if let JobSpec::Review { decision, text, .. } = self {
+            decision_of(decision, text.as_deref())?;
+        }
+        if let JobSpec::Contextualize {
+            statuses,
+            context,
+            batch,
+            ..
+        } = self
+        {
+            statuses_of(statuses)?;
+            let method = context.as_deref().unwrap_or("llm");
+            if !situate_engine::uses_llm(method) {
+                return Err(Problem::invalid(format!(
+                    "context {method:?}: expected llm, document or document+llm"
+                )));
+            }
+            if *batch == Some(0) {
+                return Err(Problem::invalid("batch must be at least 1"));
+            }
+        }
         if let JobSpec::Ingest { paths, files, .. } = self {
             if paths.is_empty() && files.is_empty() {
                 return Err(Problem::invalid(
@@ -110,6 +159,38 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// A review decision from its name (and text).
+pub fn decision_of(decision: &str, text: Option<&str>) -> Result<Decision, Problem> {
+    match (decision, text) {
+        ("accept", None) => Ok(Decision::Accept),
+        ("reject", None) => Ok(Decision::Reject),
+        ("edit", Some(t)) if !t.trim().is_empty() => Ok(Decision::Text(t.to_string())),
+        ("edit", _) => Err(Problem::invalid(
+            "`edit` needs a non-empty `text` (use `reject` to index the chunk without a context)",
+        )),
+        ("accept" | "reject", Some(_)) => Err(Problem::invalid(format!(
+            "`{decision}` takes no `text` (use `edit` to replace the context)"
+        ))),
+        _ => Err(Problem::invalid(format!(
+            "decision {decision:?}: expected accept, reject or edit"
+        ))),
+    }
+}
+
+/// Context statuses from their names; none means pending and failed.
+pub fn statuses_of(names: &[String]) -> Result<Vec<ContextStatus>, Problem> {
+    if names.is_empty() {
+        return Ok(vec![ContextStatus::Pending, ContextStatus::Failed]);
+    }
+    names
+        .iter()
+        .map(|n| {
+            n.parse::<ContextStatus>()
+                .map_err(|e| Problem::invalid(format!("status {n:?}: {e}")))
+        })
+        .collect()
 }
 
 /// An uploaded file's path, checked: relative, no `..`, no empty or hidden tricks.
@@ -341,6 +422,21 @@ impl Jobs {
             .ok_or_else(|| not_found(id))
     }
 
+    /// Waits at most `limit` for a job to end; returns its status then (final or not).
+    pub async fn wait(&self, id: &str, limit: Duration) -> Result<JobStatus, Problem> {
+        let mut rx = self.receiver(id)?;
+        let until_final = async {
+            loop {
+                if rx.borrow_and_update().state.is_final() || rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, until_final).await;
+        let now = rx.borrow().clone();
+        Ok(now)
+    }
+
     /// Asks a job to stop: a queued job is cancelled at once; a running ingest stops
     /// reading at the next document and commits what has its contexts; deletion and
     /// rebuild are short and finish. Cancelling a finished job changes nothing.
@@ -361,6 +457,18 @@ impl Jobs {
             }
         });
         Ok(job.status.borrow().clone())
+    }
+}
+
+/// The HTTP status of a job error's code, for answers made from a job's outcome.
+pub fn status_of(code: &str) -> StatusCode {
+    match code {
+        "invalid-request" => StatusCode::BAD_REQUEST,
+        "not-found" => StatusCode::NOT_FOUND,
+        "locked" | "cancelled" => StatusCode::CONFLICT,
+        "no-index" => StatusCode::SERVICE_UNAVAILABLE,
+        "reranker-failed" => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -497,6 +605,37 @@ fn run_job(
             .and_then(|mut e| e.remove(&document_id))
             .map(|()| serde_json::json!({"removed": document_id}))
             .map_err(Problem::from),
+        JobSpec::Contextualize {
+            statuses,
+            context,
+            llm,
+            budget,
+            batch,
+        } => contextualize(
+            index,
+            settings,
+            (
+                statuses,
+                context,
+                LlmRun {
+                    llm,
+                    budget,
+                    dry_run: false,
+                },
+                batch,
+            ),
+            status,
+            cancel,
+        ),
+        JobSpec::Review {
+            chunk_id,
+            decision,
+            text,
+        } => decision_of(&decision, text.as_deref()).and_then(|d| {
+            let mut e = Engine::open(index, Access::Write)?;
+            let new = e.decide_context(&chunk_id, d)?;
+            Ok(serde_json::json!({"chunk_id": chunk_id, "context_status": new}))
+        }),
         JobSpec::Rebuild {} => Engine::open(index, Access::Write)
             .and_then(|mut e| {
                 e.rebuild(&mut |done, total| {
@@ -518,6 +657,53 @@ fn run_job(
     };
     finish(status, outcome);
     drop(q.uploads);
+}
+
+fn contextualize(
+    index: &Path,
+    settings: &Settings,
+    spec: (Vec<String>, Option<String>, LlmRun, Option<usize>),
+    status: &watch::Sender<JobStatus>,
+    cancel: &Arc<AtomicBool>,
+) -> Result<serde_json::Value, Problem> {
+    let (names, context, run, batch) = spec;
+    let statuses = statuses_of(&names)?;
+    let method = context.unwrap_or_else(|| "llm".into());
+    let built = situate_engine::build_contextualizer(&method, &settings.llm, &run)?;
+    let price = built.price;
+    let mut e = Engine::open(index, Access::Write)?;
+    e.cancel_on(Arc::clone(cancel));
+    let report = e.recontextualize(
+        built.contextualizer.as_ref(),
+        &statuses,
+        batch.unwrap_or(8),
+        &mut |p, r| {
+            status.send_modify(|s| {
+                s.progress.insert(
+                    "contexts",
+                    Stage {
+                        done: p.chunks_done,
+                        total: Some(p.chunks_total),
+                    },
+                );
+                s.tokens = r.usage;
+                s.dollars = price.map(|pr| pr.dollars(&r.usage));
+            })
+        },
+    )?;
+    let v = serde_json::json!({
+        "report": report,
+        "dollars": price.map(|p| p.dollars(&report.usage)),
+    });
+    if report.cancelled {
+        status.send_modify(|s| s.result = Some(v));
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "cancelled",
+            "cancelled: the contexts written before the cancel are kept; run the job again to finish",
+        ));
+    }
+    Ok(v)
 }
 
 fn ingest(

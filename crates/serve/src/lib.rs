@@ -12,6 +12,8 @@
 //! POST /v1/jobs                 ingest (server paths or uploaded files), delete, rebuild: 202
 //! GET  /v1/jobs, /v1/jobs/{id}  jobs and their progress; /v1/jobs/{id}/events as SSE
 //! POST /v1/jobs/{id}/cancel     stops a job (what it committed stays)
+//! GET  /v1/contexts             the review queue: cards by context status, ?status=&cursor=
+//! POST /v1/contexts/{chunk_id}  a person's decision: accept, reject or edit (provenance manual)
 //! ```
 //!
 //! The front end is thin: each route checks its input, makes one engine call on a reader
@@ -225,6 +227,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/events", get(job_events))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/contexts", get(contexts))
+        .route("/v1/contexts/{*chunk_id}", post(review))
         .fallback(|| async {
             Problem::new(StatusCode::NOT_FOUND, "route-not-found", "no such route")
         })
@@ -565,6 +569,127 @@ async fn job_events(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> A
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextsQuery {
+    /// Comma-separated statuses [every status].
+    status: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+async fn contexts(
+    State(s): State<Arc<AppState>>,
+    query: Result<Query<ContextsQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<serde_json::Value>> {
+    let Query(q) = query?;
+    let names: Vec<String> = q
+        .status
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect();
+    let statuses = if names.is_empty() {
+        Vec::new()
+    } else {
+        jobs::statuses_of(&names)?
+    };
+    let limit = q.limit.unwrap_or(50);
+    if limit == 0 || limit > s.limits.max_page {
+        return Err(Problem::invalid(format!(
+            "limit must be from 1 to {}, not {limit}",
+            s.limits.max_page
+        )));
+    }
+    let after = match q.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => Some(
+            decode_cursor(c)
+                .and_then(|k| {
+                    let (doc, ord) = k.rsplit_once('\n')?;
+                    Some((doc.to_string(), ord.parse::<u32>().ok()?))
+                })
+                .ok_or_else(|| {
+                    Problem::invalid("the cursor is not one this service gave (pass `next_cursor` back as it is)")
+                })?,
+        ),
+    };
+    let mut items = s
+        .readers
+        .run(move |e| {
+            e.contexts_after(
+                &statuses,
+                after.as_ref().map(|(d, o)| (d.as_str(), *o)),
+                limit + 1,
+            )
+        })
+        .await?;
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next = match (more, items.last()) {
+        (true, Some(i)) => Some(encode_cursor(&format!("{}\n{}", i.document_id, i.ordinal))),
+        _ => None,
+    };
+    Ok(Json(
+        serde_json::json!({"contexts": items, "next_cursor": next}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewBody {
+    /// `accept`, `reject` or `edit`.
+    decision: String,
+    /// The new context, for `edit`.
+    text: Option<String>,
+}
+
+/// How long a review waits for the writer before answering `202` with its job.
+const REVIEW_WAIT: Duration = Duration::from_secs(10);
+
+/// A person's decision on one context: a job on the one writer like every write. When the
+/// writer is free it is done at once and the answer is the card as it now is (200); when a
+/// long job holds the writer the answer is `202` with the decision's job.
+async fn review(
+    State(s): State<Arc<AppState>>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    Body(b): Body<ReviewBody>,
+) -> AppResult<Response> {
+    let Path(chunk_id) = path?;
+    jobs::decision_of(&b.decision, b.text.as_deref())?;
+    let id = chunk_id.clone();
+    s.readers.run(move |e| e.chunk(&id)).await?;
+    let job = s.jobs.submit(JobSpec::Review {
+        chunk_id: chunk_id.clone(),
+        decision: b.decision,
+        text: b.text,
+    })?;
+    let done = s
+        .jobs
+        .wait(
+            &job.id,
+            REVIEW_WAIT.min(Duration::from_millis(s.limits.timeout_ms)),
+        )
+        .await?;
+    match done.state {
+        jobs::JobState::Succeeded => {
+            let card = s.readers.run(move |e| e.card_view(&chunk_id)).await?;
+            Ok(Json(serde_json::json!({"card": card, "job": done})).into_response())
+        }
+        jobs::JobState::Failed => {
+            let e = done.error.clone();
+            let (code, detail) = e
+                .map(|e| (e.code, e.detail))
+                .unwrap_or(("internal", "the decision failed".into()));
+            Err(Problem::new(jobs::status_of(code), code, detail))
+        }
+        _ => Ok(accepted(done)),
+    }
 }
 
 #[cfg(test)]

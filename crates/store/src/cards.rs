@@ -167,6 +167,43 @@ impl Store {
         Ok(out)
     }
 
+    /// Up to `limit` cards whose context status is one of `statuses` (all cards when
+    /// empty), in document and chunk order, after the card at `after` (document id,
+    /// ordinal): keyset pagination on the `(document_id, ordinal)` index.
+    pub fn cards_with_status_after(
+        &self,
+        statuses: &[ContextStatus],
+        after: Option<(&str, u32)>,
+        limit: usize,
+    ) -> Result<Vec<CardRecord>> {
+        // A JSON array for json_each; the status names are fixed lowercase words.
+        let wanted: Vec<String> = statuses
+            .iter()
+            .map(|s| format!("\"{}\"", s.as_str()))
+            .collect();
+        let wanted = format!("[{}]", wanted.join(","));
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{CARD_SELECT} WHERE (?1 IS NULL OR (c.document_id, c.ordinal) > (?1, ?2)) \
+                 AND (?3 = '[]' OR c.context_status IN (SELECT value FROM json_each(?3))) \
+                 ORDER BY c.document_id, c.ordinal LIMIT ?4"
+            ))
+            .op("listing cards")?;
+        let rows = st
+            .query_map(
+                rusqlite::params![
+                    after.map(|a| a.0),
+                    after.map_or(0, |a| a.1),
+                    wanted,
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                card_with_document,
+            )
+            .op("listing cards")?;
+        rows.collect::<rusqlite::Result<_>>().op("listing cards")
+    }
+
     /// Cards whose context status is one of `statuses` (all cards when empty), in document
     /// and chunk order, calling `f` for each.
     pub fn for_each_card_with_status(

@@ -384,3 +384,42 @@ fn documents_are_listed_page_by_page_in_id_order() {
     // A cursor that is no document id still orders.
     assert_eq!(ids(s.documents_after(Some("bb"), 1).expect("page")), ["c"]);
 }
+
+#[test]
+fn cards_are_listed_by_status_page_by_page() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut s = Store::open(&dir.path().join("s.db")).expect("open");
+    put(
+        &mut s,
+        &doc("b", "x"),
+        &["b0", "b1", "b2"],
+        &ChunkContext::none(),
+    );
+    put(&mut s, &doc("a", "x"), &["a0", "a1"], &composed_context());
+    let ids = |v: Vec<situate_core::CardRecord>| {
+        v.into_iter().map(|r| r.card.chunk_id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(s.cards_with_status_after(&[], None, 3).expect("page")),
+        ["a#0", "a#1", "b#0"]
+    );
+    assert_eq!(
+        ids(s
+            .cards_with_status_after(&[], Some(("a", 1)), 10)
+            .expect("page")),
+        ["b#0", "b#1", "b#2"]
+    );
+    let status = composed_context().status;
+    assert_eq!(
+        ids(s
+            .cards_with_status_after(&[status], None, 10)
+            .expect("page")),
+        ["a#0", "a#1"]
+    );
+    assert_eq!(
+        ids(s
+            .cards_with_status_after(&[ContextStatus::Pending, status], Some(("a", 0)), 2)
+            .expect("page")),
+        ["a#1", "b#0"]
+    );
+}
