@@ -325,6 +325,37 @@ fn the_service_answers_searches_cards_and_documents_as_the_cli_does() {
         doc.body["document"]["chunk_count"].as_u64().expect("count")
     );
     assert!(chunk_ids.iter().any(|c| c == id));
+
+    // The metrics count what was answered, by route pattern, and give the index's size.
+    let m =
+        s.rt.block_on(async {
+            let r = s.client.get(format!("{}/metrics", s.url)).send().await?;
+            let ct = r
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            Ok::<_, reqwest::Error>((r.status().as_u16(), ct, r.text().await?))
+        })
+        .expect("metrics");
+    assert_eq!(m.0, 200);
+    assert!(m.1.starts_with("application/openmetrics-text"), "{}", m.1);
+    let searches = 1 + 3; // the first search and one per mode above
+    assert!(
+        m.2.contains(&format!(
+            r#"situate_http_requests_total{{route="/v1/search",method="POST",status="200"}} {searches}"#
+        )),
+        "{}",
+        m.2
+    );
+    assert!(m.2.contains(r#"route="/v1/cards/{*chunk_id}""#), "{}", m.2);
+    assert!(!m.2.contains(&encoded), "chunk ids are no label: {}", m.2);
+    assert!(
+        m.2.contains(&format!("situate_index_documents {documents}")),
+        "{}",
+        m.2
+    );
 }
 
 #[test]

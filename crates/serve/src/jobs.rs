@@ -227,6 +227,26 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The state's name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
     /// Whether the job will not change any more.
     pub fn is_final(self) -> bool {
         matches!(
@@ -408,6 +428,26 @@ impl Jobs {
             .values()
             .rev()
             .map(|(_, j)| j.status.borrow().clone())
+            .collect())
+    }
+
+    /// How many jobs are remembered in each state.
+    pub fn counts(&self) -> Result<Vec<(&'static str, u64)>, Problem> {
+        let t = self
+            .table
+            .lock()
+            .map_err(|_| Problem::internal("the job table is poisoned"))?;
+        let mut counts = [0u64; 5];
+        for (_, j) in t.jobs.values() {
+            let state = j.status.borrow().state;
+            if let Some(i) = JobState::ALL.iter().position(|s| *s == state) {
+                counts[i] += 1;
+            }
+        }
+        Ok(JobState::ALL
+            .iter()
+            .zip(counts)
+            .map(|(s, n)| (s.as_str(), n))
             .collect())
     }
 

@@ -4,6 +4,7 @@
 //! GET  /healthz                 the process is up (no key needed)
 //! GET  /readyz                  the index is open and the embedder warm (no key needed)
 //! GET  /v1/info                 version, index counts, limits
+//! GET  /metrics                 requests, latencies, jobs and index size (OpenMetrics text)
 //! POST /v1/search               everything `situate search` does; the `search --json` shape
 //! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
 //! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
@@ -24,6 +25,7 @@
 
 pub mod auth;
 pub mod jobs;
+pub mod metrics;
 pub mod problem;
 pub mod readers;
 
@@ -124,6 +126,7 @@ pub enum ServeError {
 struct AppState {
     readers: Readers,
     jobs: Jobs,
+    metrics: metrics::Metrics,
     settings: Settings,
     limits: Limits,
     keys: Keys,
@@ -167,6 +170,7 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
         let state = Arc::new(AppState {
             readers,
             jobs,
+            metrics: metrics::Metrics::default(),
             limits: opts.limits,
             hosts: Hosts::new(addr, &opts.allow_hosts),
             keys: opts.keys,
@@ -211,6 +215,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/info", get(info))
+        .route("/metrics", get(metrics_text))
         .route("/v1/search", post(search))
         .route("/v1/cards/{*chunk_id}", get(card))
         .route("/v1/documents", get(documents))
@@ -244,6 +249,10 @@ fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             guard,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            track,
+        ))
         .with_state(state)
 }
 
@@ -259,6 +268,46 @@ async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         Ok(_) => next.run(req).await,
         Err(p) => p.into_response(),
     }
+}
+
+/// Counts every answer (the guard's refusals too) by route pattern, method and status.
+async fn track(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_string();
+    let method = req.method().as_str().to_string();
+    let r = next.run(req).await;
+    s.metrics.observe(
+        &route,
+        &method,
+        r.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    r
+}
+
+async fn metrics_text(State(s): State<Arc<AppState>>) -> AppResult<Response> {
+    let size = s
+        .readers
+        .run(|e| e.stats())
+        .await
+        .ok()
+        .map(|st| metrics::IndexSize {
+            documents: st.store.documents,
+            chunks: st.store.chunks,
+            vectors: st.vectors,
+            disk_bytes: st.disk_bytes,
+        });
+    let text = s.metrics.render(&s.jobs.counts()?, size);
+    let mut r = text.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(r)
 }
 
 /// A JSON body whose every rejection is a problem+json answer.
