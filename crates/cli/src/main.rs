@@ -134,6 +134,10 @@ struct ServeArgs {
     /// The longest a request may take, in seconds
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
+    /// Where evaluation reports are kept, one folder each (`situate eval --out
+    /// DIR/NAME` writes one; eval jobs write there)
+    #[arg(long, default_value = "eval")]
+    evals: PathBuf,
 }
 
 #[derive(Args)]
@@ -486,6 +490,7 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
         keys,
         allow_hosts: a.allow_hosts,
         readers,
+        evals: a.evals,
         limits: situate_serve::Limits {
             max_k: a.max_k,
             timeout_ms: (a.timeout * 1000.0).round() as u64,

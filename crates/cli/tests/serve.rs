@@ -1065,3 +1065,77 @@ fn contexts_are_written_by_a_job_listed_for_review_and_decided_by_a_person() {
         "invalid-request",
     );
 }
+
+#[test]
+fn an_eval_job_writes_a_report_the_service_lists_with_its_plot() {
+    let (tmp, index) = indexed();
+    let evals = tmp.path().join("evals");
+    let s = Server::start(&index, &["--evals", evals.to_str().expect("utf-8")], &[]);
+    assert_eq!(s.get("/v1/evals").body["evals"], json!([]));
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "eval", "dataset": fixtures().join("ranked"), "name": "ranked-1",
+                "configs": ["bm25+none"]}),
+    );
+    assert_eq!(job.status, 202, "{:#}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert!(
+        done["progress"]["queries"]["done"]
+            .as_u64()
+            .expect("queries")
+            >= 3
+    );
+    // The same numbers as `situate eval` (fixtures/ranked/README.md: MRR@10 0.5).
+    let list = s.get("/v1/evals").body;
+    assert_eq!(list["evals"][0]["id"], "ranked-1", "{list:#}");
+    assert_eq!(
+        list["evals"][0]["configurations"],
+        json!(["bm25+none+none"])
+    );
+    let r = s.get("/v1/evals/ranked-1");
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let mrr = r.body["report"]["configurations"][0]["metrics"]["mrr@10"]
+        .as_f64()
+        .expect("mrr");
+    assert!((mrr - 0.5).abs() < 1e-9, "{mrr}");
+    assert!(
+        r.body["table"]
+            .as_str()
+            .expect("table")
+            .contains("bm25+none+none")
+    );
+    assert_eq!(r.body["plot"], "/v1/evals/ranked-1/failure.svg");
+    let svg = s.rt.block_on(async {
+        let r = s
+            .client
+            .get(format!("{}/v1/evals/ranked-1/failure.svg", s.url))
+            .send()
+            .await
+            .expect("svg");
+        let ct = r.headers()["content-type"]
+            .to_str()
+            .expect("ct")
+            .to_string();
+        (ct, r.text().await.expect("text"))
+    });
+    assert_eq!(svg.0, "image/svg+xml");
+    assert!(svg.1.contains("<svg"));
+    // Names that would leave the folder, and reports that do not exist.
+    assert_problem(&s.get("/v1/evals/..%2Findex"), 400, "invalid-request");
+    assert_problem(&s.get("/v1/evals/nope"), 404, "not-found");
+    assert_problem(
+        &s.post(
+            "/v1/jobs",
+            &json!({"kind": "eval", "dataset": "x", "name": "../up"}),
+        ),
+        400,
+        "invalid-request",
+    );
+    let bad = s.post(
+        "/v1/jobs",
+        &json!({"kind": "eval", "dataset": "/no/such/set", "name": "x"}),
+    );
+    let done = s.wait_job(bad.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "failed", "{done:#}");
+}

@@ -20,7 +20,10 @@ use crate::problem::Problem;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use situate_core::{ContextStatus, TokenUsage};
-use situate_engine::{Access, Decision, Engine, IngestEvent, IngestRequest, LlmRun, Settings};
+use situate_engine::eval::{EvalRequest, run_eval};
+use situate_engine::{
+    Access, Decision, Engine, IngestEvent, IngestRequest, LlmRun, SearchSettings, Settings,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,6 +87,33 @@ pub enum JobSpec {
         /// Documents per committed batch [8].
         batch: Option<usize>,
     },
+    /// An evaluation, as `situate eval`: its reports go to the service's evaluations
+    /// folder under `name` (`GET /v1/evals/{name}`).
+    Eval {
+        /// The set: a BEIR folder, Anthropic's folder or a `.jsonl` of questions (asked of
+        /// the served index) on the server.
+        dataset: PathBuf,
+        /// The report's name: letters, digits, `.`, `_` and `-`.
+        name: String,
+        /// Configurations `MODE+CONTEXT[+RERANK]`; the first is the baseline
+        /// [bm25+none, bm25+structural].
+        #[serde(default)]
+        configs: Vec<String>,
+        /// Only the first N queries.
+        queries: Option<usize>,
+        /// The qrels split of a BEIR folder [test].
+        split: Option<String>,
+        /// `id` or `text`.
+        matching: Option<String>,
+        /// Largest chunk in tokens when the corpus is chunked [256].
+        max_tokens: Option<usize>,
+        /// Overlap in tokens [32].
+        overlap: Option<usize>,
+        /// Embedder of vector and hybrid configurations [auto].
+        embedder: Option<String>,
+        /// How many fused hits a reranker re-scores.
+        rerank_depth: Option<usize>,
+    },
     /// A person's decision on one context (`situate contexts set`): provenance `manual`.
     Review {
         /// The chunk.
@@ -114,6 +144,7 @@ impl JobSpec {
             JobSpec::Rebuild {} => "rebuild",
             JobSpec::Contextualize { .. } => "contextualize",
             JobSpec::Review { .. } => "review",
+            JobSpec::Eval { .. } => "eval",
         }
     }
 
@@ -121,6 +152,9 @@ impl JobSpec {
     fn check(&self) -> Result<(), Problem> {
         if let JobSpec::Review { decision, text, .. } = self {
             decision_of(decision, text.as_deref())?;
+        }
+        if let JobSpec::Eval { name, .. } = self {
+            eval_name(name)?;
         }
         if let JobSpec::Contextualize {
             statuses,
@@ -158,6 +192,23 @@ impl JobSpec {
             }
         }
         Ok(())
+    }
+}
+
+/// An evaluation's name, checked: one plain path segment.
+pub fn eval_name(name: &str) -> Result<&str, Problem> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if ok {
+        Ok(name)
+    } else {
+        Err(Problem::invalid(format!(
+            "evaluation name {name:?}: use letters, digits, '.', '_' and '-' (not first)"
+        )))
     }
 }
 
@@ -337,7 +388,7 @@ const KEEP_FINISHED: usize = 1000;
 
 impl Jobs {
     /// Starts the writer thread for the index at `index`.
-    pub fn start(index: PathBuf, settings: Settings) -> std::io::Result<Jobs> {
+    pub fn start(index: PathBuf, settings: Settings, evals: PathBuf) -> std::io::Result<Jobs> {
         let (tx, rx) = mpsc::channel::<Queued>();
         let table = Arc::new(Mutex::new(Table::default()));
         let t = Arc::clone(&table);
@@ -348,7 +399,7 @@ impl Jobs {
                     let Some((status, cancel)) = lookup(&t, &q.id) else {
                         continue;
                     };
-                    run_job(&index, &settings, q, &status, &cancel);
+                    run_job(&index, &settings, &evals, q, &status, &cancel);
                 }
             })?;
         // Ids differ between runs of the service, so a client holding an old id gets a
@@ -579,6 +630,7 @@ fn write_uploads(files: &[UploadedFile]) -> Result<tempfile::TempDir, Problem> {
 fn run_job(
     index: &Path,
     settings: &Settings,
+    evals: &Path,
     q: Queued,
     status: &watch::Sender<JobStatus>,
     cancel: &Arc<AtomicBool>,
@@ -676,6 +728,63 @@ fn run_job(
             let new = e.decide_context(&chunk_id, d)?;
             Ok(serde_json::json!({"chunk_id": chunk_id, "context_status": new}))
         }),
+        JobSpec::Eval {
+            dataset,
+            name,
+            configs,
+            queries,
+            split,
+            matching,
+            max_tokens,
+            overlap,
+            embedder,
+            rerank_depth,
+        } => {
+            let req = EvalRequest {
+                dataset,
+                out: evals.join(&name),
+                configs: if configs.is_empty() {
+                    vec!["bm25+none".into(), "bm25+structural".into()]
+                } else {
+                    configs
+                },
+                queries,
+                split: split.unwrap_or_else(|| "test".into()),
+                matching,
+                controls: None,
+                work: None,
+                max_tokens: max_tokens.unwrap_or(256),
+                overlap: overlap.unwrap_or(32),
+                embedder: embedder.unwrap_or_else(|| "auto".into()),
+                search: SearchSettings {
+                    rerank_depth,
+                    ..SearchSettings::default()
+                }
+                .over(&settings.search),
+                default_llm: settings.default_llm(),
+                index: index.to_path_buf(),
+            };
+            run_eval(&req, &mut |done, total| {
+                status.send_modify(|s| {
+                    s.progress.insert(
+                        "queries",
+                        Stage {
+                            done,
+                            total: Some(total),
+                        },
+                    );
+                })
+            })
+            .map_err(Problem::from)
+            .and_then(|o| {
+                let mut v = serde_json::to_value(&o.report).map_err(Problem::internal)?;
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("id".into(), name.clone().into());
+                    obj.insert("notes".into(), o.notes.into());
+                }
+                Ok(v)
+            })
+        }
         JobSpec::Rebuild {} => Engine::open(index, Access::Write)
             .and_then(|mut e| {
                 e.rebuild(&mut |done, total| {

@@ -13,6 +13,8 @@
 //! POST /v1/jobs                 ingest (server paths or uploaded files), delete, rebuild: 202
 //! GET  /v1/jobs, /v1/jobs/{id}  jobs and their progress; /v1/jobs/{id}/events as SSE
 //! POST /v1/jobs/{id}/cancel     stops a job (what it committed stays)
+//! GET  /v1/evals                evaluation reports (`{"kind": "eval"}` jobs write them)
+//! GET  /v1/evals/{id}           one report; /v1/evals/{id}/failure.svg its plot
 //! GET  /v1/contexts             the review queue: cards by context status, ?status=&cursor=
 //! POST /v1/contexts/{chunk_id}  a person's decision: accept, reject or edit (provenance manual)
 //! ```
@@ -62,6 +64,8 @@ pub struct ServeOptions {
     pub allow_hosts: Vec<String>,
     /// Reader threads (concurrent read requests).
     pub readers: usize,
+    /// Where evaluation reports are kept, one folder per report (eval jobs write there).
+    pub evals: PathBuf,
     /// Limits of one request.
     pub limits: Limits,
 }
@@ -132,6 +136,7 @@ struct AppState {
     keys: Keys,
     hosts: Hosts,
     index: PathBuf,
+    evals: PathBuf,
     started: Instant,
 }
 
@@ -166,7 +171,11 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
                 source,
             })?;
         let addr = listener.local_addr()?;
-        let jobs = Jobs::start(opts.index.clone(), opts.settings.clone())?;
+        let jobs = Jobs::start(
+            opts.index.clone(),
+            opts.settings.clone(),
+            opts.evals.clone(),
+        )?;
         let state = Arc::new(AppState {
             readers,
             jobs,
@@ -176,6 +185,7 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
             keys: opts.keys,
             settings: opts.settings,
             index: opts.index,
+            evals: opts.evals,
             started: Instant::now(),
         });
         let app = router(state);
@@ -232,6 +242,9 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/events", get(job_events))
         .route("/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/v1/evals", get(evals))
+        .route("/v1/evals/{id}", get(eval_report))
+        .route("/v1/evals/{id}/failure.svg", get(eval_plot))
         .route("/v1/contexts", get(contexts))
         .route("/v1/contexts/{*chunk_id}", post(review))
         .fallback(|| async {
@@ -739,6 +752,95 @@ async fn review(
         }
         _ => Ok(accepted(done)),
     }
+}
+
+/// Every report in the evaluations folder (a folder holding `report.json`), newest first.
+async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+    let dir = s.evals.clone();
+    let list = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        for e in entries.flatten() {
+            let Some(id) = e.file_name().to_str().map(String::from) else {
+                continue;
+            };
+            if jobs::eval_name(&id).is_err() {
+                continue;
+            }
+            let report = e.path().join("report.json");
+            let (Ok(meta), Ok(text)) = (report.metadata(), std::fs::read_to_string(&report)) else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            let configurations: Vec<serde_json::Value> = v["configurations"]
+                .as_array()
+                .map(|c| c.iter().map(|c| c["name"].clone()).collect())
+                .unwrap_or_default();
+            out.push((
+                modified,
+                serde_json::json!({
+                    "id": id, "name": v["name"], "dataset": v["dataset"],
+                    "answerable_queries": v["answerable_queries"],
+                    "configurations": configurations, "modified_unix": modified,
+                }),
+            ));
+        }
+        out.sort_by_key(|e| std::cmp::Reverse(e.0));
+        out.into_iter().map(|(_, v)| v).collect::<Vec<_>>()
+    })
+    .await
+    .map_err(Problem::internal)?;
+    Ok(Json(serde_json::json!({"evals": list})))
+}
+
+async fn eval_file(s: &AppState, id: &str, file: &str) -> AppResult<Vec<u8>> {
+    let id = jobs::eval_name(id)?;
+    let path = s.evals.join(id).join(file);
+    tokio::fs::read(&path).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("no evaluation {id:?} with a {file}"),
+        ),
+        _ => Problem::internal(format!("{}: {e}", path.display())),
+    })
+}
+
+/// One report (`report.json` as `situate eval` wrote it), with its table and its plot's URL.
+async fn eval_report(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> AppResult<Json<serde_json::Value>> {
+    let bytes = eval_file(&s, &id, "report.json").await?;
+    let report: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::internal(format!("evaluation {id}: report.json: {e}")))?;
+    let table = eval_file(&s, &id, "report.md")
+        .await
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    Ok(Json(serde_json::json!({
+        "id": id, "report": report, "table": table,
+        "plot": format!("/v1/evals/{id}/failure.svg"),
+    })))
+}
+
+async fn eval_plot(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> AppResult<Response> {
+    let bytes = eval_file(&s, &id, "failure.svg").await?;
+    let mut r = bytes.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("image/svg+xml"),
+    );
+    Ok(r)
 }
 
 #[cfg(test)]
