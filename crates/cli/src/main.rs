@@ -106,8 +106,19 @@ enum Command {
     /// Install and list local models: embedders and the local LLM
     #[command(subcommand)]
     Models(models::ModelsCommand),
-    /// Serve the index over HTTP (search, cards, documents) until interrupted
+    /// Serve the index over HTTP (search, cards, documents, jobs, review, evaluations,
+    /// metrics, MCP at /mcp) until interrupted
     Serve(ServeArgs),
+    /// Serve the index to an agent over MCP on stdin/stdout (for Claude Desktop, Claude
+    /// Code, Cursor...): search, get_card, explain, list_documents, index_status
+    Mcp {
+        /// Also offer the write tools: ingest, job_status, review_context
+        #[arg(long)]
+        allow_write: bool,
+        /// Where evaluation reports are kept
+        #[arg(long, default_value = "eval")]
+        evals: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -138,6 +149,10 @@ struct ServeArgs {
     /// DIR/NAME` writes one; eval jobs write there)
     #[arg(long, default_value = "eval")]
     evals: PathBuf,
+    /// Offer the MCP write tools (ingest, job_status, review_context) at /mcp; with keys
+    /// they need an admin key
+    #[arg(long)]
+    mcp_allow_write: bool,
 }
 
 #[derive(Args)]
@@ -453,6 +468,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
         Command::Serve(a) => serve(out, settings, index, a),
+        Command::Mcp { allow_write, evals } => {
+            let opts = situate_serve::ServeOptions {
+                index,
+                settings,
+                bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                keys: Default::default(),
+                allow_hosts: Vec::new(),
+                readers: 2,
+                evals,
+                mcp_allow_write: allow_write,
+                limits: Default::default(),
+            };
+            situate_serve::run_mcp_stdio(opts, allow_write)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -491,6 +521,7 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
         allow_hosts: a.allow_hosts,
         readers,
         evals: a.evals,
+        mcp_allow_write: a.mcp_allow_write,
         limits: situate_serve::Limits {
             max_k: a.max_k,
             timeout_ms: (a.timeout * 1000.0).round() as u64,

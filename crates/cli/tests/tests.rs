@@ -6,6 +6,7 @@ mod crash;
 mod eval;
 mod hosted;
 mod ingest;
+mod mcp;
 mod models;
 mod rerank;
 mod search;

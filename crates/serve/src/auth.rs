@@ -198,6 +198,10 @@ pub fn role_needed(method: &Method, path: &str) -> Option<Role> {
     if path == "/healthz" || path == "/readyz" {
         return None;
     }
+    // The MCP endpoint reads with a read key; its write tools check for admin themselves.
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        return Some(Role::Read);
+    }
     // Jobs are writes, and their list shows what admins did.
     if path == "/v1/jobs" || path.starts_with("/v1/jobs/") {
         return Some(Role::Admin);

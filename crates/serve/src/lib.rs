@@ -5,6 +5,7 @@
 //! GET  /readyz                  the index is open and the embedder warm (no key needed)
 //! GET  /v1/info                 version, index counts, limits
 //! GET  /metrics                 requests, latencies, jobs and index size (OpenMetrics text)
+//! POST /mcp                     the MCP server over Streamable HTTP ([`mcp`])
 //! POST /v1/search               everything `situate search` does; the `search --json` shape
 //! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
 //! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
@@ -27,6 +28,7 @@
 
 pub mod auth;
 pub mod jobs;
+pub mod mcp;
 pub mod metrics;
 pub mod problem;
 pub mod readers;
@@ -66,6 +68,9 @@ pub struct ServeOptions {
     pub readers: usize,
     /// Where evaluation reports are kept, one folder per report (eval jobs write there).
     pub evals: PathBuf,
+    /// Whether `/mcp` lists the write tools (which then need an admin key when keys are
+    /// configured).
+    pub mcp_allow_write: bool,
     /// Limits of one request.
     pub limits: Limits,
 }
@@ -148,22 +153,8 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
     if !opts.bind.ip().is_loopback() && opts.keys.is_empty() {
         return Err(ServeError::OpenWithoutKeys(opts.bind));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let readers = Readers::start(
-            opts.index.clone(),
-            opts.readers,
-            Duration::from_millis(opts.limits.timeout_ms),
-        )?;
-        // The index must open before the service says it listens: a wrong path is an
-        // error at start, not on the first request. The model loads here too.
-        readers
-            .warm_up()
-            .await
-            .map_err(|p| ServeError::Index(p.detail))?;
+    runtime()?.block_on(async move {
+        let readers = start_readers(&opts).await?;
         let listener = tokio::net::TcpListener::bind(opts.bind)
             .await
             .map_err(|source| ServeError::Bind {
@@ -171,30 +162,82 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
                 source,
             })?;
         let addr = listener.local_addr()?;
-        let jobs = Jobs::start(
-            opts.index.clone(),
-            opts.settings.clone(),
-            opts.evals.clone(),
-        )?;
-        let state = Arc::new(AppState {
-            readers,
-            jobs,
-            metrics: metrics::Metrics::default(),
-            limits: opts.limits,
-            hosts: Hosts::new(addr, &opts.allow_hosts),
-            keys: opts.keys,
-            settings: opts.settings,
-            index: opts.index,
-            evals: opts.evals,
-            started: Instant::now(),
-        });
-        let app = router(state);
+        let allow_write = opts.mcp_allow_write;
+        let state = app_state(opts, readers, addr)?;
+        let app = router(state, allow_write);
         on_listening(addr);
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown())
             .await?;
         Ok(())
     })
+}
+
+/// Runs the MCP server over stdin and stdout until the client closes them: the index is
+/// read by the readers; the writer (jobs) takes writes only with `allow_write`. Nothing but
+/// JSON-RPC goes to stdout (logs go to stderr).
+pub fn run_mcp_stdio(opts: ServeOptions, allow_write: bool) -> Result<(), ServeError> {
+    use rmcp::ServiceExt;
+    runtime()?.block_on(async move {
+        let readers = start_readers(&opts).await?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let state = app_state(opts, readers, addr)?;
+        let server = mcp::SituateMcp::new(state, allow_write)
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServeError::Index(format!("MCP over stdio: {e}")))?;
+        server
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Index(format!("MCP over stdio: {e}")))?;
+        Ok(())
+    })
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// The readers, with the index opened and the embedder warm: a wrong path is an error at
+/// start, not on the first request.
+async fn start_readers(opts: &ServeOptions) -> Result<Readers, ServeError> {
+    let readers = Readers::start(
+        opts.index.clone(),
+        opts.readers,
+        Duration::from_millis(opts.limits.timeout_ms),
+    )?;
+    readers
+        .warm_up()
+        .await
+        .map_err(|p| ServeError::Index(p.detail))?;
+    Ok(readers)
+}
+
+fn app_state(
+    opts: ServeOptions,
+    readers: Readers,
+    addr: SocketAddr,
+) -> Result<Arc<AppState>, ServeError> {
+    let jobs = Jobs::start(
+        opts.index.clone(),
+        opts.settings.clone(),
+        opts.evals.clone(),
+    )?;
+    Ok(Arc::new(AppState {
+        readers,
+        jobs,
+        metrics: metrics::Metrics::default(),
+        limits: opts.limits,
+        hosts: Hosts::new(addr, &opts.allow_hosts),
+        keys: opts.keys,
+        settings: opts.settings,
+        index: opts.index,
+        evals: opts.evals,
+        started: Instant::now(),
+    }))
 }
 
 async fn shutdown() {
@@ -220,8 +263,24 @@ async fn shutdown() {
     }
 }
 
-fn router(state: Arc<AppState>) -> Router {
+fn router(state: Arc<AppState>, mcp_allow_write: bool) -> Router {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let mcp_state = Arc::clone(&state);
+    // Host and Origin are the guard's checks (with --allow-host), as on every route.
+    let mcp = StreamableHttpService::new(
+        move || {
+            Ok(mcp::SituateMcp::new(
+                Arc::clone(&mcp_state),
+                mcp_allow_write,
+            ))
+        },
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().disable_allowed_hosts(),
+    );
     Router::new()
+        .nest_service("/mcp", mcp)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/info", get(info))
@@ -270,7 +329,7 @@ fn router(state: Arc<AppState>) -> Router {
 }
 
 /// `Host`, `Origin` and the API key of every request, before any route runs.
-async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+async fn guard(State(s): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     match auth::check(
         &s.keys,
         &s.hosts,
@@ -278,7 +337,11 @@ async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         req.uri().path(),
         req.headers(),
     ) {
-        Ok(_) => next.run(req).await,
+        Ok(role) => {
+            // The MCP tools read it to allow writes to admins only.
+            req.extensions_mut().insert(role);
+            next.run(req).await
+        }
         Err(p) => p.into_response(),
     }
 }

@@ -1,0 +1,723 @@
+//! The MCP server: situate's tools for agents, over stdio (`situate mcp`) and Streamable
+//! HTTP (`/mcp` on the service), on the official Rust SDK (`rmcp`).
+//!
+//! Read tools (each marked `readOnlyHint`): `search` (a small default k, snippets or full
+//! text, a character budget so that a result stays far below 25k tokens, and a cursor for
+//! more), `get_card`, `explain` (where a chunk ranks in each leg for a query, and why it
+//! may not), `list_documents`, `index_status`. Write tools, only when the server is started
+//! with `--allow-write`: `ingest` (returns a job id at once), `job_status`,
+//! `review_context`. Over HTTP a write tool also needs an admin key when keys are
+//! configured. Every card is a resource, `situate://card/{chunk_id}`.
+//!
+//! The tools call what the HTTP routes call (the readers and the job queue of
+//! [`crate`]); errors a caller can fix are tool results with `isError` and the same stable
+//! codes as the HTTP API's problem+json.
+
+use crate::auth::Role;
+use crate::jobs::{self, JobSpec, UploadedFile};
+use crate::problem::Problem;
+use crate::{AppState, decode_cursor, encode_cursor};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router,
+};
+use serde::Deserialize;
+use situate_engine::{FilterSettings, SearchSettings};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The URI prefix of card resources.
+pub const CARD_URI: &str = "situate://card/";
+
+/// Hits a search returns when not told.
+const DEFAULT_K: usize = 5;
+/// The most hits one call returns.
+const MAX_K: usize = 20;
+/// Characters a result holds when not told: about 2,000 tokens.
+const DEFAULT_CHARS: usize = 8_000;
+/// The most characters a result may hold: about 10,000 tokens, well under the 25,000 that
+/// clients cut tool results at.
+const MAX_CHARS: usize = 40_000;
+/// A snippet's length in characters.
+const SNIPPET: usize = 300;
+
+/// The MCP server over one index.
+#[derive(Clone)]
+pub struct SituateMcp {
+    state: Arc<AppState>,
+    tools: ToolRouter<SituateMcp>,
+}
+
+impl SituateMcp {
+    /// The server; write tools are listed only when `allow_write`.
+    pub(crate) fn new(state: Arc<AppState>, allow_write: bool) -> SituateMcp {
+        let mut tools = Self::read_tools();
+        if allow_write {
+            tools += Self::write_tools();
+        }
+        SituateMcp { state, tools }
+    }
+}
+
+/// A caller's error as a tool result the model reads (`isError`), with the stable code.
+fn tool_error(p: Problem) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{}: {}",
+        p.code, p.detail
+    ))])
+}
+
+fn json_result(v: &serde_json::Value) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(v.to_string())])
+}
+
+/// `Ok` of the answer or of the caller's error: protocol errors are kept for the protocol.
+fn answer(r: Result<serde_json::Value, Problem>) -> Result<CallToolResult, McpError> {
+    Ok(match r {
+        Ok(v) => json_result(&v),
+        Err(p) => tool_error(p),
+    })
+}
+
+/// The first `n` characters of `s`, and whether it was cut.
+fn cut(s: &str, n: usize) -> (String, bool) {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => (format!("{}…", &s[..i]), true),
+        None => (s.to_string(), false),
+    }
+}
+
+/// The caller's role: over HTTP what the guard found (the key's), over stdio the local
+/// user's own process (admin).
+fn role_of(ctx: &RequestContext<RoleServer>) -> Role {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()
+        .map_or(Role::Admin, |parts| {
+            parts
+                .extensions
+                .get::<Role>()
+                .copied()
+                .unwrap_or(Role::Read)
+        })
+}
+
+fn needs_admin(ctx: &RequestContext<RoleServer>) -> Result<(), Problem> {
+    if role_of(ctx) < Role::Admin {
+        return Err(Problem::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            "this tool writes to the index: it needs an admin key",
+        ));
+    }
+    Ok(())
+}
+
+/// Parameters of `search`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// What to look for: a question or keywords.
+    pub query: String,
+    /// Hits to return (default 5, at most 20; use `cursor` for the next ones).
+    pub k: Option<usize>,
+    /// `bm25`, `vector` or `hybrid` (default: hybrid when the index has vectors).
+    pub mode: Option<String>,
+    /// Each hit's whole chunk text instead of a snippet of about 300 characters.
+    #[serde(default)]
+    pub full_text: bool,
+    /// The most characters of chunk text and context in the result (default 8000, at
+    /// most 40000); hits beyond it are left for the next page.
+    pub max_chars: Option<usize>,
+    /// `next_cursor` of the previous call with the same query, for the hits after it.
+    pub cursor: Option<String>,
+    /// Only these document ids.
+    #[serde(default)]
+    pub documents: Vec<String>,
+    /// Only documents whose id matches one of these globs (`docs/*`).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Only documents in these languages (`en`, `ru`, `zh`, `other`).
+    #[serde(default)]
+    pub languages: Vec<String>,
+    /// Only documents with all of this metadata, `KEY=VALUE`.
+    #[serde(default)]
+    pub meta: Vec<String>,
+}
+
+/// Parameters of `get_card`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CardParams {
+    /// The chunk id, as `search` gives it.
+    pub chunk_id: String,
+    /// Chunks to include before and after it in its document (default 0, at most 5).
+    #[serde(default)]
+    pub neighbours: u32,
+}
+
+/// Parameters of `explain`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainParams {
+    /// The query.
+    pub query: String,
+    /// The chunk whose rank is to be explained.
+    pub chunk_id: String,
+    /// `bm25`, `vector` or `hybrid` (default: the index's).
+    pub mode: Option<String>,
+}
+
+/// Parameters of `list_documents`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Documents per page (default 50, at most 200).
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Parameters of `ingest`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestParams {
+    /// Files or directories on the machine the server runs on.
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    /// Files given here: `path` (relative; it becomes the document id) and `text`.
+    #[serde(default)]
+    pub files: Vec<FileParam>,
+    /// The context method: none, structural (default), llm, document or document+llm.
+    pub context: Option<String>,
+}
+
+/// A file given to `ingest`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileParam {
+    /// A relative path such as `notes/a.md` (its extension says how it is read).
+    pub path: String,
+    /// The file's text.
+    pub text: String,
+}
+
+/// Parameters of `job_status`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobParams {
+    /// The job id `ingest` returned.
+    pub job_id: String,
+}
+
+/// Parameters of `review_context`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewParams {
+    /// The chunk whose context is decided.
+    pub chunk_id: String,
+    /// `accept`, `reject` or `edit` (with `text`).
+    pub decision: String,
+    /// The new context, for `edit`.
+    pub text: Option<String>,
+}
+
+#[tool_router(router = read_tools)]
+impl SituateMcp {
+    /// Searches the index: BM25 and embeddings over each chunk's context and text, fused.
+    #[tool(
+        description = "Search the indexed documents (hybrid BM25 + embeddings over each chunk and the context that situates it). Returns ranked chunks: chunk_id, document_id, section, the situating context and the chunk's text (a snippet unless full_text). Use get_card for a whole chunk and its neighbours, cursor for more hits.",
+        annotations(title = "Search", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn search(
+        &self,
+        Parameters(p): Parameters<SearchParams>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.do_search(p).await)
+    }
+
+    /// A whole chunk card.
+    #[tool(
+        description = "One chunk in full: its original text, the context that situates it (with its status and provenance), its document, and optionally the chunks around it.",
+        annotations(
+            title = "Get a chunk card",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn get_card(
+        &self,
+        Parameters(p): Parameters<CardParams>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.do_card(p).await)
+    }
+
+    /// Why a chunk ranks where it does.
+    #[tool(
+        description = "Explain where a chunk ranks for a query: its rank and score in the BM25 leg and the vector leg, its fused rank, and whether its context is indexed; or that it is outside the first hits of every leg.",
+        annotations(
+            title = "Explain a ranking",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn explain(
+        &self,
+        Parameters(p): Parameters<ExplainParams>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.do_explain(p).await)
+    }
+
+    /// The documents, page by page.
+    #[tool(
+        description = "List the indexed documents in id order: id, title, language, kind, chunk count. Pass next_cursor back for the next page.",
+        annotations(
+            title = "List documents",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn list_documents(
+        &self,
+        Parameters(p): Parameters<ListParams>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.do_list(p).await)
+    }
+
+    /// Counts and context statuses.
+    #[tool(
+        description = "The index's state: documents, chunks, languages, context statuses and methods, the embedder, and the jobs running.",
+        annotations(title = "Index status", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn index_status(&self) -> Result<CallToolResult, McpError> {
+        answer(self.do_status().await)
+    }
+}
+
+#[tool_router(router = write_tools)]
+impl SituateMcp {
+    /// Ingests files: a job, answered at once with its id.
+    #[tool(
+        description = "Add or update documents: server-side paths and/or files given as path + text. Returns a job id at once; poll job_status until it is succeeded. Unchanged documents are skipped.",
+        annotations(
+            title = "Ingest",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn ingest(
+        &self,
+        Parameters(p): Parameters<IngestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(needs_admin(&ctx).and_then(|()| {
+            let spec = JobSpec::Ingest {
+                paths: p.paths,
+                files: p
+                    .files
+                    .into_iter()
+                    .map(|f| UploadedFile {
+                        path: f.path,
+                        text: f.text,
+                    })
+                    .collect(),
+                context: p.context,
+                format: None,
+                language: None,
+                max_tokens: None,
+                overlap: None,
+                batch: None,
+                meta: Vec::new(),
+                llm: None,
+                budget: None,
+            };
+            let status = self.state.jobs.submit(spec)?;
+            serde_json::to_value(&status).map_err(Problem::internal)
+        }))
+    }
+
+    /// A job's status.
+    #[tool(
+        description = "A job's state (queued, running, succeeded, failed, cancelled), its progress by stage, and its result or error.",
+        annotations(title = "Job status", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn job_status(
+        &self,
+        Parameters(p): Parameters<JobParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(needs_admin(&ctx).and_then(|()| {
+            serde_json::to_value(self.state.jobs.status(&p.job_id)?).map_err(Problem::internal)
+        }))
+    }
+
+    /// A decision on one context.
+    #[tool(
+        description = "Decide a chunk's situating context: accept it, reject it (the chunk is then indexed by its text alone), or edit it (give text). Recorded as a person's decision, which later LLM runs leave alone.",
+        annotations(
+            title = "Review a context",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn review_context(
+        &self,
+        Parameters(p): Parameters<ReviewParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.do_review(p, &ctx).await)
+    }
+}
+
+impl SituateMcp {
+    async fn do_search(&self, p: SearchParams) -> Result<serde_json::Value, Problem> {
+        let s = &self.state;
+        if p.query.trim().is_empty() {
+            return Err(Problem::invalid("the query is empty"));
+        }
+        if p.query.chars().count() > s.limits.max_query_chars {
+            return Err(Problem::invalid(format!(
+                "the query is longer than {} characters",
+                s.limits.max_query_chars
+            )));
+        }
+        let k = p.k.unwrap_or(DEFAULT_K);
+        if k == 0 || k > MAX_K {
+            return Err(Problem::invalid(format!(
+                "k must be from 1 to {MAX_K}, not {k}"
+            )));
+        }
+        let budget = p.max_chars.unwrap_or(DEFAULT_CHARS);
+        if !(500..=MAX_CHARS).contains(&budget) {
+            return Err(Problem::invalid(format!(
+                "max_chars must be from 500 to {MAX_CHARS}, not {budget}"
+            )));
+        }
+        let offset = match p.cursor.as_deref() {
+            None | Some("") => 0,
+            Some(c) => decode_cursor(c)
+                .and_then(|t| t.strip_prefix("hit:").and_then(|n| n.parse::<usize>().ok()))
+                .ok_or_else(|| Problem::invalid("the cursor is not one this tool gave"))?,
+        };
+        let depth = offset + k;
+        if depth > s.limits.max_k {
+            return Err(Problem::invalid(format!(
+                "no hits beyond the first {}: refine the query or the filters",
+                s.limits.max_k
+            )));
+        }
+        // One more than asked, to know whether a next page exists.
+        let plan = SearchSettings {
+            k: Some((depth + 1).min(s.limits.max_k)),
+            mode: p.mode,
+            ..SearchSettings::default()
+        }
+        .over(&s.settings.search)
+        .plan(&s.settings.default_llm())?;
+        let filter = FilterSettings {
+            documents: p.documents,
+            paths: p.paths,
+            languages: p.languages,
+            meta: p.meta,
+        }
+        .filter()?;
+        let query = p.query;
+        let r = s
+            .readers
+            .run(move |e| e.query(&query, &plan, &filter))
+            .await?;
+        let available = r.hits.len();
+        let mut used = 0usize;
+        let mut hits = Vec::new();
+        for h in r.hits.into_iter().skip(offset).take(k) {
+            let room = budget.saturating_sub(used);
+            if !hits.is_empty() && room < SNIPPET {
+                break;
+            }
+            let context = h.context.unwrap_or_default();
+            let (context, _) = cut(&context, room.min(1_000));
+            let limit = if p.full_text {
+                room.saturating_sub(context.chars().count())
+            } else {
+                SNIPPET
+            };
+            let (text, truncated) = cut(&h.original_text, limit.max(100));
+            used += context.chars().count() + text.chars().count();
+            hits.push(serde_json::json!({
+                "rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id,
+                "title": h.title, "section": h.heading_path.join(" > "), "score": h.score,
+                "context": context, "text": text, "text_truncated": truncated,
+            }));
+        }
+        let next = offset + hits.len();
+        let next_cursor = (next < available).then(|| encode_cursor(&format!("hit:{next}")));
+        Ok(serde_json::json!({
+            "query": r.query, "mode": r.mode, "hits": hits, "next_cursor": next_cursor,
+        }))
+    }
+
+    async fn do_card(&self, p: CardParams) -> Result<serde_json::Value, Problem> {
+        if p.neighbours > 5 {
+            return Err(Problem::invalid("neighbours: at most 5 on each side"));
+        }
+        let n = p.neighbours;
+        let id = p.chunk_id;
+        let (view, around) = self
+            .state
+            .readers
+            .run(move |e| {
+                let view = e.card_view(&id)?;
+                let around = if n > 0 {
+                    Some(e.neighbours(&id, n, n)?)
+                } else {
+                    None
+                };
+                Ok((view, around))
+            })
+            .await?;
+        let mut v = serde_json::to_value(view).map_err(Problem::internal)?;
+        if let (Some((before, after)), Some(o)) = (around, v.as_object_mut()) {
+            o.insert(
+                "neighbours".into(),
+                serde_json::json!({"before": before, "after": after}),
+            );
+        }
+        Ok(v)
+    }
+
+    async fn do_explain(&self, p: ExplainParams) -> Result<serde_json::Value, Problem> {
+        let s = &self.state;
+        let plan = SearchSettings {
+            k: Some(situate_engine::settings::MAX_K.min(1_000)),
+            mode: p.mode,
+            ..SearchSettings::default()
+        }
+        .over(&s.settings.search)
+        .plan(&s.settings.default_llm())?;
+        let fetch = plan.fetch;
+        let (query, chunk_id) = (p.query, p.chunk_id);
+        let (r, card) = s
+            .readers
+            .run(move |e| {
+                let card = e.card_view(&chunk_id)?;
+                Ok((e.query(&query, &plan, &Default::default())?, card))
+            })
+            .await?;
+        let found = r.hits.iter().find(|h| h.chunk_id == card.chunk_id);
+        let context_indexed = card.context_status.is_indexed() && card.generated_context.is_some();
+        Ok(match found {
+            Some(h) => serde_json::json!({
+                "chunk_id": card.chunk_id, "query": r.query, "mode": r.mode, "rank": h.rank,
+                "score": h.score, "legs": h.legs, "context_indexed": context_indexed,
+                "context": card.generated_context, "context_status": card.context_status,
+                "note": format!("each leg contributes its first {fetch} hits to the fusion; a leg missing from `legs` did not rank the chunk among them"),
+            }),
+            None => serde_json::json!({
+                "chunk_id": card.chunk_id, "query": r.query, "mode": r.mode, "rank": null,
+                "context_indexed": context_indexed, "context_status": card.context_status,
+                "note": format!("the chunk is not among the first {fetch} hits of any leg: neither its words (with its context) nor its embedding are close to the query"),
+            }),
+        })
+    }
+
+    async fn do_list(&self, p: ListParams) -> Result<serde_json::Value, Problem> {
+        let limit = p.limit.unwrap_or(50);
+        if limit == 0 || limit > 200 {
+            return Err(Problem::invalid(format!(
+                "limit must be from 1 to 200, not {limit}"
+            )));
+        }
+        let after = match p.cursor.as_deref() {
+            None | Some("") => None,
+            Some(c) => Some(
+                decode_cursor(c)
+                    .ok_or_else(|| Problem::invalid("the cursor is not one this tool gave"))?,
+            ),
+        };
+        let mut docs = self
+            .state
+            .readers
+            .run(move |e| e.documents_after(after.as_deref(), limit + 1))
+            .await?;
+        let more = docs.len() > limit;
+        docs.truncate(limit);
+        let next = match (more, docs.last()) {
+            (true, Some(d)) => Some(encode_cursor(&d.id)),
+            _ => None,
+        };
+        let docs: Vec<serde_json::Value> = docs
+            .into_iter()
+            .map(|d| {
+                serde_json::json!({"id": d.id, "title": d.title, "language": d.language,
+                    "kind": d.kind, "chunks": d.chunk_count, "ingested_at": d.ingested_at})
+            })
+            .collect();
+        Ok(serde_json::json!({"documents": docs, "next_cursor": next}))
+    }
+
+    async fn do_status(&self) -> Result<serde_json::Value, Problem> {
+        let (stats, mode) = self
+            .state
+            .readers
+            .run(|e| Ok((e.stats()?, e.mode_for(None)?)))
+            .await?;
+        Ok(serde_json::json!({
+            "documents": stats.store.documents, "chunks": stats.store.chunks,
+            "languages": stats.store.languages, "context_status": stats.store.context_status,
+            "context_methods": stats.store.context_methods, "embedder": stats.embed_model,
+            "vectors": stats.vectors, "default_mode": mode,
+            "jobs": self.state.jobs.counts()?.into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(),
+        }))
+    }
+
+    async fn do_review(
+        &self,
+        p: ReviewParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<serde_json::Value, Problem> {
+        needs_admin(ctx)?;
+        jobs::decision_of(&p.decision, p.text.as_deref())?;
+        let id = p.chunk_id.clone();
+        self.state.readers.run(move |e| e.chunk(&id)).await?;
+        let job = self.state.jobs.submit(JobSpec::Review {
+            chunk_id: p.chunk_id.clone(),
+            decision: p.decision,
+            text: p.text,
+        })?;
+        let done = self
+            .state
+            .jobs
+            .wait(&job.id, Duration::from_secs(10))
+            .await?;
+        match (done.state, &done.error) {
+            (jobs::JobState::Failed, Some(e)) => Err(Problem::new(
+                jobs::status_of(e.code),
+                e.code,
+                e.detail.clone(),
+            )),
+            (jobs::JobState::Succeeded, _) => {
+                let id = p.chunk_id;
+                let card = self.state.readers.run(move |e| e.card_view(&id)).await?;
+                Ok(
+                    serde_json::json!({"chunk_id": card.chunk_id, "context_status": card.context_status,
+                    "context": card.generated_context, "job_id": done.id}),
+                )
+            }
+            _ => serde_json::to_value(&done).map_err(Problem::internal),
+        }
+    }
+}
+
+/// A card resource's chunk id: the URI's rest, percent-decoded.
+fn chunk_id_of(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix(CARD_URI)?;
+    percent_encoding::percent_decode_str(rest)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+        .filter(|s| !s.is_empty())
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for SituateMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("situate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "situate searches a document index built for retrieval: every chunk carries a short context that situates it in its document. Use `search` first (small k, snippets), then `get_card` for the chunks worth reading in full. Answer from a chunk's text (its original); the context only says where the chunk sits. Cards are also resources: situate://card/{chunk_id}.",
+        )
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult {
+            resource_templates: vec![
+                ResourceTemplate::new(format!("{CARD_URI}{{chunk_id}}"), "card")
+                    .with_title("A chunk card")
+                    .with_description("One chunk: its original text, its situating context with status and provenance, and its document (the chunk id percent-encoded)")
+                    .with_mime_type("application/json"),
+            ],
+            ..Default::default()
+        })
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.clone();
+        let Some(chunk_id) = chunk_id_of(&uri) else {
+            return Err(McpError::resource_not_found(
+                format!("{uri}: not a situate card URI ({CARD_URI}CHUNK_ID)"),
+                None,
+            ));
+        };
+        match self
+            .do_card(CardParams {
+                chunk_id,
+                neighbours: 0,
+            })
+            .await
+        {
+            Ok(v) => Ok(
+                ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type: Some("application/json".into()),
+                    text: v.to_string(),
+                    meta: None,
+                }])
+                .into(),
+            ),
+            Err(p) if p.code == "not-found" => Err(McpError::resource_not_found(p.detail, None)),
+            Err(p) => Err(McpError::internal_error(
+                format!("{}: {}", p.code, p.detail),
+                None,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_uris_carry_percent_encoded_chunk_ids() {
+        assert_eq!(
+            chunk_id_of("situate://card/docs%2Fa.md%233").as_deref(),
+            Some("docs/a.md#3")
+        );
+        assert_eq!(
+            chunk_id_of("situate://card/plain#1").as_deref(),
+            Some("plain#1")
+        );
+        assert_eq!(chunk_id_of("situate://card/"), None);
+        assert_eq!(chunk_id_of("file:///etc/passwd"), None);
+    }
+
+    #[test]
+    fn text_is_cut_on_characters() {
+        assert_eq!(cut("привет", 3), ("при…".to_string(), true));
+        assert_eq!(cut("hi", 3), ("hi".to_string(), false));
+    }
+}
