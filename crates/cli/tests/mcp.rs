@@ -372,3 +372,67 @@ fn the_service_speaks_mcp_over_http_with_keys_and_roles() {
         writer.cancel().await.expect("close");
     });
 }
+
+/// The Python the test script installed the reference `mcp` client into.
+fn python() -> String {
+    std::env::var("SITUATE_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "SITUATE_TEST_PYTHON is not set: scripts/test.sh sets it to a Python with the mcp package (python -m pip install mcp==2.3.0)"
+        )
+    })
+}
+
+/// Runs `tests/python/mcp_client.py` with `args` and parses what it prints.
+fn python_client(args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
+    let out = std::process::Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[test]
+fn the_python_reference_client_lists_and_calls_the_tools_over_stdio_and_http() {
+    let (_tmp, index) = indexed();
+    let check = |v: &Value| {
+        assert_eq!(v["server"], "situate");
+        assert_eq!(
+            v["tools"],
+            json!([
+                "explain",
+                "get_card",
+                "index_status",
+                "list_documents",
+                "search"
+            ])
+        );
+        assert!(
+            v["read_only"]
+                .as_object()
+                .expect("hints")
+                .values()
+                .all(|h| h == true)
+        );
+        assert_eq!(v["top"]["document_id"], "corpus/guide/install.md");
+        assert_eq!(v["card"]["chunk_id"], v["top"]["chunk_id"]);
+        assert_eq!(v["resource"]["chunk_id"], v["top"]["chunk_id"]);
+        assert_eq!(v["empty_query_is_error"], true);
+    };
+    let bin = env!("CARGO_BIN_EXE_situate");
+    check(&python_client(&[
+        "stdio",
+        bin,
+        index.to_str().expect("utf-8"),
+    ]));
+    let s = Server::start(&index, &[], &[]);
+    check(&python_client(&["http", &format!("{}/mcp", s.url)]));
+}
