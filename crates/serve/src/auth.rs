@@ -195,7 +195,11 @@ fn is_port(p: &str) -> bool {
 /// The role a route needs: none for the probes, admin for jobs, read for reading (and
 /// searching, which is a POST), admin for every other write.
 pub fn role_needed(method: &Method, path: &str) -> Option<Role> {
-    if path == "/healthz" || path == "/readyz" {
+    // The probes, and the web page's login and its static files (no data in them).
+    if matches!(
+        path,
+        "/healthz" | "/readyz" | "/ui/login" | "/ui/logout" | "/ui/app.css" | "/ui/app.js"
+    ) {
         return None;
     }
     // The MCP endpoint reads with a read key; its write tools check for admin themselves.
@@ -210,6 +214,26 @@ pub fn role_needed(method: &Method, path: &str) -> Option<Role> {
         return Some(Role::Read);
     }
     Some(Role::Admin)
+}
+
+/// The cookie the web page's login sets.
+pub const KEY_COOKIE: &str = "situate_key";
+
+/// The value of cookie `name`.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// Whether `key` is one of the configured keys (for the login form).
+pub fn role_of_key(keys: &Keys, key: &str) -> Option<Role> {
+    keys.role_of(key.trim())
 }
 
 /// Checks `Host`, `Origin` and the key of one request; returns the caller's role.
@@ -261,13 +285,16 @@ pub fn check(
     if keys.is_empty() {
         return Ok(Role::Admin);
     }
+    // A bearer key; else, for the web page, the key the login form put in a cookie
+    // (HttpOnly, SameSite=Strict: other sites' pages cannot send it).
     let key = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
             let (scheme, key) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
-        });
+        })
+        .or_else(|| cookie(headers, KEY_COOKIE));
     let Some(key) = key else {
         return Err(Problem::new(
             StatusCode::UNAUTHORIZED,

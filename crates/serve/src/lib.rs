@@ -6,6 +6,7 @@
 //! GET  /v1/info                 version, index counts, limits
 //! GET  /metrics                 requests, latencies, jobs and index size (OpenMetrics text)
 //! POST /mcp                     the MCP server over Streamable HTTP ([`mcp`])
+//! GET  /ui/...                  the web page ([`ui`]): search, cards, review, jobs, evaluations
 //! POST /v1/search               everything `situate search` does; the `search --json` shape
 //! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
 //! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
@@ -32,6 +33,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod problem;
 pub mod readers;
+pub mod ui;
 
 use crate::auth::{Hosts, Keys};
 use crate::jobs::{JobSpec, JobStatus, Jobs};
@@ -281,6 +283,22 @@ fn router(state: Arc<AppState>, mcp_allow_write: bool) -> Router {
     );
     Router::new()
         .nest_service("/mcp", mcp)
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::to("/ui/search") }),
+        )
+        .route("/ui/search", get(ui::search))
+        .route("/ui/cards/{*chunk_id}", get(ui::card))
+        .route("/ui/review", get(ui::review_queue))
+        .route("/ui/review/{*chunk_id}", post(ui::review_post))
+        .route("/ui/jobs", get(ui::jobs_page))
+        .route("/ui/jobs/ingest", post(ui::jobs_ingest))
+        .route("/ui/evals", get(ui::evals_page))
+        .route("/ui/evals/{id}", get(ui::eval_page))
+        .route("/ui/login", get(ui::login_page).post(ui::login))
+        .route("/ui/logout", get(ui::logout))
+        .route("/ui/app.css", get(ui::css))
+        .route("/ui/app.js", get(ui::js))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/info", get(info))
@@ -338,9 +356,13 @@ async fn guard(State(s): State<Arc<AppState>>, mut req: Request, next: Next) -> 
         req.headers(),
     ) {
         Ok(role) => {
-            // The MCP tools read it to allow writes to admins only.
+            // The MCP tools and the web page read it: writes are an admin's.
             req.extensions_mut().insert(role);
             next.run(req).await
+        }
+        // A person without a key, on the web page: the login form.
+        Err(p) if p.status == StatusCode::UNAUTHORIZED && req.uri().path().starts_with("/ui/") => {
+            axum::response::Redirect::to("/ui/login").into_response()
         }
         Err(p) => p.into_response(),
     }
@@ -818,7 +840,7 @@ async fn review(
 }
 
 /// Every report in the evaluations folder (a folder holding `report.json`), newest first.
-async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+pub(crate) async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
     let dir = s.evals.clone();
     let list = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
@@ -879,7 +901,7 @@ async fn eval_file(s: &AppState, id: &str, file: &str) -> AppResult<Vec<u8>> {
 }
 
 /// One report (`report.json` as `situate eval` wrote it), with its table and its plot's URL.
-async fn eval_report(
+pub(crate) async fn eval_report(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> AppResult<Json<serde_json::Value>> {
