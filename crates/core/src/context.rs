@@ -61,7 +61,7 @@ impl<'a> ChunkView<'a> {
 }
 
 /// Tokens spent, with the prompt-cache split where the provider reports it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TokenUsage {
     /// Input tokens billed at the full rate.
     pub input_tokens: u64,

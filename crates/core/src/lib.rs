@@ -69,7 +69,17 @@ pub fn indexed_text(context: Option<&str>, original: &str) -> String {
 }
 
 /// Which text of a chunk a query is matched against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MatchOn {
     /// The original text only: plain BM25, as if no context existed.

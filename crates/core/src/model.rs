@@ -5,7 +5,19 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A document's natural language, which picks the BM25 analyzer for its chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     /// English: lowercase, English stop words, Snowball English stemming.
@@ -150,7 +162,7 @@ impl ChunkSpan {
 }
 
 /// The life of a chunk's context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ContextStatus {
     /// No context yet (the `none` contextualizer, or waiting for an LLM).
@@ -211,7 +223,7 @@ impl FromStr for ContextStatus {
 /// Who wrote (or decided) a context: a closed set, so that the rules that depend on it
 /// ("a person's decision stands": [`ContextMethod::Manual`]) are checked by the compiler,
 /// not by comparing strings. Stored and shown in its lowercase form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ContextMethod {
     /// Rules over the document's structure (path, title, headings, enclosing code).
@@ -271,7 +283,7 @@ impl FromStr for ContextMethod {
 }
 
 /// Where a context came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provenance {
     /// Who wrote or decided it.
     pub method: ContextMethod,
@@ -291,7 +303,7 @@ pub struct Provenance {
 }
 
 /// What wrote one part of a composed context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PartKind {
     /// A language model's description of the whole document (one per document, shared by
@@ -315,7 +327,7 @@ impl PartKind {
 }
 
 /// One part of a composed context: its place in the context's text and who wrote it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextPart {
     /// What wrote it.
     pub kind: PartKind,
@@ -395,7 +407,7 @@ pub struct CardRecord {
 }
 
 /// One leg's view of a hit.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LegScore {
     /// The leg (`bm25`).
     pub leg: String,
@@ -407,7 +419,7 @@ pub struct LegScore {
 
 /// One search result. The context and the original are kept apart; an answer quotes
 /// `original_text`, never the context.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Hit {
     /// 1-based rank.
     pub rank: usize,

@@ -759,7 +759,7 @@ impl Consistency {
 }
 
 /// Counts over the index.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct EngineStats {
     /// The store's counts.
     pub store: Stats,

@@ -23,7 +23,7 @@ pub struct Rerank<'a> {
 }
 
 /// What a search found and how: the same shape `situate search --json` prints.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct SearchResponse {
     /// The query text.
     pub query: String,

@@ -389,7 +389,7 @@ impl SearchPlan {
 
 /// The filters of a search as a person gives them: document ids, path globs, language codes
 /// and `KEY=VALUE` metadata. [`FilterSettings::filter`] checks them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilterSettings {
     /// Only these documents.

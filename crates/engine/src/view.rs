@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// A chunk card in full: the original and the context apart, the text the indexes see,
 /// the context's status, provenance and check notes, and its document.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct CardView {
     /// The document the chunk belongs to.
     pub document_id: String,
@@ -62,7 +62,7 @@ impl CardView {
 }
 
 /// The chunks next to one in its document (by ordinal), without their documents.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Neighbour {
     /// The chunk's id.
     pub chunk_id: String,
@@ -93,7 +93,7 @@ impl From<ChunkCard> for Neighbour {
 
 /// A card as the context review lists it: the context and the original apart, with the
 /// status, where the context came from and why a check rejected it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct ContextItem {
     /// The chunk's id.
     pub chunk_id: String,

@@ -195,10 +195,17 @@ fn is_port(p: &str) -> bool {
 /// The role a route needs: none for the probes, admin for jobs, read for reading (and
 /// searching, which is a POST), admin for every other write.
 pub fn role_needed(method: &Method, path: &str) -> Option<Role> {
-    // The probes, and the web page's login and its static files (no data in them).
+    // The probes, the API's description, and the web page's login and static files (no
+    // data in any of them).
     if matches!(
         path,
-        "/healthz" | "/readyz" | "/ui/login" | "/ui/logout" | "/ui/app.css" | "/ui/app.js"
+        "/healthz"
+            | "/readyz"
+            | "/openapi.json"
+            | "/ui/login"
+            | "/ui/logout"
+            | "/ui/app.css"
+            | "/ui/app.js"
     ) {
         return None;
     }

@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// What a job does (`POST /v1/jobs`), by `kind`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 // One per request, moved once into the queue: boxing the big variant buys nothing.
 #[allow(clippy::large_enum_variant)]
@@ -126,7 +126,7 @@ pub enum JobSpec {
 }
 
 /// A file sent with an ingest job.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadedFile {
     /// A relative path (`notes/a.md`): the document's id; its extension decides how it is
@@ -262,7 +262,7 @@ fn upload_path(p: &str) -> Result<PathBuf, Problem> {
 }
 
 /// Where a job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     /// Waiting for the writer.
@@ -308,7 +308,7 @@ impl JobState {
 }
 
 /// Progress of one stage.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Stage {
     /// Units done.
     pub done: u64,
@@ -317,7 +317,7 @@ pub struct Stage {
 }
 
 /// A job as clients see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct JobStatus {
     /// The job's id.
     pub id: String,
@@ -350,7 +350,7 @@ pub struct JobStatus {
 }
 
 /// Why a job failed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct JobError {
     /// The same stable codes as problem+json answers.
     pub code: &'static str,

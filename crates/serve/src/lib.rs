@@ -4,6 +4,7 @@
 //! GET  /healthz                 the process is up (no key needed)
 //! GET  /readyz                  the index is open and the embedder warm (no key needed)
 //! GET  /v1/info                 version, index counts, limits
+//! GET  /openapi.json            this API as OpenAPI 3.0, generated from the code ([`openapi`])
 //! GET  /metrics                 requests, latencies, jobs and index size (OpenMetrics text)
 //! POST /mcp                     the MCP server over Streamable HTTP ([`mcp`])
 //! GET  /ui/...                  the web page ([`ui`]): search, cards, review, jobs, evaluations
@@ -31,6 +32,7 @@ pub mod auth;
 pub mod jobs;
 pub mod mcp;
 pub mod metrics;
+pub mod openapi;
 pub mod problem;
 pub mod readers;
 pub mod ui;
@@ -303,6 +305,7 @@ fn router(state: Arc<AppState>, mcp_allow_write: bool) -> Router {
         .route("/readyz", get(readyz))
         .route("/v1/info", get(info))
         .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .route("/v1/search", post(search))
         .route("/v1/cards/{*chunk_id}", get(card))
         .route("/v1/documents", get(documents))
@@ -408,6 +411,40 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> AppResult<Response> {
     Ok(r)
 }
 
+/// A page of documents (`GET /v1/documents`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct DocumentPage {
+    /// The documents, in id order.
+    pub documents: Vec<situate_engine::StoredDocument>,
+    /// Pass it back as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// A document and its chunks (`GET /v1/documents/{id}`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct DocumentDetail {
+    /// The document.
+    pub document: situate_engine::StoredDocument,
+    /// Its chunks' ids, in order.
+    pub chunk_ids: Vec<String>,
+}
+
+/// The jobs remembered, newest first (`GET /v1/jobs`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct JobList {
+    /// The jobs.
+    pub jobs: Vec<JobStatus>,
+}
+
+/// A page of the review queue (`GET /v1/contexts`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ContextPage {
+    /// The cards, in document order.
+    pub contexts: Vec<situate_engine::ContextItem>,
+    /// Pass it back as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
 /// A JSON body whose every rejection is a problem+json answer.
 struct Body<T>(T);
 
@@ -457,26 +494,39 @@ async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Valu
 /// The body of `POST /v1/search`: the query, `situate search`'s settings by their
 /// `situate.toml` names (each unset one from `[search]`, then the default), and the
 /// filters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchBody {
+pub(crate) struct SearchBody {
+    /// The query (at most the service's `max_query_chars`).
     query: String,
+    /// Hits returned [10; at most the service's `max_k`].
     k: Option<usize>,
+    /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors].
     mode: Option<String>,
+    /// `contextual` (context and original) or `plain` (the original alone) BM25.
     bm25: Option<String>,
+    /// Weight of the context relative to the original in contextual BM25 [0.5].
     context_weight: Option<f32>,
+    /// Hits each leg contributes to the fusion [150].
     fetch: Option<usize>,
+    /// `rrf` or `minmax` [rrf].
     fusion: Option<String>,
+    /// RRF's k [60].
     rrf_k: Option<f32>,
+    /// Weight of the BM25 leg [1].
     bm25_weight: Option<f32>,
+    /// Weight of the vector leg [1].
     vector_weight: Option<f32>,
+    /// A reranker spec (`none`, `cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...) [none].
     rerank: Option<String>,
+    /// How many fused hits the reranker re-scores [150].
     rerank_depth: Option<usize>,
     /// Accepted for parity with `situate search --explain`: a JSON hit always carries
     /// each leg's rank and score.
     #[serde(default)]
     #[allow(dead_code)]
     explain: bool,
+    /// Only documents that match: ids, path globs, languages, `KEY=VALUE` metadata.
     #[serde(default)]
     filter: FilterSettings,
 }
@@ -606,7 +656,7 @@ fn decode_cursor(c: &str) -> Option<String> {
 async fn documents(
     State(s): State<Arc<AppState>>,
     query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<DocumentPage>> {
     let Query(q) = query?;
     let limit = q.limit.unwrap_or(50);
     if limit == 0 || limit > s.limits.max_page {
@@ -634,23 +684,25 @@ async fn documents(
         (true, Some(d)) => Some(encode_cursor(&d.id)),
         _ => None,
     };
-    Ok(Json(
-        serde_json::json!({"documents": docs, "next_cursor": next}),
-    ))
+    Ok(Json(DocumentPage {
+        documents: docs,
+        next_cursor: next,
+    }))
 }
 
 async fn document(
     State(s): State<Arc<AppState>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<DocumentDetail>> {
     let Path(id) = path?;
     let (doc, chunks) = s
         .readers
         .run(move |e| Ok((e.document(&id)?, e.chunk_ids_of(&id)?)))
         .await?;
-    Ok(Json(
-        serde_json::json!({"document": doc, "chunk_ids": chunks}),
-    ))
+    Ok(Json(DocumentDetail {
+        document: doc,
+        chunk_ids: chunks,
+    }))
 }
 
 /// `202 Accepted` with the job and its URL.
@@ -681,8 +733,10 @@ async fn create_job(
     Ok(accepted(s.jobs.submit(spec)?))
 }
 
-async fn list_jobs(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
-    Ok(Json(serde_json::json!({"jobs": s.jobs.list()?})))
+async fn list_jobs(State(s): State<Arc<AppState>>) -> AppResult<Json<JobList>> {
+    Ok(Json(JobList {
+        jobs: s.jobs.list()?,
+    }))
 }
 
 async fn job(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> AppResult<Json<JobStatus>> {
@@ -730,7 +784,7 @@ struct ContextsQuery {
 async fn contexts(
     State(s): State<Arc<AppState>>,
     query: Result<Query<ContextsQuery>, axum::extract::rejection::QueryRejection>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<ContextPage>> {
     let Query(q) = query?;
     let names: Vec<String> = q
         .status
@@ -782,14 +836,15 @@ async fn contexts(
         (true, Some(i)) => Some(encode_cursor(&format!("{}\n{}", i.document_id, i.ordinal))),
         _ => None,
     };
-    Ok(Json(
-        serde_json::json!({"contexts": items, "next_cursor": next}),
-    ))
+    Ok(Json(ContextPage {
+        contexts: items,
+        next_cursor: next,
+    }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReviewBody {
+pub(crate) struct ReviewBody {
     /// `accept`, `reject` or `edit`.
     decision: String,
     /// The new context, for `edit`.

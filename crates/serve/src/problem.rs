@@ -103,7 +103,11 @@ impl From<EngineError> for Problem {
             e @ EngineError::Locked(_) => {
                 Problem::new(StatusCode::CONFLICT, "locked", e.to_string())
             }
-            e @ (EngineError::Rerank(_) | EngineError::RerankerLoad(_)) => {
+            // A reranker the request names that cannot be had (an unknown spec, a model
+            // directory that is not there) is the request's fault; one that fails while
+            // scoring (a hosted API down) is the upstream's.
+            e @ EngineError::RerankerLoad(_) => Problem::invalid(e.to_string()),
+            e @ EngineError::Rerank(_) => {
                 Problem::new(StatusCode::BAD_GATEWAY, "reranker-failed", e.to_string())
             }
             e => Problem::internal(format!("{:#}", anyhow_like(&e))),

@@ -76,7 +76,7 @@ pub struct DocumentState {
 }
 
 /// A stored document's fields (without its chunks).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct StoredDocument {
     /// The document id.
     pub id: String,
@@ -116,7 +116,7 @@ pub struct IndexRow {
 }
 
 /// Counts over the whole store.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Stats {
     /// Documents.
     pub documents: u64,
