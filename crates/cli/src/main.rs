@@ -153,6 +153,10 @@ struct ServeArgs {
     /// they need an admin key
     #[arg(long)]
     mcp_allow_write: bool,
+    /// A web origin whose pages may call the API from a browser (CORS), such as
+    /// https://app.example (repeatable; none by default: no CORS)
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
 }
 
 #[derive(Args)]
@@ -478,6 +482,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 readers: 2,
                 evals,
                 mcp_allow_write: allow_write,
+                cors_origins: Vec::new(),
                 limits: Default::default(),
             };
             situate_serve::run_mcp_stdio(opts, allow_write)?;
@@ -522,6 +527,7 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
         readers,
         evals: a.evals,
         mcp_allow_write: a.mcp_allow_write,
+        cors_origins: a.cors_origins,
         limits: situate_serve::Limits {
             max_k: a.max_k,
             timeout_ms: (a.timeout * 1000.0).round() as u64,

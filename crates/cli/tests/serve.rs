@@ -28,6 +28,7 @@ pub struct Answer {
     pub status: u16,
     pub content_type: String,
     pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Server {
@@ -101,11 +102,13 @@ impl Server {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
+            let headers = r.headers().clone();
             let bytes = r.bytes().await.expect("body");
             Answer {
                 status,
                 content_type,
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                headers,
             }
         })
     }
@@ -134,11 +137,13 @@ impl Server {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
+            let headers = r.headers().clone();
             let bytes = r.bytes().await.expect("body");
             Answer {
                 status,
                 content_type,
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                headers,
             }
         })
     }
@@ -1202,4 +1207,66 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
         text.contains(" passed") && !text.contains("Failures:") && !text.contains("Errors:"),
         "{text}"
     );
+}
+
+#[test]
+fn cors_is_off_unless_origins_are_configured() {
+    let (_tmp, index) = indexed();
+    let body = json!({"query": "lens"});
+    let app = "https://app.example";
+    let s = Server::start(&index, &[], &[]);
+    let r = s.send("POST", "/v1/search", &[("origin", app)], Some(&body));
+    assert_problem(&r, 403, "origin-not-allowed");
+    assert!(r.headers.get("access-control-allow-origin").is_none());
+    let ok = s.post("/v1/search", &body);
+    assert!(ok.headers.get("access-control-allow-origin").is_none());
+    drop(s);
+
+    let key = "admin-key-for-cors-test-01";
+    let s = Server::start(
+        &index,
+        &["--cors-origin", app],
+        &[("SITUATE_ADMIN_KEYS", key)],
+    );
+    // The browser's preflight carries no key; it is answered before the guard.
+    let pre = s.send(
+        "OPTIONS",
+        "/v1/search",
+        &[
+            ("origin", app),
+            ("access-control-request-method", "POST"),
+            (
+                "access-control-request-headers",
+                "authorization,content-type",
+            ),
+        ],
+        None,
+    );
+    assert_eq!(pre.status, 200);
+    assert_eq!(pre.headers["access-control-allow-origin"], app);
+    let methods = pre.headers["access-control-allow-methods"]
+        .to_str()
+        .expect("methods");
+    assert!(methods.contains("POST"), "{methods}");
+    let bearer = format!("Bearer {key}");
+    let r = s.send(
+        "POST",
+        "/v1/search",
+        &[("origin", app), ("authorization", &bearer)],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(r.headers["access-control-allow-origin"], app);
+    // Another origin still cannot, key or not.
+    let other = s.send(
+        "POST",
+        "/v1/search",
+        &[
+            ("origin", "https://other.example"),
+            ("authorization", &bearer),
+        ],
+        Some(&body),
+    );
+    assert_problem(&other, 403, "origin-not-allowed");
+    assert!(other.headers.get("access-control-allow-origin").is_none());
 }

@@ -139,6 +139,7 @@ impl Keys {
 pub struct Hosts {
     names: Vec<String>,
     any: bool,
+    origins: Vec<String>,
 }
 
 impl Hosts {
@@ -160,7 +161,21 @@ impl Hosts {
                 names.push(e.trim().to_ascii_lowercase());
             }
         }
-        Hosts { names, any }
+        Hosts {
+            names,
+            any,
+            origins: Vec::new(),
+        }
+    }
+
+    /// Also accepts requests from these web origins (`https://app.example:8443`): the
+    /// pages CORS is configured for.
+    pub fn with_origins(mut self, origins: &[String]) -> Hosts {
+        self.origins = origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_string())
+            .collect();
+        self
     }
 
     fn allows(&self, host: &str) -> bool {
@@ -278,7 +293,7 @@ pub fn check(
             .split_once("://")
             .filter(|(scheme, _)| *scheme == "http" || *scheme == "https")
             .and_then(|(_, rest)| host_name(rest));
-        if !name.is_some_and(|n| hosts.allows(&n)) {
+        if !name.is_some_and(|n| hosts.allows(&n)) && !hosts.origins.iter().any(|c| c == o) {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,
                 "origin-not-allowed",

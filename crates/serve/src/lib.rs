@@ -72,6 +72,8 @@ pub struct ServeOptions {
     pub readers: usize,
     /// Where evaluation reports are kept, one folder per report (eval jobs write there).
     pub evals: PathBuf,
+    /// Web origins allowed to call the API from a browser (CORS); none by default.
+    pub cors_origins: Vec<String>,
     /// Whether `/mcp` lists the write tools (which then need an admin key when keys are
     /// configured).
     pub mcp_allow_write: bool,
@@ -137,6 +139,7 @@ pub enum ServeError {
 }
 
 struct AppState {
+    cors: Vec<String>,
     readers: Readers,
     jobs: Jobs,
     metrics: metrics::Metrics,
@@ -235,7 +238,8 @@ fn app_state(
         jobs,
         metrics: metrics::Metrics::default(),
         limits: opts.limits,
-        hosts: Hosts::new(addr, &opts.allow_hosts),
+        hosts: Hosts::new(addr, &opts.allow_hosts).with_origins(&opts.cors_origins),
+        cors: opts.cors_origins.clone(),
         keys: opts.keys,
         settings: opts.settings,
         index: opts.index,
@@ -346,6 +350,7 @@ fn router(state: Arc<AppState>, mcp_allow_write: bool) -> Router {
             Arc::clone(&state),
             track,
         ))
+        .layer(cors(&state.cors))
         .with_state(state)
 }
 
@@ -369,6 +374,25 @@ async fn guard(State(s): State<Arc<AppState>>, mut req: Request, next: Next) -> 
         }
         Err(p) => p.into_response(),
     }
+}
+
+/// CORS for the configured origins (answering their preflights before the guard, which
+/// browsers send without a key); none configured, no CORS header is ever sent.
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::Method;
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let allowed: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok())
+        .collect();
+    if allowed.is_empty() {
+        return CorsLayer::new();
+    }
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(allowed))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .max_age(Duration::from_secs(600))
 }
 
 /// Counts every answer (the guard's refusals too) by route pattern, method and status.
