@@ -14,6 +14,7 @@ macro_rules! outln {
 
 mod generate;
 mod llm;
+mod load;
 mod rerank;
 mod vectors;
 
@@ -210,6 +211,29 @@ enum BenchCommand {
         #[arg(long)]
         pairs: Option<PathBuf>,
     },
+    /// Many searches at once against a running `situate serve`: requests/s, errors and
+    /// latency percentiles, over the JSON API or over MCP (bench/serve_load.sh)
+    Load {
+        /// The service, http://HOST:PORT
+        #[arg(long)]
+        url: String,
+        /// Queries: a BEIR queries.jsonl or one per line (cycled)
+        #[arg(long)]
+        queries: PathBuf,
+        /// Requests in all
+        #[arg(long, default_value_t = 10_000)]
+        requests: usize,
+        /// Requests in flight at once
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Hits per search
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Call the MCP `search` tool on /mcp (one session per worker) instead of
+        /// POST /v1/search
+        #[arg(long)]
+        mcp: bool,
+    },
     /// Writes a synthetic corpus of N chunk-sized documents (Zipf-distributed words) as a
     /// BEIR corpus.jsonl, and queries drawn from it
     Synth {
@@ -284,6 +308,25 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
         } => crate::vectors::vectors(n, dim, queries, limit, &ef),
         BenchCommand::Hybrid { queries, repeat } => crate::vectors::hybrid(index, &queries, repeat),
         BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
+        BenchCommand::Load {
+            url,
+            queries,
+            requests,
+            concurrency,
+            k,
+            mcp,
+        } => {
+            let qs = crate::load::read_queries(&queries)?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            // The TLS provider reqwest's client needs, though every request is plain http.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let report = rt.block_on(crate::load::run(&url, qs, requests, concurrency, k, mcp))?;
+            report.print(if mcp { "MCP tools/call search" } else { "POST /v1/search" });
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Generate {
             model,
             prompt,
