@@ -48,7 +48,8 @@ impl LoadReport {
 
 /// Queries from a BEIR `queries.jsonl` (the `text` field) or one per line.
 pub fn read_queries(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let qs: Vec<String> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -136,8 +137,10 @@ pub async fn run(
                         .post(format!("{url}/mcp"))
                         .header("mcp-session-id", sid)
                         .header("accept", "application/json, text/event-stream")
-                        .json(&json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
-                            "params": {"name": "search", "arguments": {"query": q, "k": k}}}))
+                        .json(
+                            &json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
+                            "params": {"name": "search", "arguments": {"query": q, "k": k}}}),
+                        )
                         .send()
                         .await
                         .map_err(|e| e.to_string()),
@@ -151,14 +154,21 @@ pub async fn run(
                             .unwrap_or("")
                             .to_string();
                         match r.text().await {
-                            Ok(body) if session.is_none() => {
-                                serde_json::from_str::<Value>(&body).is_ok_and(|v| v["hits"].is_array())
-                                    .then_some(())
-                                    .ok_or_else(|| "not a search answer".to_string())
-                            }
+                            Ok(body) if session.is_none() => serde_json::from_str::<Value>(&body)
+                                .is_ok_and(|v| v["hits"].is_array())
+                                .then_some(())
+                                .ok_or_else(|| "not a search answer".to_string()),
                             Ok(body) => match mcp_message(&ct, &body) {
-                                Some(v) if v["result"]["isError"] != true && v["result"]["content"].is_array() => Ok(()),
-                                _ => Err(format!("not a tool result: {}", &body[..body.len().min(200)])),
+                                Some(v)
+                                    if v["result"]["isError"] != true
+                                        && v["result"]["content"].is_array() =>
+                                {
+                                    Ok(())
+                                }
+                                _ => Err(format!(
+                                    "not a tool result: {}",
+                                    &body[..body.len().min(200)]
+                                )),
                             },
                             Err(e) => Err(e.to_string()),
                         }
@@ -186,7 +196,10 @@ pub async fn run(
     for w in workers {
         let (lat, errors, first) = w.await?;
         if errors == usize::MAX {
-            bail!("an MCP session could not start: {}", first.unwrap_or_default());
+            bail!(
+                "an MCP session could not start: {}",
+                first.unwrap_or_default()
+            );
         }
         report.latencies_ms.extend(lat);
         report.errors += errors;
@@ -203,9 +216,11 @@ async fn mcp_session(client: &reqwest::Client, url: &str) -> Result<String> {
     let r = client
         .post(format!("{url}/mcp"))
         .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "situate-bench", "version": "0"}}}))
+            "clientInfo": {"name": "situate-bench", "version": "0"}}}),
+        )
         .send()
         .await?;
     let sid = r

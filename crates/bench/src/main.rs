@@ -324,7 +324,11 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
             // The TLS provider reqwest's client needs, though every request is plain http.
             let _ = rustls::crypto::ring::default_provider().install_default();
             let report = rt.block_on(crate::load::run(&url, qs, requests, concurrency, k, mcp))?;
-            report.print(if mcp { "MCP tools/call search" } else { "POST /v1/search" });
+            report.print(if mcp {
+                "MCP tools/call search"
+            } else {
+                "POST /v1/search"
+            });
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Generate {
