@@ -111,8 +111,8 @@ async fn wait_text(c: &Client, css: &str, want: &str) {
     }
 }
 
-#[test]
-fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
+/// The fixture corpus, BM25 only (the page is the subject, not the embedder).
+fn indexed() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
     run(
@@ -122,6 +122,20 @@ fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
             .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
         0,
     );
+    (tmp, index)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
+    let (tmp, index) = indexed();
     let more = tmp.path().join("more");
     std::fs::create_dir_all(&more).expect("mkdir");
     for i in 0..30 {
@@ -131,14 +145,20 @@ fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
         )
         .expect("write");
     }
-    let s = Server::start(&index, &[], &[]);
+    // An evaluation report for the reports page.
+    let evals = tmp.path().join("evals");
+    run(
+        situate(&index)
+            .args(["eval", "--dataset"])
+            .arg(fixtures().join("ranked"))
+            .arg("--out")
+            .arg(evals.join("ranked"))
+            .args(["--config", "bm25+none"]),
+        0,
+    );
+    let s = Server::start(&index, &["--evals", evals.to_str().expect("utf-8")], &[]);
     let d = driver();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         let c = browser(&d).await;
         // Search: the form, then each hit's context and original apart, with the legs.
         c.goto(&format!("{}/ui/search", s.url)).await.expect("open");
@@ -241,21 +261,37 @@ fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
                 .contains("documents 30")
         );
         shot(&c, "jobs").await;
+
+        // The evaluation reports, with the table and the plot.
+        c.goto(&format!("{}/ui/evals", s.url)).await.expect("open");
+        c.find(Locator::Css("ul.evals a"))
+            .await
+            .expect("a report")
+            .click()
+            .await
+            .expect("open it");
+        wait_text(&c, "pre.table", "bm25+none+none").await;
+        // The plot is an <img> of /v1/evals/ranked/failure.svg: it has drawn when it has a width.
+        let started = Instant::now();
+        loop {
+            let width = c
+                .execute("const i = document.querySelector('img.plot'); return i.complete ? i.naturalWidth : 0", vec![])
+                .await
+                .expect("script");
+            if width.as_u64().is_some_and(|w| w > 0) {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the plot never loaded");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        shot(&c, "evals").await;
         c.close().await.expect("close");
     });
 }
 
 #[test]
 fn a_read_only_key_sees_the_pages_without_write_controls() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let index = tmp.path().join("idx");
-    run(
-        situate(&index)
-            .arg("ingest")
-            .arg(fixtures().join("corpus"))
-            .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
-        0,
-    );
+    let (_tmp, index) = indexed();
     let read = "read-key-for-the-page-01";
     let s = Server::start(
         &index,
@@ -266,12 +302,7 @@ fn a_read_only_key_sees_the_pages_without_write_controls() {
         ],
     );
     let d = driver();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         let c = browser(&d).await;
         // No key: the login form.
         c.goto(&format!("{}/ui/search", s.url)).await.expect("open");

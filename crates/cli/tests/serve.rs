@@ -93,16 +93,20 @@ impl Server {
         if let Some(b) = body {
             req = req.json(b);
         }
+        self.answer(req)
+    }
+
+    /// Sends `req` and reads its answer.
+    fn answer(&self, req: reqwest::RequestBuilder) -> Answer {
         self.rt.block_on(async {
             let r = req.send().await.expect("the service answers");
-            let status = r.status().as_u16();
-            let content_type = r
-                .headers()
+            let headers = r.headers().clone();
+            let content_type = headers
                 .get("content-type")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
-            let headers = r.headers().clone();
+            let status = r.status().as_u16();
             let bytes = r.bytes().await.expect("body");
             Answer {
                 status,
@@ -128,24 +132,7 @@ impl Server {
             .post(format!("{}{path}", self.url))
             .header("content-type", content_type)
             .body(body);
-        self.rt.block_on(async {
-            let r = req.send().await.expect("the service answers");
-            let status = r.status().as_u16();
-            let content_type = r
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            let headers = r.headers().clone();
-            let bytes = r.bytes().await.expect("body");
-            Answer {
-                status,
-                content_type,
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-                headers,
-            }
-        })
+        self.answer(req)
     }
 }
 

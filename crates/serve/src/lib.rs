@@ -660,6 +660,27 @@ struct PageQuery {
     cursor: Option<String>,
 }
 
+/// A page of `limit` from `items` fetched with one more than asked: the page, and the
+/// cursor of the next (the `key` of the page's last item) when there is more.
+fn page<T>(
+    mut items: Vec<T>,
+    limit: usize,
+    key: impl Fn(&T) -> String,
+) -> (Vec<T>, Option<String>) {
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next = match (more, items.last()) {
+        (true, Some(last)) => Some(encode_cursor(&key(last))),
+        _ => None,
+    };
+    (items, next)
+}
+
+/// The key of a review-queue item for its cursor: its document and ordinal.
+fn context_key(i: &situate_engine::ContextItem) -> String {
+    format!("{}\n{}", i.document_id, i.ordinal)
+}
+
 /// A cursor is the last id of the page before, hex-encoded: opaque to clients, and safe
 /// in a URL whatever the id holds.
 fn encode_cursor(id: &str) -> String {
@@ -698,19 +719,14 @@ async fn documents(
         })?),
     };
     // One more than asked, to know whether another page follows.
-    let mut docs = s
+    let docs = s
         .readers
         .run(move |e| e.documents_after(after.as_deref(), limit + 1))
         .await?;
-    let more = docs.len() > limit;
-    docs.truncate(limit);
-    let next = match (more, docs.last()) {
-        (true, Some(d)) => Some(encode_cursor(&d.id)),
-        _ => None,
-    };
+    let (documents, next_cursor) = page(docs, limit, |d| d.id.clone());
     Ok(Json(DocumentPage {
-        documents: docs,
-        next_cursor: next,
+        documents,
+        next_cursor,
     }))
 }
 
@@ -844,7 +860,7 @@ async fn contexts(
                 })?,
         ),
     };
-    let mut items = s
+    let items = s
         .readers
         .run(move |e| {
             e.contexts_after(
@@ -854,15 +870,10 @@ async fn contexts(
             )
         })
         .await?;
-    let more = items.len() > limit;
-    items.truncate(limit);
-    let next = match (more, items.last()) {
-        (true, Some(i)) => Some(encode_cursor(&format!("{}\n{}", i.document_id, i.ordinal))),
-        _ => None,
-    };
+    let (contexts, next_cursor) = page(items, limit, context_key);
     Ok(Json(ContextPage {
-        contexts: items,
-        next_cursor: next,
+        contexts,
+        next_cursor,
     }))
 }
 

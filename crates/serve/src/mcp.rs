@@ -545,17 +545,12 @@ impl SituateMcp {
                     .ok_or_else(|| Problem::invalid("the cursor is not one this tool gave"))?,
             ),
         };
-        let mut docs = self
+        let docs = self
             .state
             .readers
             .run(move |e| e.documents_after(after.as_deref(), limit + 1))
             .await?;
-        let more = docs.len() > limit;
-        docs.truncate(limit);
-        let next = match (more, docs.last()) {
-            (true, Some(d)) => Some(encode_cursor(&d.id)),
-            _ => None,
-        };
+        let (docs, next) = crate::page(docs, limit, |d| d.id.clone());
         let docs: Vec<serde_json::Value> = docs
             .into_iter()
             .map(|d| {

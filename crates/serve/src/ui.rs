@@ -19,7 +19,7 @@
 use crate::auth::{KEY_COOKIE, Role};
 use crate::jobs::{self, JobSpec, JobState};
 use crate::problem::Problem;
-use crate::{AppState, decode_cursor, encode_cursor};
+use crate::{AppState, decode_cursor};
 use axum::Form;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -325,15 +325,9 @@ pub(crate) async fn review_queue(
             )
         })
         .await;
-    let mut items = match items {
-        Ok(v) => v,
+    let (items, next) = match items {
+        Ok(v) => crate::page(v, limit, crate::context_key),
         Err(p) => return error_page(role, &p),
-    };
-    let more = items.len() > limit;
-    items.truncate(limit);
-    let next = match (more, items.last()) {
-        (true, Some(i)) => Some(encode_cursor(&format!("{}\n{}", i.document_id, i.ordinal))),
-        _ => None,
     };
     let back = format!("/ui/review?status={status}");
     let body = html! {
