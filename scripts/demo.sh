@@ -24,3 +24,6 @@ for q in \
   echo "== search: $q"
   "$bin" --index "$index" search "$q" -k 3 --explain
 done
+echo
+echo "== next: serve this index (HTTP API, web page at http://127.0.0.1:7878/, MCP at /mcp):"
+echo "   $bin --index $index serve      # then the curl examples in README.md, \"The service\""
