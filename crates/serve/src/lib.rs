@@ -526,14 +526,17 @@ pub(crate) struct SearchBody {
     /// Hits returned [10; at most the service's `max_k`].
     k: Option<usize>,
     /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors].
+    #[schemars(extend("enum" = ["bm25", "vector", "hybrid", null]))]
     mode: Option<String>,
     /// `contextual` (context and original) or `plain` (the original alone) BM25.
+    #[schemars(extend("enum" = ["contextual", "plain", null]))]
     bm25: Option<String>,
     /// Weight of the context relative to the original in contextual BM25 [0.5].
     context_weight: Option<f32>,
     /// Hits each leg contributes to the fusion [150].
     fetch: Option<usize>,
     /// `rrf` or `minmax` [rrf].
+    #[schemars(extend("enum" = ["rrf", "minmax", null]))]
     fusion: Option<String>,
     /// RRF's k [60].
     rrf_k: Option<f32>,
