@@ -111,20 +111,6 @@ async fn wait_text(c: &Client, css: &str, want: &str) {
     }
 }
 
-/// The fixture corpus, BM25 only (the page is the subject, not the embedder).
-fn indexed() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let index = tmp.path().join("idx");
-    run(
-        situate(&index)
-            .arg("ingest")
-            .arg(fixtures().join("corpus"))
-            .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
-        0,
-    );
-    (tmp, index)
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -135,7 +121,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("none");
     let more = tmp.path().join("more");
     std::fs::create_dir_all(&more).expect("mkdir");
     for i in 0..30 {
@@ -291,7 +277,7 @@ fn a_person_searches_opens_a_card_accepts_its_context_and_watches_a_job() {
 
 #[test]
 fn a_read_only_key_sees_the_pages_without_write_controls() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let read = "read-key-for-the-page-01";
     let s = Server::start(
         &index,

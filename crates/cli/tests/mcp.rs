@@ -19,20 +19,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// The fixture corpus, BM25 only (no model to load).
-fn indexed() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let index = tmp.path().join("idx");
-    run(
-        situate(&index)
-            .arg("ingest")
-            .arg(fixtures().join("corpus"))
-            .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
-        0,
-    );
-    (tmp, index)
-}
-
 /// A tool call's JSON answer (the text of its one content block), and whether it is an
 /// error.
 async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (Value, bool) {
@@ -67,7 +53,7 @@ fn mcp_command(index: &Path, allow_write: bool) -> tokio::process::Command {
 
 #[test]
 fn an_agent_searches_reads_cards_and_explains_over_stdio() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     runtime().block_on(async {
         let transport = TokioChildProcess::new(mcp_command(&index, false).configure(|c| {
             c.stderr(Stdio::null());
@@ -211,7 +197,7 @@ fn an_agent_searches_reads_cards_and_explains_over_stdio() {
 
 #[test]
 fn with_allow_write_an_agent_ingests_and_reviews_over_stdio() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     runtime().block_on(async {
         let transport = TokioChildProcess::new(mcp_command(&index, true).configure(|c| {
             c.stderr(Stdio::null());
@@ -264,7 +250,7 @@ fn with_allow_write_an_agent_ingests_and_reviews_over_stdio() {
 
 #[test]
 fn every_line_situate_mcp_writes_to_stdout_is_json_rpc() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let mut child = situate(&index)
         .arg("mcp")
         .env("SITUATE_LOG", "debug")
@@ -323,7 +309,7 @@ fn every_line_situate_mcp_writes_to_stdout_is_json_rpc() {
 
 #[test]
 fn the_service_speaks_mcp_over_http_with_keys_and_roles() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let (read, admin) = ("read-key-for-mcp-00001", "admin-key-for-mcp-00001");
     let s = Server::start(
         &index,
@@ -373,19 +359,10 @@ fn the_service_speaks_mcp_over_http_with_keys_and_roles() {
     });
 }
 
-/// The Python the test script installed the reference `mcp` client into.
-fn python() -> String {
-    std::env::var("SITUATE_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "SITUATE_TEST_PYTHON is not set: scripts/test.sh sets it to a Python with the mcp package (python -m pip install mcp==2.3.0)"
-        )
-    })
-}
-
 /// Runs `tests/python/mcp_client.py` with `args` and parses what it prints.
 fn python_client(args: &[&str]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
-    let out = std::process::Command::new(python())
+    let out = std::process::Command::new(test_python())
         .arg(script)
         .args(args)
         .output()
@@ -402,7 +379,7 @@ fn python_client(args: &[&str]) -> Value {
 
 #[test]
 fn the_python_reference_client_lists_and_calls_the_tools_over_stdio_and_http() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let check = |v: &Value| {
         assert_eq!(v["server"], "situate");
         assert_eq!(

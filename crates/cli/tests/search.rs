@@ -2,24 +2,9 @@
 
 use crate::*;
 
-fn indexed() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let index = tmp.path().join("idx");
-    // Small chunks, so the manual has a chunk per section.
-    run(
-        situate(&index)
-            .arg("ingest")
-            .arg(fixtures().join("corpus"))
-            // About BM25 and contexts: no embedding model to load.
-            .args(["--max-tokens", "60", "--overlap", "0", "--embedder", "none"]),
-        0,
-    );
-    (tmp, index)
-}
-
 #[test]
 fn hits_carry_context_and_original_apart() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let v = json(
         situate(&index).args(["search", "how often to clean the Fresnel lens", "-k", "3"]),
         0,
@@ -63,7 +48,7 @@ fn hits_carry_context_and_original_apart() {
 
 #[test]
 fn contextual_bm25_finds_what_plain_bm25_cannot() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     // "Keeper" is only in the manual's title; the chunk about bulbs does not say it, but its
     // structural context carries the title.
     let plain = search_ids(&index, "keeper", &["--bm25", "plain", "-k", "20"]);
@@ -87,7 +72,7 @@ fn contextual_bm25_finds_what_plain_bm25_cannot() {
 
 #[test]
 fn code_html_russian_and_chinese_are_searchable() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     assert!(search_ids(&index, "overdraft transfer", &[])[0].starts_with("corpus/src/ledger.rs#"));
     assert!(search_ids(&index, "heapq due jobs", &[])[0].starts_with("corpus/src/scheduler.py#"));
     let faq = search_ids(&index, "ticket price children", &[]);
@@ -115,7 +100,7 @@ fn code_html_russian_and_chinese_are_searchable() {
 
 #[test]
 fn show_prints_the_whole_card() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("none");
     let id = search_ids(&index, "overdraft", &[])[0].clone();
     let v = json(situate(&index).args(["show", &id]), 0);
     assert_eq!(v["chunk_id"], Value::String(id.clone()));

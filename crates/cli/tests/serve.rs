@@ -150,27 +150,6 @@ pub fn assert_problem(a: &Answer, status: u16, code: &str) {
     assert!(a.body["title"].is_string() && a.body["detail"].is_string());
 }
 
-/// The fixture corpus with the hashing embedder: hybrid search without a model's time.
-fn indexed() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let index = tmp.path().join("idx");
-    run(
-        situate(&index)
-            .arg("ingest")
-            .arg(fixtures().join("corpus"))
-            .args([
-                "--max-tokens",
-                "60",
-                "--overlap",
-                "0",
-                "--embedder",
-                "hash:64",
-            ]),
-        0,
-    );
-    (tmp, index)
-}
-
 /// The ids and scores of hits.
 fn ranked(v: &Value) -> Vec<(String, String)> {
     v["hits"]
@@ -188,7 +167,7 @@ fn ranked(v: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn the_service_answers_searches_cards_and_documents_as_the_cli_does() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("hash:64");
     let s = Server::start(&index, &[], &[]);
     assert_eq!(s.get("/healthz").body["status"], "ok");
     assert_eq!(s.get("/readyz").body["status"], "ready");
@@ -352,7 +331,7 @@ fn the_service_answers_searches_cards_and_documents_as_the_cli_does() {
 
 #[test]
 fn bad_requests_get_problem_json_with_a_stable_code() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("hash:64");
     let s = Server::start(&index, &["--max-k", "20"], &[]);
     let search = |body: Value| s.post("/v1/search", &body);
     assert_problem(
@@ -440,7 +419,7 @@ fn bad_requests_get_problem_json_with_a_stable_code() {
 
 #[test]
 fn keys_roles_and_the_host_and_origin_checks() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("hash:64");
     // Listening beyond loopback without keys is refused at start.
     let out = run(
         situate(&index)
@@ -573,7 +552,7 @@ fn keys_roles_and_the_host_and_origin_checks() {
 
 #[test]
 fn searches_see_what_is_ingested_beside_the_running_service() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("hash:64");
     let s = Server::start(&index, &["--readers", "2"], &[]);
     let query = json!({"query": "aurora borealis photography", "mode": "bm25", "k": 3});
     let before = s.post("/v1/search", &query);
@@ -683,7 +662,7 @@ fn stats_are_consistent(index: &Path) -> Value {
 
 #[test]
 fn jobs_ingest_uploads_and_paths_delete_and_rebuild_with_progress_as_events() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("hash:64");
     let s = Server::start(&index, &[], &[]);
     let job = s.post(
         "/v1/jobs",
@@ -796,7 +775,7 @@ fn jobs_ingest_uploads_and_paths_delete_and_rebuild_with_progress_as_events() {
 
 #[test]
 fn searches_answer_during_an_ingest_job_and_a_cancelled_job_finishes_when_run_again() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("hash:64");
     let before = stats_are_consistent(&index)["store"]["documents"]
         .as_u64()
         .expect("docs");
@@ -862,7 +841,7 @@ fn searches_answer_during_an_ingest_job_and_a_cancelled_job_finishes_when_run_ag
 
 #[test]
 fn a_server_killed_mid_ingest_loses_nothing_when_the_job_is_run_again() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("hash:64");
     let before = stats_are_consistent(&index)["store"]["documents"]
         .as_u64()
         .expect("docs");
@@ -1066,7 +1045,7 @@ fn contexts_are_written_by_a_job_listed_for_review_and_decided_by_a_person() {
 
 #[test]
 fn an_eval_job_writes_a_report_the_service_lists_with_its_plot() {
-    let (tmp, index) = indexed();
+    let (tmp, index) = indexed_corpus("hash:64");
     let evals = tmp.path().join("evals");
     let s = Server::start(&index, &["--evals", evals.to_str().expect("utf-8")], &[]);
     assert_eq!(s.get("/v1/evals").body["evals"], json!([]));
@@ -1140,12 +1119,8 @@ fn an_eval_job_writes_a_report_the_service_lists_with_its_plot() {
 
 #[test]
 fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document() {
-    let (_tmp, index) = indexed();
-    let python = std::env::var("SITUATE_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "SITUATE_TEST_PYTHON is not set: scripts/test.sh sets it to a Python with schemathesis"
-        )
-    });
+    let (_tmp, index) = indexed_corpus("hash:64");
+    let python = test_python();
     let st = Path::new(&python)
         .parent()
         .expect("the venv's bin")
@@ -1198,7 +1173,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
 
 #[test]
 fn cors_is_off_unless_origins_are_configured() {
-    let (_tmp, index) = indexed();
+    let (_tmp, index) = indexed_corpus("hash:64");
     let body = json!({"query": "lens"});
     let app = "https://app.example";
     let s = Server::start(&index, &[], &[]);

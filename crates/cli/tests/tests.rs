@@ -24,6 +24,39 @@ pub fn fixtures() -> PathBuf {
         .join("fixtures")
 }
 
+/// The committed fixture corpus ingested into a fresh index with small chunks (the manual
+/// has a chunk per section) and `embedder` (`none`: BM25 only, no model to load;
+/// `hash:DIM`: vectors without a model's time).
+pub fn indexed_corpus(embedder: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index)
+            .arg("ingest")
+            .arg(fixtures().join("corpus"))
+            .args([
+                "--max-tokens",
+                "60",
+                "--overlap",
+                "0",
+                "--embedder",
+                embedder,
+            ]),
+        0,
+    );
+    (tmp, index)
+}
+
+/// The Python `scripts/test.sh` installs the test's packages into (the `mcp` client,
+/// schemathesis).
+pub fn test_python() -> String {
+    std::env::var("SITUATE_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "SITUATE_TEST_PYTHON is not set: scripts/test.sh sets it to a Python with the test packages (mcp==2.3.0, schemathesis==4.32.5)"
+        )
+    })
+}
+
 /// A command for the binary under test, on `index`, with no settings file in reach.
 pub fn situate(index: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_situate"));

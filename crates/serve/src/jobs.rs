@@ -528,6 +528,33 @@ impl Jobs {
         Ok(now)
     }
 
+    /// A person's decision on one context, as a job on the writer: checks the decision,
+    /// queues it and waits at most `limit`. A decision that failed is its error (a chunk
+    /// that is not there: `not-found`); otherwise the job as it is then (succeeded, or
+    /// still queued behind a long job).
+    pub async fn decide(
+        &self,
+        chunk_id: &str,
+        decision: String,
+        text: Option<String>,
+        limit: Duration,
+    ) -> Result<JobStatus, Problem> {
+        decision_of(&decision, text.as_deref())?;
+        let job = self.submit(JobSpec::Review {
+            chunk_id: chunk_id.to_string(),
+            decision,
+            text,
+        })?;
+        let done = self.wait(&job.id, limit).await?;
+        match (done.state, &done.error) {
+            (JobState::Failed, Some(e)) => {
+                Err(Problem::new(status_of(e.code), e.code, e.detail.clone()))
+            }
+            (JobState::Failed, None) => Err(Problem::internal("the decision failed")),
+            _ => Ok(done),
+        }
+    }
+
     /// Asks a job to stop: a queued job is cancelled at once; a running ingest stops
     /// reading at the next document and commits what has its contexts; deletion and
     /// rebuild are short and finish. Cancelling a finished job changes nothing.

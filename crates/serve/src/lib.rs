@@ -904,32 +904,13 @@ async fn review(
     jobs::decision_of(&b.decision, b.text.as_deref())?;
     let id = chunk_id.clone();
     s.readers.run(move |e| e.chunk(&id)).await?;
-    let job = s.jobs.submit(JobSpec::Review {
-        chunk_id: chunk_id.clone(),
-        decision: b.decision,
-        text: b.text,
-    })?;
-    let done = s
-        .jobs
-        .wait(
-            &job.id,
-            REVIEW_WAIT.min(Duration::from_millis(s.limits.timeout_ms)),
-        )
-        .await?;
-    match done.state {
-        jobs::JobState::Succeeded => {
-            let card = s.readers.run(move |e| e.card_view(&chunk_id)).await?;
-            Ok(Json(serde_json::json!({"card": card, "job": done})).into_response())
-        }
-        jobs::JobState::Failed => {
-            let e = done.error.clone();
-            let (code, detail) = e
-                .map(|e| (e.code, e.detail))
-                .unwrap_or(("internal", "the decision failed".into()));
-            Err(Problem::new(jobs::status_of(code), code, detail))
-        }
-        _ => Ok(accepted(done)),
+    let wait = REVIEW_WAIT.min(Duration::from_millis(s.limits.timeout_ms));
+    let done = s.jobs.decide(&chunk_id, b.decision, b.text, wait).await?;
+    if done.state != jobs::JobState::Succeeded {
+        return Ok(accepted(done));
     }
+    let card = s.readers.run(move |e| e.card_view(&chunk_id)).await?;
+    Ok(Json(serde_json::json!({"card": card, "job": done})).into_response())
 }
 
 /// Every report in the evaluations folder (a folder holding `report.json`), newest first.

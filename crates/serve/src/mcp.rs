@@ -585,32 +585,20 @@ impl SituateMcp {
         jobs::decision_of(&p.decision, p.text.as_deref())?;
         let id = p.chunk_id.clone();
         self.state.readers.run(move |e| e.chunk(&id)).await?;
-        let job = self.state.jobs.submit(JobSpec::Review {
-            chunk_id: p.chunk_id.clone(),
-            decision: p.decision,
-            text: p.text,
-        })?;
         let done = self
             .state
             .jobs
-            .wait(&job.id, Duration::from_secs(10))
+            .decide(&p.chunk_id, p.decision, p.text, Duration::from_secs(10))
             .await?;
-        match (done.state, &done.error) {
-            (jobs::JobState::Failed, Some(e)) => Err(Problem::new(
-                jobs::status_of(e.code),
-                e.code,
-                e.detail.clone(),
-            )),
-            (jobs::JobState::Succeeded, _) => {
-                let id = p.chunk_id;
-                let card = self.state.readers.run(move |e| e.card_view(&id)).await?;
-                Ok(
-                    serde_json::json!({"chunk_id": card.chunk_id, "context_status": card.context_status,
-                    "context": card.generated_context, "job_id": done.id}),
-                )
-            }
-            _ => serde_json::to_value(&done).map_err(Problem::internal),
+        if done.state != jobs::JobState::Succeeded {
+            return serde_json::to_value(&done).map_err(Problem::internal);
         }
+        let id = p.chunk_id;
+        let card = self.state.readers.run(move |e| e.card_view(&id)).await?;
+        Ok(
+            serde_json::json!({"chunk_id": card.chunk_id, "context_status": card.context_status,
+            "context": card.generated_context, "job_id": done.id}),
+        )
     }
 }
 

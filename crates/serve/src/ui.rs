@@ -17,7 +17,7 @@
 //! show no write control; the write routes refuse a read key in any case.
 
 use crate::auth::{KEY_COOKIE, Role};
-use crate::jobs::{self, JobSpec, JobState};
+use crate::jobs::{self, JobSpec};
 use crate::problem::Problem;
 use crate::{AppState, decode_cursor};
 use axum::Form;
@@ -382,25 +382,13 @@ pub(crate) async fn review_post(
     Form(f): Form<ReviewForm>,
 ) -> Response {
     let text = (f.decision == "edit").then_some(f.text.clone());
-    let done = async {
-        jobs::decision_of(&f.decision, text.as_deref())?;
-        let job = s.jobs.submit(JobSpec::Review {
-            chunk_id: chunk_id.clone(),
-            decision: f.decision.clone(),
-            text,
-        })?;
-        let done = s.jobs.wait(&job.id, Duration::from_secs(10)).await?;
-        match (done.state, done.error) {
-            (JobState::Failed, Some(e)) => {
-                Err(Problem::new(jobs::status_of(e.code), e.code, e.detail))
-            }
-            _ => Ok(()),
-        }
-    }
-    .await;
+    let done = s
+        .jobs
+        .decide(&chunk_id, f.decision.clone(), text, Duration::from_secs(10))
+        .await;
     match done {
         // Back where the person was: only a path of this page, never another site.
-        Ok(()) => {
+        Ok(_) => {
             let back = f
                 .back
                 .filter(|b| b.starts_with("/ui/") && !b.starts_with("//"))
