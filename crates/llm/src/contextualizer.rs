@@ -7,7 +7,7 @@ use crate::verify::{checked_document, verify};
 use crate::{Finish, Llm, PrefixCaching, SharedPrompt};
 use situate_core::{
     ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer,
-    DocumentContexts, DocumentView, Provenance, TokenUsage,
+    DocumentContexts, DocumentView, Language, Provenance, TokenUsage,
 };
 use std::sync::Mutex;
 
@@ -151,16 +151,41 @@ impl LlmContextualizer {
         self.template.version()
     }
 
+    /// The prompt template asked of a document in `language`
+    /// ([`PromptTemplate::for_language`]).
+    pub fn template_for(&self, language: Language) -> &PromptTemplate {
+        self.template.for_language(language)
+    }
+
+    /// [`Contextualizer::fingerprint`] for a document in `language`: the prompt version is
+    /// the one that language is asked with, so a Russian document's notes are keyed by the
+    /// Russian prompt while every other document keeps the keys it had.
+    fn fingerprint_for(&self, language: Language) -> String {
+        format!(
+            "llm:{}:{}:{:?}:{}:{:?}",
+            self.llm.id(),
+            self.template_for(language).version(),
+            self.long,
+            self.max_tokens,
+            self.document_tokens
+        )
+    }
+
     /// The model.
     pub fn llm(&self) -> &dyn Llm {
         self.llm.as_ref()
     }
 
-    fn provenance(&self, input_hash: String, strategy: &str) -> Provenance {
+    fn provenance(
+        &self,
+        template: &PromptTemplate,
+        input_hash: String,
+        strategy: &str,
+    ) -> Provenance {
         Provenance {
             method: situate_core::ContextMethod::Llm,
             model: Some(self.llm.id().to_string()),
-            prompt_version: Some(self.template.version().to_string()),
+            prompt_version: Some(template.version().to_string()),
             input_hash,
             strategy: Some(strategy.to_string()),
             parts: vec![],
@@ -229,7 +254,8 @@ impl LlmContextualizer {
     ) -> Written {
         let describe = wanted != Describe::No;
         let count = |t: &str| self.llm.count_tokens(t);
-        let overhead = count(&self.template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
+        let template = self.template.for_language(doc.language);
+        let overhead = count(&template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
         // The description is member `chunks.len()` of its group.
         let desc = chunks.len();
         let piece = |i: usize| {
@@ -243,10 +269,7 @@ impl LlmContextualizer {
         // Chunks grouped by the document text their prompt carries, in order of first use:
         // each group shares one prefix.
         let mut groups: Vec<Group> = Vec::new();
-        let suffixes: Vec<String> = chunks
-            .iter()
-            .map(|c| self.template.suffix(c.text))
-            .collect();
+        let suffixes: Vec<String> = chunks.iter().map(|c| template.suffix(c.text)).collect();
         let suffix_tokens: Vec<usize> = suffixes.iter().map(|s| count(s)).collect();
         // One budget for the whole document, left by its longest chunk, so that a long
         // document's windows fall on the same grid for every chunk and neighbouring chunks
@@ -290,7 +313,7 @@ impl LlmContextualizer {
             let range = chunk.span.byte_start..chunk.span.byte_end;
             match document_part(doc.text, range, budget, self.long, &count) {
                 Err(reason) => {
-                    let c = failed(reason, Some(self.provenance(hash, "refused")));
+                    let c = failed(reason, Some(self.provenance(template, hash, "refused")));
                     on_done(piece(i), &c, &TokenUsage::default());
                     contexts[i] = Some(c);
                 }
@@ -341,7 +364,7 @@ impl LlmContextualizer {
         let usage = Mutex::new(TokenUsage::default());
         let price = self.price();
         for (text, strategy, members) in &groups {
-            let prefix = self.template.prefix(text);
+            let prefix = template.prefix(text);
             let mut reserved = 0.0;
             let suffixes: Vec<String> = members.iter().map(|(_, s)| s.clone()).collect();
             let estimate = estimate_usage(
@@ -390,12 +413,18 @@ impl LlmContextualizer {
                     return;
                 };
                 let prov = match chunks.get(i) {
-                    Some(chunk) => self.provenance(self.input_hash(&doc, chunk), strategy),
+                    Some(chunk) => {
+                        self.provenance(template, self.input_hash(&doc, chunk), strategy)
+                    }
                     None => Provenance {
                         prompt_version: Some(
                             crate::document::describe_prompt(doc.language).1.into(),
                         ),
-                        ..self.provenance(crate::document::description_key(self, &doc), strategy)
+                        ..self.provenance(
+                            template,
+                            crate::document::description_key(self, &doc),
+                            strategy,
+                        )
                     },
                 };
                 let (c, u) = match r {
@@ -479,14 +508,16 @@ impl Contextualizer for LlmContextualizer {
     }
 
     fn fingerprint(&self) -> String {
-        format!(
-            "llm:{}:{}:{:?}:{}:{:?}",
-            self.llm.id(),
-            self.template.version(),
-            self.long,
-            self.max_tokens,
-            self.document_tokens
-        )
+        self.fingerprint_for(Language::Other)
+    }
+
+    fn input_hash(&self, doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> String {
+        situate_core::hash_parts(&[
+            self.fingerprint_for(doc.language).as_bytes(),
+            doc.content_hash.as_bytes(),
+            &(chunk.span.byte_start as u64).to_le_bytes(),
+            chunk.text.as_bytes(),
+        ])
     }
 
     fn remembers(&self) -> bool {

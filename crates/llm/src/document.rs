@@ -93,7 +93,7 @@ impl DocumentContextualizer {
     fn prompt_version(&self, language: Language) -> String {
         let describe = describe_prompt(language).1;
         if self.notes {
-            format!("{describe}+{}", self.llm.template_version())
+            format!("{describe}+{}", self.llm.template_for(language).version())
         } else {
             describe.to_string()
         }
@@ -626,6 +626,66 @@ mod tests {
         let en = DocumentView { text: RU, ..view() };
         assert_ne!(description_key(c.llm(), &ru), description_key(c.llm(), &en));
         assert_eq!(describe_prompt(Language::Zh).1, DESCRIBE_VERSION);
+    }
+
+    #[tokio::test]
+    async fn a_russian_documents_notes_are_asked_in_russian_under_their_own_version() {
+        const RU: &str = "# Отчёт Acme за второй квартал\n\nВыручка выросла на 3%.\n";
+        let (c, calls) = contextualizer("Отчёт Acme о выручке за второй квартал.", true);
+        let spans = vec![ChunkSpan {
+            ordinal: 0,
+            byte_start: 0,
+            byte_end: RU.len(),
+            char_start: 0,
+            char_end: RU.chars().count(),
+            heading_path: vec![],
+            chunk_id: None,
+        }];
+        let chunks = ChunkView::all(RU, &spans);
+        let ru = DocumentView {
+            language: Language::Ru,
+            text: RU,
+            ..view()
+        };
+        let got = c
+            .contextualize(ru, &chunks, &Memory::default())
+            .await
+            .expect("contexts");
+        // One prefix for the description and the note, the note asked in Russian.
+        let asked = log(&calls);
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let (prefix, suffixes) = &asked[0];
+        assert_eq!(prefix, &format!("<document>\n{RU}"));
+        assert!(suffixes[0].ends_with(DESCRIBE_PROMPT_RU), "{suffixes:?}");
+        let note = &suffixes[1];
+        assert!(note.contains("Вот фрагмент этого документа"), "{note}");
+        assert!(note.ends_with("Ответь только этим предложением."), "{note}");
+        assert!(!note.contains("Please give"), "{note}");
+        let p = got.contexts[0].provenance.as_ref().expect("provenance");
+        assert_eq!(
+            p.prompt_version.as_deref(),
+            Some(format!("{DESCRIBE_VERSION_RU}+{}", crate::prompt::NOTE_VERSION_RU).as_str())
+        );
+        // The note is keyed by the Russian prompt; an English document keeps the key every
+        // earlier version gave it (the contextualizer's fingerprint), so no paid note is lost.
+        let en = DocumentView { text: RU, ..view() };
+        let llm = c.llm();
+        assert_ne!(
+            llm.input_hash(&ru, &chunks[0]),
+            llm.input_hash(&en, &chunks[0])
+        );
+        let old_key = situate_core::hash_parts(&[
+            llm.fingerprint().as_bytes(),
+            en.content_hash.as_bytes(),
+            &0u64.to_le_bytes(),
+            RU.as_bytes(),
+        ]);
+        assert_eq!(llm.input_hash(&en, &chunks[0]), old_key);
+        assert!(
+            llm.fingerprint().contains(crate::prompt::ANTHROPIC_VERSION),
+            "{}",
+            llm.fingerprint()
+        );
     }
 
     #[tokio::test]

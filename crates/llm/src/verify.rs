@@ -55,11 +55,12 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(pattern).unwrap_or_else(|e| unreachable!("{pattern}: {e}")))
 }
 
-/// The Russian description prompt ([`crate::document::DESCRIBE_PROMPT_RU`]) said back, in
-/// any case of its list: a sentence of it is task talk, and a reply of nothing else chatter.
+/// The Russian prompts said back: the description's ([`crate::document::DESCRIBE_PROMPT_RU`]),
+/// in any case of its list, and the note's ([`crate::prompt::NOTE_TEMPLATE_RU`]): a sentence
+/// of it is task talk, and a reply of nothing else chatter.
 macro_rules! ru_prompt_echo {
     () => {
-        r"что\s+это\s+за\s+(текст|документ)|люд\w*,\s+организаци\w*,\s+мест|организаци\w*,\s+мест\w*,\s+продукт"
+        r"что\s+это\s+за\s+(текст|документ)|люд\w*,\s+организаци\w*,\s+мест|организаци\w*,\s+мест\w*,\s+продукт|к\s+чему\s+относится\s+этот\s+фрагмент|имен\w*\s+или\s+названи\w*\s+из\s+(него|документа)|о\s+которых\s+ид[её]т\s+речь\s+во\s+фрагменте|вот\s+фрагмент|ответь\s+только"
     };
 }
 
@@ -687,6 +688,34 @@ mod tests {
             "Он описывает множество людей, организаций, мест, продуктов и программ.",
         ] {
             let v = verify_description(echo, doc, false);
+            assert!(
+                v.reasons.iter().any(|r| r.starts_with("chatter")),
+                "{echo}: {:?}",
+                v.reasons
+            );
+        }
+    }
+
+    #[test]
+    fn the_russian_note_prompt_echoed_is_taken_out() {
+        let doc = "Полония Варшава играет в четвёртой лиге. Клуб основан в 1911 году.";
+        let chunk = "Клуб основан в 1911 году.";
+        let v = verify(
+            "Документ о клубе Полония Варшава, фрагмент говорит о годе основания. Вот фрагмент этого документа, к чему относится этот фрагмент.",
+            chunk,
+            doc,
+            false,
+        );
+        assert!(v.reasons.is_empty(), "{:?}", v.reasons);
+        assert_eq!(
+            v.text,
+            "Документ о клубе Полония Варшава, фрагмент говорит о годе основания."
+        );
+        for echo in [
+            "Тема документа и имена или названия из него, о которых идёт речь во фрагменте.",
+            "Ответь только этим предложением.",
+        ] {
+            let v = verify(echo, chunk, doc, false);
             assert!(
                 v.reasons.iter().any(|r| r.starts_with("chatter")),
                 "{echo}: {:?}",
