@@ -26,8 +26,10 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use situate_core::ContextStatus;
 use situate_engine::{
-    Access, Engine, FilterSettings, IngestEvent, IngestRequest, SearchSettings, Settings,
+    Access, AnswerSettings, Engine, FilterSettings, IngestEvent, IngestRequest, SearchSettings,
+    Settings,
 };
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -77,6 +79,9 @@ enum Command {
     Ingest(IngestArgs),
     /// Search the index
     Search(SearchArgs),
+    /// Answer a question from the index, citing the chunks the answer comes from, or say
+    /// the documents do not hold the answer
+    Ask(AskArgs),
     /// Show one chunk card: context, original and provenance
     Show {
         /// The chunk id (as printed by search)
@@ -145,6 +150,9 @@ struct ServeArgs {
     /// The longest a request may take, in seconds
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
+    /// The longest an answer (`/v1/ask`, the MCP tool `ask`) may take, in seconds
+    #[arg(long, default_value_t = 300.0)]
+    ask_timeout: f64,
     /// Where evaluation reports are kept, one folder each (`situate eval --out
     /// DIR/NAME` writes one; eval jobs write there)
     #[arg(long, default_value = "eval")]
@@ -285,6 +293,13 @@ struct SearchArgs {
     rerank: Option<String>,
     #[command(flatten)]
     tuning: TuningArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+/// Which documents a search (or an answer) may use.
+#[derive(Args)]
+struct FilterArgs {
     /// Only documents of this language (repeatable)
     #[arg(long)]
     language: Vec<String>,
@@ -297,6 +312,62 @@ struct SearchArgs {
     /// Only documents with this metadata, KEY=VALUE (repeatable; all must match)
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
+}
+
+impl FilterArgs {
+    /// These flags as the engine's filter settings.
+    fn settings(self) -> FilterSettings {
+        FilterSettings {
+            documents: self.document,
+            paths: self.path,
+            languages: self.language,
+            meta: self.meta,
+        }
+    }
+}
+
+#[derive(Args)]
+struct AskArgs {
+    /// The question
+    question: String,
+    /// retrieval (the search's best passages), full (the whole base as one cached prompt)
+    /// or auto (full when the base fits --full-budget) [default: auto]
+    #[arg(long)]
+    mode: Option<String>,
+    /// Passages given to the model in retrieval mode [default: 8]
+    #[arg(long)]
+    passages: Option<usize>,
+    /// The model: a catalog name, a .gguf path, anthropic:MODEL, openai:MODEL, ollama:MODEL
+    /// [default: the [llm] model]
+    #[arg(long)]
+    llm: Option<String>,
+    /// Most tokens of the answer [default: 300]
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Do not ask the model when the best passage scores under this (the answer is "not in
+    /// the documents") [default: always ask]
+    #[arg(long)]
+    min_score: Option<f32>,
+    /// An answer whose citations do not hold: mark, retry (once, then mark) or refuse
+    /// (retry once, then withhold it) [default: mark]
+    #[arg(long)]
+    unsupported: Option<String>,
+    /// Most tokens of the whole base for auto to choose full mode [default: 8000]
+    #[arg(long)]
+    full_budget: Option<usize>,
+    /// The search's legs: bm25, vector or hybrid [default: hybrid when the index has vectors]
+    #[arg(long)]
+    search_mode: Option<String>,
+    /// BM25 over the original only (plain) or context and original (contextual)
+    #[arg(long)]
+    bm25: Option<String>,
+    /// Rerank the fused top hits (as `situate search --rerank`) [default: none]
+    #[arg(long)]
+    rerank: Option<String>,
+    #[command(flatten)]
+    tuning: TuningArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
 }
 
 /// Keeps freed memory in the process for reuse. By default glibc serves every large block
@@ -397,16 +468,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..a.tuning.settings()
             };
             let plan = flags.over(&settings.search).plan(&settings.default_llm())?;
-            let filter = FilterSettings {
-                documents: a.document,
-                paths: a.path,
-                languages: a.language,
-                meta: a.meta,
-            }
-            .filter()?;
+            let filter = a.filter.settings().filter()?;
             let e = Engine::open(&index, Access::Read)?;
             let response = e.query(&a.query, &plan, &filter)?;
             output::hits(out.json, &response, a.explain)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ask(a) => {
+            let search = SearchSettings {
+                bm25: a.bm25,
+                mode: a.search_mode,
+                rerank: a.rerank,
+                ..a.tuning.settings()
+            }
+            .over(&settings.search)
+            .plan(&settings.default_llm())?;
+            let plan = AnswerSettings {
+                mode: a.mode,
+                passages: a.passages,
+                model: a.llm,
+                max_tokens: a.max_tokens,
+                min_score: a.min_score,
+                unsupported: a.unsupported,
+                full_budget: a.full_budget,
+            }
+            .over(&settings.answer)
+            .plan(&settings.default_llm())?;
+            let filter = a.filter.settings().filter()?;
+            let e = Engine::open(&index, Access::Read)?;
+            // The answer is printed as the model writes it; `--json` prints the whole
+            // answer at the end.
+            let json = out.json;
+            let stream = move |piece: &str| {
+                if !json {
+                    let mut o = std::io::stdout().lock();
+                    let _ = o.write_all(piece.as_bytes());
+                    let _ = o.flush();
+                }
+            };
+            let answer = e.ask(&a.question, &plan, &search, &filter, &stream)?;
+            output::answer(out.json, &answer)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { chunk_id } => {
@@ -499,6 +600,12 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
     }
     keys.add_env("SITUATE_ADMIN_KEYS", Role::Admin)?;
     keys.add_env("SITUATE_READ_KEYS", Role::Read)?;
+    if !(a.ask_timeout.is_finite() && a.ask_timeout > 0.0) {
+        anyhow::bail!(
+            "--ask-timeout must be a positive number of seconds, not {}",
+            a.ask_timeout
+        );
+    }
     if !(a.timeout.is_finite() && a.timeout > 0.0) {
         anyhow::bail!(
             "--timeout must be a positive number of seconds, not {}",
@@ -531,6 +638,7 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
         limits: situate_serve::Limits {
             max_k: a.max_k,
             timeout_ms: (a.timeout * 1000.0).round() as u64,
+            ask_timeout_ms: (a.ask_timeout * 1000.0).round() as u64,
             ..Default::default()
         },
     };

@@ -4,7 +4,8 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use situate_core::{CardRecord, ChunkCard, TokenUsage};
 use situate_engine::{
-    Consistency, EngineStats, IngestOutcome, IngestReport, Price, SearchResponse, StoredDocument,
+    Abstention, AnswerMode, AnswerResponse, Consistency, EngineStats, IngestOutcome, IngestReport,
+    Price, SearchResponse, StoredDocument,
 };
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -67,6 +68,80 @@ fn indent(text: &str, pad: &str) -> String {
 
 /// Search results: context and original visibly apart; with `explain`, each hit's rank and
 /// score in every leg.
+/// An answer. Text: the answer was printed as it was written; this adds what the checks
+/// found (the abstention in the question's language, or each citation with its chunk and
+/// whether its quote is in the original) and what it cost. JSON: the whole
+/// [`AnswerResponse`].
+pub fn answer(json: bool, a: &AnswerResponse) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, a)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out)?;
+    if a.abstained {
+        if matches!(a.abstention, Some(Abstention::Model | Abstention::Refused)) {
+            // The model's own words were printed; this is what they mean.
+            writeln!(out, "\n{}", a.answer)?;
+        }
+        let why = match a.abstention {
+            Some(Abstention::Retrieval) => {
+                "no passage scored over --min-score; the model was not asked"
+            }
+            Some(Abstention::NoPassages) => {
+                "no passage to answer from (an empty index, or the filter left none)"
+            }
+            Some(Abstention::Refused) => "the answer's citations did not hold after a second try",
+            _ => "the model found no answer in the passages",
+        };
+        writeln!(out, "({why})")?;
+    } else {
+        writeln!(out)?;
+        for c in &a.citations {
+            let mark = if c.valid { "ok" } else { "FAILS" };
+            let quote = c
+                .quote
+                .as_deref()
+                .map(|q| format!(" \"{q}\""))
+                .unwrap_or_default();
+            match (&c.chunk_id, &c.document_id) {
+                (Some(chunk), Some(doc)) => {
+                    writeln!(out, "[{}] {chunk}  ({doc}){quote}  {mark}", c.cited)?
+                }
+                _ => writeln!(out, "[{}] not a passage given{quote}  {mark}", c.cited)?,
+            }
+        }
+        if !a.grounded {
+            writeln!(out, "not grounded: {}", a.problems.join("; "))?;
+        }
+    }
+    let cost = match a.cost {
+        Some(c) => format!(
+            ", ${:.5} (${:.5} without the cache)",
+            c.dollars, c.dollars_without_cache
+        ),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "{} mode, {} passages, {}, {} tokens in ({} from the cache), {} out{cost}, {:.1} s",
+        match a.mode {
+            AnswerMode::Full => "full-context",
+            _ => "retrieval",
+        },
+        a.passages.len(),
+        a.model,
+        a.usage.input_tokens
+            + a.usage.cache_creation_input_tokens
+            + a.usage.cache_read_input_tokens,
+        a.usage.cache_read_input_tokens,
+        a.usage.output_tokens,
+        a.took_ms / 1000.0
+    )?;
+    Ok(())
+}
+
 pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
     if json {
         // Every hit carries `score` (the rerank score when reranked, else fused in hybrid

@@ -11,7 +11,7 @@ use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -21,7 +21,11 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// A tool call's JSON answer (the text of its one content block), and whether it is an
 /// error.
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> (Value, bool) {
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> (Value, bool) {
     let Value::Object(args) = args else {
         panic!("arguments are an object")
     };
@@ -38,7 +42,7 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) 
     )
 }
 
-fn mcp_command(index: &Path, allow_write: bool) -> tokio::process::Command {
+pub fn mcp_command(index: &Path, allow_write: bool) -> tokio::process::Command {
     let std = situate(index);
     let mut cmd = tokio::process::Command::new(std.get_program());
     cmd.args(std.get_args())
@@ -71,6 +75,7 @@ fn an_agent_searches_reads_cards_and_explains_over_stdio() {
         assert_eq!(
             names,
             [
+                "ask",
                 "explain",
                 "get_card",
                 "index_status",
@@ -333,7 +338,7 @@ fn the_service_speaks_mcp_over_http_with_keys_and_roles() {
         };
         let reader = ().serve(connect(read)).await.expect("initialize");
         let tools = reader.list_all_tools().await.expect("tools");
-        assert_eq!(tools.len(), 8, "{tools:?}");
+        assert_eq!(tools.len(), 9, "{tools:?}");
         let (r, err) = call(&reader, "search", json!({"query": "Fresnel lens", "k": 2})).await;
         assert!(!err, "{r}");
         assert_eq!(r["hits"][0]["document_id"], "corpus/guide/install.md");
@@ -385,6 +390,7 @@ fn the_python_reference_client_lists_and_calls_the_tools_over_stdio_and_http() {
         assert_eq!(
             v["tools"],
             json!([
+                "ask",
                 "explain",
                 "get_card",
                 "index_status",

@@ -587,7 +587,15 @@ fn searches_see_what_is_ingested_beside_the_running_service() {
 impl Server {
     /// Reads a Server-Sent Events stream to its end: (event name, data as JSON) pairs.
     pub fn events(&self, path: &str) -> Vec<(String, Value)> {
-        let req = self.client.get(format!("{}{path}", self.url));
+        self.read_events(self.client.get(format!("{}{path}", self.url)))
+    }
+
+    /// [`Server::events`] of a POST with a JSON body.
+    pub fn post_events(&self, path: &str, body: &Value) -> Vec<(String, Value)> {
+        self.read_events(self.client.post(format!("{}{path}", self.url)).json(body))
+    }
+
+    fn read_events(&self, req: reqwest::RequestBuilder) -> Vec<(String, Value)> {
         self.rt.block_on(async {
             let mut r = req.send().await.expect("the service answers");
             assert_eq!(r.status().as_u16(), 200);

@@ -30,6 +30,7 @@
 //! with one store transaction; leftovers of an interrupted rebuild are removed on open.
 #![warn(missing_docs)]
 
+mod ask;
 mod context_file;
 mod contexts;
 pub mod contextualizers;
@@ -42,6 +43,7 @@ pub mod settings;
 mod vectors;
 mod view;
 
+pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
@@ -51,7 +53,11 @@ pub use ingest_request::{
 };
 pub use query::{Rerank, SearchResponse};
 pub use review::{Decision, ReverifyReport};
-pub use settings::{FilterSettings, SearchPlan, SearchSettings, Settings};
+pub use settings::{
+    AnswerMode, AnswerPlan, AnswerSettings, FilterSettings, SearchPlan, SearchSettings, Settings,
+    Unsupported,
+};
+pub use situate_answer::{Citation, Passage};
 pub use situate_index::ChineseTokenizer;
 pub use situate_llm::cost::Price;
 pub use situate_search::{Mode, SearchRequest};
@@ -192,7 +198,6 @@ pub struct Engine {
     chinese: ChineseTokenizer,
     languages: Vec<Language>,
     embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, String>>,
-    runtime: OnceLock<std::result::Result<tokio::runtime::Runtime, String>>,
     vectors: Option<Vectors>,
     /// The store generation the in-memory vectors reflect.
     vector_gen: u64,
@@ -200,6 +205,7 @@ pub struct Engine {
     vector_saved: Option<u64>,
     vector_backend: Backend,
     rerankers: query::Rerankers,
+    answer_models: ask::AnswerModels,
     /// The store generation and BM25 directory when this engine was opened: everything it
     /// loaded reflects at least that state ([`Engine::is_stale`]).
     opened: (u64, String),
@@ -286,12 +292,12 @@ impl Engine {
             chinese,
             languages,
             embedder: OnceLock::new(),
-            runtime: OnceLock::new(),
             vectors: None,
             vector_gen: 0,
             vector_saved: None,
             vector_backend,
             rerankers: Default::default(),
+            answer_models: Default::default(),
             opened: (opened_generation, bm25_name.clone()),
             cancel: None,
             _lock: lock,

@@ -83,6 +83,152 @@ pub struct Settings {
     /// `[llm]`.
     #[serde(default)]
     pub llm: LlmSettings,
+    /// `[answer]`.
+    #[serde(default)]
+    pub answer: AnswerSettings,
+}
+
+/// `[answer]`: how `situate ask` (and `/v1/ask`, the MCP tool `ask`) answers, each value
+/// optional so that a command's flags or a request body can be laid over it
+/// ([`AnswerSettings::over`]); [`AnswerSettings::plan`] checks them in one place.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSettings {
+    /// `retrieval` (the best passages), `full` (the whole base in one cached prefix) or
+    /// `auto` (full when the base fits `full_budget`) [auto].
+    pub mode: Option<String>,
+    /// Passages given to the model in retrieval mode [8].
+    pub passages: Option<usize>,
+    /// The model [the `[llm]` model].
+    pub model: Option<String>,
+    /// Most tokens of the answer [300].
+    pub max_tokens: Option<usize>,
+    /// Below this score of the best passage the question is not attempted (the answer is
+    /// "not in the documents" with no model call) [none: always attempted].
+    pub min_score: Option<f32>,
+    /// An answer whose citations do not hold: `mark` it, `retry` once then mark, or
+    /// `refuse` (retry once, then withhold it) [mark].
+    pub unsupported: Option<String>,
+    /// Most tokens of the whole base for `auto` to choose full-context mode [8000].
+    pub full_budget: Option<usize>,
+}
+
+/// What an answer whose citations do not hold becomes ([`AnswerSettings::unsupported`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Unsupported {
+    /// Shown, marked not grounded, with the problems.
+    Mark,
+    /// Asked once more with the problems named; then marked.
+    Retry,
+    /// Asked once more; then withheld.
+    Refuse,
+}
+
+/// How the base reaches the model ([`AnswerSettings::mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMode {
+    /// The search's best passages.
+    Retrieval,
+    /// Every chunk of the base, in document order, as one cached prefix.
+    Full,
+    /// Full when the base fits the budget and the model's window, else retrieval.
+    Auto,
+}
+
+/// A checked answer configuration ([`AnswerSettings::plan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerPlan {
+    /// How the base reaches the model.
+    pub mode: AnswerMode,
+    /// Passages in retrieval mode.
+    pub passages: usize,
+    /// The model spec.
+    pub model: String,
+    /// Most tokens of the answer.
+    pub max_tokens: usize,
+    /// The retrieval-side abstention threshold.
+    pub min_score: Option<f32>,
+    /// What an unsupported answer becomes.
+    pub unsupported: Unsupported,
+    /// Most tokens of the base for full-context mode under `auto`.
+    pub full_budget: usize,
+}
+
+/// The most passages one answer may be given.
+pub const MAX_PASSAGES: usize = 50;
+
+impl AnswerSettings {
+    /// `self`'s values where set, else `base`'s.
+    pub fn over(self, base: &AnswerSettings) -> AnswerSettings {
+        let b = base.clone();
+        AnswerSettings {
+            mode: self.mode.or(b.mode),
+            passages: self.passages.or(b.passages),
+            model: self.model.or(b.model),
+            max_tokens: self.max_tokens.or(b.max_tokens),
+            min_score: self.min_score.or(b.min_score),
+            unsupported: self.unsupported.or(b.unsupported),
+            full_budget: self.full_budget.or(b.full_budget),
+        }
+    }
+
+    /// Checks every value and fills in the defaults; `default_llm` is the `[llm]` model.
+    pub fn plan(&self, default_llm: &str) -> Result<AnswerPlan> {
+        let bad = |m: String| Err(EngineError::Invalid(m));
+        let mode = match self.mode.as_deref() {
+            None | Some("auto") => AnswerMode::Auto,
+            Some("retrieval") => AnswerMode::Retrieval,
+            Some("full") => AnswerMode::Full,
+            Some(m) => {
+                return bad(format!(
+                    "unknown answer mode {m:?}: expected retrieval, full or auto"
+                ));
+            }
+        };
+        let passages = self.passages.unwrap_or(8);
+        if passages == 0 || passages > MAX_PASSAGES {
+            return bad(format!(
+                "--passages must be from 1 to {MAX_PASSAGES}, not {passages}"
+            ));
+        }
+        let max_tokens = self.max_tokens.unwrap_or(300);
+        if !(16..=4096).contains(&max_tokens) {
+            return bad(format!(
+                "--max-tokens must be from 16 to 4096, not {max_tokens}"
+            ));
+        }
+        if let Some(m) = self.min_score.filter(|m| !m.is_finite()) {
+            return bad(format!("--min-score must be a number, not {m}"));
+        }
+        let unsupported = match self.unsupported.as_deref() {
+            None | Some("mark") => Unsupported::Mark,
+            Some("retry") => Unsupported::Retry,
+            Some("refuse") => Unsupported::Refuse,
+            Some(u) => {
+                return bad(format!(
+                    "unknown --unsupported {u:?}: expected mark, retry or refuse"
+                ));
+            }
+        };
+        let full_budget = self.full_budget.unwrap_or(8000);
+        if full_budget == 0 {
+            return bad("--full-budget must be at least 1 token".into());
+        }
+        Ok(AnswerPlan {
+            mode,
+            passages,
+            model: self
+                .model
+                .clone()
+                .unwrap_or_else(|| default_llm.to_string()),
+            max_tokens,
+            min_score: self.min_score,
+            unsupported,
+            full_budget,
+        })
+    }
 }
 
 /// `[embed]`: used when an index is created.

@@ -62,10 +62,20 @@ impl Engine {
         ))
     }
 
-    /// The async runtime that drives the embedder, started on first use (not per query).
-    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
-        let rt = self.runtime.get_or_init(|| {
-            tokio::runtime::Builder::new_current_thread()
+    /// The async runtime that drives hosted models (embedders, LLMs, rerankers), started on
+    /// first use and shared by every engine of the process. One runtime, not one per engine:
+    /// a hosted model's HTTP client keeps its connections on the runtime that opened them,
+    /// and a model shared between engines (the service's readers share the embedder and
+    /// the answer models) would otherwise wait on a connection whose runtime no thread
+    /// drives. Its one worker drives the connections; each engine call blocks on its own
+    /// future from its own thread.
+    pub(crate) fn runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
+        static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+            std::sync::OnceLock::new();
+        let rt = RUNTIME.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("situate-engine-io")
                 .enable_all()
                 .build()
                 .map_err(|e| format!("cannot start the async runtime: {e}"))

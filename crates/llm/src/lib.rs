@@ -115,6 +115,9 @@ pub enum PrefixCaching {
 /// Called with each reply's index and outcome as soon as it is known.
 pub type OnReply<'a> = &'a (dyn Fn(usize, &Result<Generation, LlmError>) + Send + Sync);
 
+/// Called with each new piece of a reply's text as it is written.
+pub type OnText<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
 /// A text generator.
 #[async_trait::async_trait]
 pub trait Llm: Send + Sync {
@@ -144,6 +147,31 @@ pub trait Llm: Send + Sync {
         prompt: SharedPrompt<'_>,
         on_reply: OnReply<'_>,
     ) -> Vec<Result<Generation, LlmError>>;
+
+    /// The reply to `prompt`'s first suffix, its text handed to `on_text` piece by piece as
+    /// it is written. The default writes the whole reply ([`Llm::generate_shared`]) and
+    /// hands it on in one piece; local models stream token by token and keep the prefix
+    /// cached for the next call.
+    async fn generate_streamed(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_text: OnText<'_>,
+    ) -> Result<Generation, LlmError> {
+        let one = SharedPrompt {
+            suffixes: prompt.suffixes.get(..1).unwrap_or_default(),
+            ..prompt
+        };
+        let reply = self
+            .generate_shared(one, &|_, _| {})
+            .await
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(LlmError::Generate("no prompt to answer".into())));
+        if let Ok(g) = &reply {
+            on_text(&g.text);
+        }
+        reply
+    }
 
     /// For each suffix of `prompt` (a yes/no question), how strongly the model answers
     /// "yes": P(yes) / (P(yes) + P(no)) from the probabilities of the reply's first token

@@ -254,6 +254,10 @@ pub struct LocalLlm {
     stats: std::sync::Arc<Mutex<LocalStats>>,
     /// The single tokens that start a "yes" and a "no" answer (for judgements).
     answer_tokens: Option<(Vec<u32>, Vec<u32>)>,
+    /// The prompt tokens whose keys and values [`Llm::generate_streamed`] left in the cache
+    /// at positions `0..len`, for the next streamed reply to continue from (locked after
+    /// `weights`; emptied by every other use of the cache).
+    kept: Mutex<Vec<u32>>,
 }
 
 /// The single tokens that spell a first word `yes` / `no` in the usual casings, with and
@@ -386,6 +390,7 @@ impl LocalLlm {
             stats: Default::default(),
             answer_tokens: answer_tokens(&tokenizer),
             tokenizer,
+            kept: Mutex::new(Vec::new()),
         })
     }
 
@@ -698,6 +703,52 @@ impl LocalLlm {
         Ok(())
     }
 
+    /// The cache no longer holds what a streamed reply kept (called with `weights` locked).
+    fn forget_kept(&self) {
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.clear();
+        }
+    }
+
+    /// Greedy decoding as [`LocalLlm::decode`], the text handed to `on_text` as it grows:
+    /// each step's new characters once they are whole (a character split over tokens waits
+    /// for its last token), leading white space left out.
+    fn decode_streamed(
+        &self,
+        w: &mut Weights,
+        mut logits: Tensor,
+        mut pos: usize,
+        max_tokens: usize,
+        on_text: crate::OnText<'_>,
+    ) -> Result<(Vec<u32>, Finish), LlmError> {
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let prompt_len = pos;
+        let mut shown = 0;
+        let finish = loop {
+            let (next, end) = self.step(&logits, &mut out, prompt_len, max_tokens)?;
+            if let Ok(text) = self.tokenizer.decode(&out, true) {
+                let text = text.trim_start();
+                if !text.ends_with('\u{FFFD}') && text.len() > shown && text.is_char_boundary(shown)
+                {
+                    on_text(&text[shown..]);
+                    shown = text.len();
+                }
+            }
+            if let Some(finish) = end {
+                break finish;
+            }
+            logits = w.forward(&[next], pos, &self.device).map_err(g)?;
+            pos += 1;
+        };
+        if let Ok(mut s) = self.stats.lock() {
+            s.decode_tokens += out.len() as u64;
+            s.decode += started.elapsed();
+        }
+        Ok((out, finish))
+    }
+
     fn reply(
         &self,
         w: &mut Weights,
@@ -757,6 +808,7 @@ impl Llm for LocalLlm {
             Ok(w) => w,
             Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
         };
+        self.forget_kept();
         if weights.reusable() {
             if self.reuse_prefix {
                 let out = self.side_by_side(&mut weights, &prefix, &prompt, &close, on_reply);
@@ -823,6 +875,76 @@ impl Llm for LocalLlm {
         out
     }
 
+    /// The reply to the first suffix, streamed. The prefix's keys and values stay in the
+    /// cache afterwards: the next streamed reply whose prompt starts with the same tokens
+    /// reads only what follows them (full-context answers over one base: the base is read
+    /// once per process), reported as `cache_read_input_tokens`.
+    async fn generate_streamed(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_text: crate::OnText<'_>,
+    ) -> Result<Generation, LlmError> {
+        let suffix = prompt
+            .suffixes
+            .first()
+            .ok_or_else(|| LlmError::Generate("no prompt to answer".into()))?;
+        let (open, close) = self.template.user_turn(prompt.system);
+        let prefix = self.encode(&format!("{open}{}", prompt.prefix))?;
+        let own = self.encode(&format!("{suffix}{close}"))?;
+        let total = prefix.len() + own.len() + prompt.max_tokens;
+        if total > self.window {
+            return Err(LlmError::TooLong {
+                tokens: total,
+                window: self.window,
+            });
+        }
+        let mut weights = self
+            .weights
+            .lock()
+            .map_err(|_| LlmError::Generate("the model is poisoned".into()))?;
+        let mut kept = self
+            .kept
+            .lock()
+            .map_err(|_| LlmError::Generate("the model is poisoned".into()))?;
+        let common = if weights.reusable() {
+            kept.iter().zip(&prefix).take_while(|(a, b)| a == b).count()
+        } else {
+            0
+        };
+        kept.clear();
+        if common == 0 {
+            weights.clear();
+        }
+        if common < prefix.len() {
+            self.feed(&mut weights, &prefix[common..], common)?;
+        }
+        let logits = self.feed(&mut weights, &own, prefix.len())?;
+        if weights.reusable() {
+            kept.extend_from_slice(&prefix);
+        }
+        let (ids, finish) = self.decode_streamed(
+            &mut weights,
+            logits,
+            prefix.len() + own.len(),
+            prompt.max_tokens,
+            on_text,
+        )?;
+        let text = self
+            .tokenizer
+            .decode(&ids, true)
+            .map_err(|e| LlmError::Generate(format!("detokenizing: {e}")))?;
+        Ok(Generation {
+            text: text.trim().to_string(),
+            usage: TokenUsage {
+                input_tokens: own.len() as u64,
+                cache_creation_input_tokens: (prefix.len() - common) as u64,
+                cache_read_input_tokens: common as u64,
+                output_tokens: ids.len() as u64,
+            },
+            finish,
+        })
+    }
+
     async fn judge_shared(&self, prompt: SharedPrompt<'_>) -> Vec<Result<f32, LlmError>> {
         let Some((yes, no)) = &self.answer_tokens else {
             return crate::judge_by_reply(self, prompt).await;
@@ -870,6 +992,7 @@ impl Llm for LocalLlm {
             Ok(w) => w,
             Err(_) => return fail_all(LlmError::Generate("the model is poisoned".into())),
         };
+        self.forget_kept();
         let mut out: Vec<Option<Result<f32, LlmError>>> = (0..n).map(|_| None).collect();
         if self.reuse_prefix && weights.reusable() {
             // The prefix once, then the passages side by side in groups of about
@@ -985,6 +1108,7 @@ pub fn generate_once(
         .weights
         .lock()
         .map_err(|_| LlmError::Generate("the model is poisoned".into()))?;
+    llm.forget_kept();
     w.clear();
     let logits = llm.feed(&mut w, &ids, 0)?;
     let (text, produced, finish) = llm.reply(&mut w, logits, ids.len(), max_tokens)?;

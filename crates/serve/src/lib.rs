@@ -9,6 +9,7 @@
 //! POST /mcp                     the MCP server over Streamable HTTP ([`mcp`])
 //! GET  /ui/...                  the web page ([`ui`]): search, cards, review, jobs, evaluations
 //! POST /v1/search               everything `situate search` does; the `search --json` shape
+//! POST /v1/ask                  a grounded answer (`situate ask --json`); SSE with "stream"
 //! GET  /v1/cards/{chunk_id}     a card in full; ?neighbours=N for the chunks around it
 //! GET  /v1/documents            documents in id order, ?limit=N&cursor=C
 //! GET  /v1/documents/{id}       a document and its chunk ids
@@ -28,6 +29,7 @@
 //! [`auth`].
 #![warn(missing_docs)]
 
+mod ask;
 pub mod auth;
 pub mod jobs;
 pub mod mcp;
@@ -98,6 +100,8 @@ pub struct Limits {
     pub max_page: usize,
     /// The largest job request (with its uploaded files), in bytes.
     pub max_upload_bytes: usize,
+    /// The longest an answer may take, in milliseconds (a model writes it).
+    pub ask_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -110,6 +114,7 @@ impl Default for Limits {
             max_neighbours: 20,
             max_page: 500,
             max_upload_bytes: 32 << 20,
+            ask_timeout_ms: 300_000,
         }
     }
 }
@@ -311,6 +316,7 @@ fn router(state: Arc<AppState>, mcp_allow_write: bool) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .route("/v1/search", post(search))
+        .route("/v1/ask", post(ask::ask))
         .route("/v1/cards/{*chunk_id}", get(card))
         .route("/v1/documents", get(documents))
         .route(

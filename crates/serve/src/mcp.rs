@@ -4,7 +4,7 @@
 //! Read tools (each marked `readOnlyHint`): `search` (a small default k, snippets or full
 //! text, a character budget so that a result stays far below 25k tokens, and a cursor for
 //! more), `get_card`, `explain` (where a chunk ranks in each leg for a query, and why it
-//! may not), `list_documents`, `index_status`. Write tools, only when the server is started
+//! may not), `ask` (a grounded answer: `situate ask`), `list_documents`, `index_status`. Write tools, only when the server is started
 //! with `--allow-write`: `ingest` (returns a job id at once), `job_status`,
 //! `review_context`. Over HTTP a write tool also needs an admin key when keys are
 //! configured. Every card is a resource, `situate://card/{chunk_id}`.
@@ -175,6 +175,19 @@ pub struct ExplainParams {
     pub mode: Option<String>,
 }
 
+/// Parameters of `ask`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskParams {
+    /// The question, in any language (the answer is in the question's).
+    pub question: String,
+    /// `retrieval` (the best passages), `full` (the whole base) or `auto` (default: the
+    /// server's).
+    pub mode: Option<String>,
+    /// Passages given to the model in retrieval mode (default 8, at most 50).
+    pub passages: Option<usize>,
+}
+
 /// Parameters of `list_documents`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -289,6 +302,15 @@ impl SituateMcp {
         Parameters(p): Parameters<ListParams>,
     ) -> Result<CallToolResult, McpError> {
         answer(self.do_list(p).await)
+    }
+
+    /// A grounded answer.
+    #[tool(
+        description = "Answer a question from the indexed documents: the model reads the best passages (each chunk's situating context and original text apart) and answers only from the originals, quoting them and citing chunk ids; each quote is checked against the original. Returns answer, citations (chunk_id, document_id, quote, valid), grounded, abstained (the documents do not hold the answer), and the passages' ids. Slower than search: a model writes the answer.",
+        annotations(title = "Ask", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn ask(&self, Parameters(p): Parameters<AskParams>) -> Result<CallToolResult, McpError> {
+        answer(self.do_ask(p).await)
     }
 
     /// Counts and context statuses.
@@ -493,6 +515,47 @@ impl SituateMcp {
                 serde_json::json!({"before": before, "after": after}),
             );
         }
+        Ok(v)
+    }
+
+    async fn do_ask(&self, p: AskParams) -> Result<serde_json::Value, Problem> {
+        let s = &self.state;
+        if p.question.trim().is_empty() {
+            return Err(Problem::invalid("the question is empty"));
+        }
+        if p.question.chars().count() > s.limits.max_query_chars {
+            return Err(Problem::invalid(format!(
+                "the question is longer than {} characters",
+                s.limits.max_query_chars
+            )));
+        }
+        let default_llm = s.settings.default_llm();
+        let plan = situate_engine::AnswerSettings {
+            mode: p.mode,
+            passages: p.passages,
+            ..Default::default()
+        }
+        .over(&s.settings.answer)
+        .plan(&default_llm)?;
+        let search = SearchSettings::default()
+            .over(&s.settings.search)
+            .plan(&default_llm)?;
+        let question = p.question;
+        let a = s
+            .readers
+            .run_for(Duration::from_millis(s.limits.ask_timeout_ms), move |e| {
+                e.ask(&question, &plan, &search, &Default::default(), &|_| {})
+            })
+            .await?;
+        // The passages by id only: their text is a get_card away, and a full-context
+        // answer's passages are the whole base.
+        let passages: Vec<serde_json::Value> = a
+            .passages
+            .iter()
+            .map(|p| serde_json::json!({"id": p.id, "chunk_id": p.chunk_id, "document_id": p.document_id}))
+            .collect();
+        let mut v = serde_json::to_value(&a).map_err(Problem::internal)?;
+        v["passages"] = serde_json::Value::Array(passages);
         Ok(v)
     }
 

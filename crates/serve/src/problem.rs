@@ -64,6 +64,7 @@ impl Problem {
             "timeout" => "The request took too long",
             "not-ready" => "Not ready",
             "reranker-failed" => "The reranker failed",
+            "llm-failed" => "The language model failed",
             "cancelled" => "Cancelled",
             _ => "Internal error",
         }
@@ -109,6 +110,11 @@ impl From<EngineError> for Problem {
             e @ EngineError::RerankerLoad(_) => Problem::invalid(e.to_string()),
             e @ EngineError::Rerank(_) => {
                 Problem::new(StatusCode::BAD_GATEWAY, "reranker-failed", e.to_string())
+            }
+            // The answer model is the service's own setting: one that cannot be loaded or
+            // that fails (a hosted API down) is the upstream's, not the request's.
+            e @ EngineError::Llm(_) => {
+                Problem::new(StatusCode::BAD_GATEWAY, "llm-failed", e.to_string())
             }
             e => Problem::internal(format!("{:#}", anyhow_like(&e))),
         }

@@ -9,7 +9,8 @@
 //! committed before it started.
 //!
 //! The embedding model is loaded once and shared by every reader's engine
-//! ([`Engine::share_embedder`]), so it stays warm and in memory once.
+//! ([`Engine::share_embedder`]), so it stays warm and in memory once; so are the answer
+//! models ([`Engine::share_answer_models`]).
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
@@ -28,6 +29,8 @@ type Task = Box<dyn FnOnce(&mut Reader) + Send>;
 struct Shared {
     index: PathBuf,
     embedder: Mutex<Option<Arc<dyn Embedder>>>,
+    /// The answer models every reader's engine uses (loaded once, on the first question).
+    answer_models: situate_engine::AnswerModels,
     ready: AtomicBool,
 }
 
@@ -54,8 +57,9 @@ impl Reader {
         };
         if !fresh {
             self.engine = None;
-            let e = Engine::open(&self.shared.index, Access::Read)?;
+            let mut e = Engine::open(&self.shared.index, Access::Read)?;
             self.share_embedder(&e);
+            e.share_answer_models(self.shared.answer_models.clone());
             self.engine = Some(e);
         }
         match &self.engine {
@@ -97,6 +101,7 @@ impl Readers {
         let shared = Arc::new(Shared {
             index,
             embedder: Mutex::new(None),
+            answer_models: Default::default(),
             ready: AtomicBool::new(false),
         });
         let threads = threads.max(1);
@@ -144,6 +149,15 @@ impl Readers {
         &self,
         f: impl FnOnce(&Engine) -> Result<T, EngineError> + Send + 'static,
     ) -> Result<T, Problem> {
+        self.run_for(self.timeout, f).await
+    }
+
+    /// [`Readers::run`] with its own timeout (answers take a model's time).
+    pub async fn run_for<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        f: impl FnOnce(&Engine) -> Result<T, EngineError> + Send + 'static,
+    ) -> Result<T, Problem> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let task: Task = Box::new(move |r: &mut Reader| {
             let _ = reply.send(r.engine().and_then(f));
@@ -151,7 +165,7 @@ impl Readers {
         self.tx
             .send(task)
             .map_err(|_| Problem::internal("the readers have stopped"))?;
-        match tokio::time::timeout(self.timeout, answer).await {
+        match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(r)) => r.map_err(Problem::from),
             Ok(Err(_)) => Err(Problem::internal("a reader failed while answering")),
             Err(_) => Err(Problem::new(
@@ -159,7 +173,7 @@ impl Readers {
                 "timeout",
                 format!(
                     "no answer within {} s (the readers are busy, or this request is slow: a reranker over a deep list)",
-                    self.timeout.as_secs_f64()
+                    timeout.as_secs_f64()
                 ),
             )),
         }
