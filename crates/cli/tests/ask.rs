@@ -108,8 +108,11 @@ fn the_aster_answer_cites_the_export_chunk_and_the_control_question_abstains() {
         let mut c = situate(&index);
         c.env("ANTHROPIC_API_KEY", "k")
             .env_remove("ANTHROPIC_BASE_URL")
-            .args(["ask", question, "--llm", &llm, "--mode", "retrieval"])
+            .args(["ask", question, "--llm", &llm])
             .args(extra);
+        if !extra.contains(&"--mode") {
+            c.args(["--mode", "retrieval"]);
+        }
         c
     };
 
@@ -226,6 +229,30 @@ fn the_aster_answer_cites_the_export_chunk_and_the_control_question_abstains() {
         )),
         "{text}"
     );
+
+    // Full-context mode: the whole base (three chunks), within the filter; a filter that
+    // leaves nothing is answered without the model.
+    let v = json(
+        &mut ask(
+            "Попадут ли архивные задачи Aster в CSV?",
+            &["--mode", "full"],
+        ),
+        0,
+    );
+    assert_eq!(v["mode"], "full", "{v:#}");
+    assert_eq!(v["passages"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["citations"][0]["chunk_id"], chunk);
+    let before = server.requests().len();
+    let v = json(
+        &mut ask(
+            "Попадут ли архивные задачи Aster в CSV?",
+            &["--mode", "full", "--path", "other/*"],
+        ),
+        0,
+    );
+    assert_eq!(v["abstention"], "no_passages", "{v:#}");
+    assert_eq!(v["answer"], "В документах нет ответа на этот вопрос.");
+    assert_eq!(server.requests().len(), before);
 
     // Bad input: a clear error, nothing asked.
     let before = server.requests().len();

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 /// Why an answer was not attempted or not given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Abstention {
     /// The model said the passages do not hold the answer.
     Model,
@@ -111,20 +111,28 @@ impl Engine {
 
     /// Every chunk of the base in document order (documents by id, chunks by ordinal), as
     /// passages without their contexts: with the whole document there, a context has
-    /// nothing to situate. At most `limit` characters; `None` when the base is larger.
+    /// nothing to situate. Only the chunks `filter` allows, as a search would. At most
+    /// `limit` characters; `None` when the base is larger.
     fn whole_base(&self, filter: &DocumentFilter, limit: usize) -> Result<Option<Vec<Passage>>> {
         let mut passages = Vec::new();
         let mut chars = 0;
         let mut after: Option<String> = None;
+        // The filter as the search applies it: the cards it allows (ids, globs, languages,
+        // metadata), `None` when it restricts nothing.
+        let allowed = if filter.is_empty() {
+            None
+        } else {
+            Some(self.store.filter_cards(filter)?)
+        };
         loop {
             let page = self.store.documents_after(after.as_deref(), 500)?;
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for doc in &page {
-                if !filter.languages.is_empty() && !filter.languages.contains(&doc.language) {
-                    continue;
-                }
                 for card in self.store.cards_of(&doc.id)? {
+                    if allowed.as_ref().is_some_and(|a| !a.contains(card.card)) {
+                        continue;
+                    }
                     chars += card.original_text.chars().count();
                     if chars > limit {
                         return Ok(None);
