@@ -235,9 +235,14 @@ pub fn says_not_in_documents(reply: &str) -> bool {
 /// the question and then say so (Qwen2.5-Coder-1.5B: `Цитата: «…» [3]` / `Ответ: В
 /// ДОКУМЕНТАХ ОБ ЭТОМ НЕ СКАЗАНО`): that is an abstention, its citations kept.
 fn abstains(reply: &str) -> bool {
-    static QUOTED: OnceLock<Regex> = OnceLock::new();
-    let quoted = re(&QUOTED, r#"«[^«»]*»|“[^“”]*[”“]|„[^„“]*“|"[^"\n]*""#);
-    says_not_in_documents(&quoted.replace_all(reply, " "))
+    says_not_in_documents(&quotes().replace_all(reply, " "))
+}
+
+/// A quoted span in any of the usual quotation marks; its words are the one group that
+/// matched.
+fn quotes() -> &'static Regex {
+    static QUOTE: OnceLock<Regex> = OnceLock::new();
+    re(&QUOTE, r#"«([^«»]+)»|“([^“”]+)[”“]|„([^„“]+)“|"([^"\n]+)""#)
 }
 
 /// Lower case, one space between words, quotation marks and dashes of every kind made
@@ -265,10 +270,9 @@ fn normalize(s: &str) -> String {
 /// documentation. `language` is the question's (for the abstention's wording).
 pub fn check(reply: &str, passages: &[Passage], language: Language) -> Checked {
     static MARK: OnceLock<Regex> = OnceLock::new();
-    static QUOTE: OnceLock<Regex> = OnceLock::new();
     // `[2]`, `[2, 3]`, `[aster.md#1]`; not a Markdown link's text (`[text](url)`).
     let mark = re(&MARK, r"\[([^\[\]\n]{1,200})\](\()?");
-    let quote = re(&QUOTE, r#"«([^«»]+)»|“([^“”]+)[”“]|„([^„“]+)“|"([^"\n]+)""#);
+    let quote = quotes();
     let reply = reply.trim();
     let mut citations = Vec::new();
     let mut last = 0;

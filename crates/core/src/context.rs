@@ -160,6 +160,18 @@ impl ContextSink for NoSink {
     fn finished(&self, _: usize, _: &ChunkContext, _: &TokenUsage) {}
 }
 
+/// The key of one chunk's context under a contextualizer's `fingerprint`: the fingerprint,
+/// the document's content, the chunk's place and text ([`Contextualizer::input_hash`]; a
+/// contextualizer whose fingerprint depends on the document keys with this too).
+pub fn chunk_key(fingerprint: &str, doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> String {
+    crate::hash_parts(&[
+        fingerprint.as_bytes(),
+        doc.content_hash.as_bytes(),
+        &(chunk.span.byte_start as u64).to_le_bytes(),
+        chunk.text.as_bytes(),
+    ])
+}
+
 /// Writes situating contexts for chunks.
 ///
 /// Calls are per document: every chunk of one document comes in one call, so an LLM
@@ -184,12 +196,7 @@ pub trait Contextualizer: Send + Sync {
     /// The key of one chunk's context: everything that determines it (this contextualizer's
     /// fingerprint, the document's content, the chunk's text and place).
     fn input_hash(&self, doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> String {
-        crate::hash_parts(&[
-            self.fingerprint().as_bytes(),
-            doc.content_hash.as_bytes(),
-            &(chunk.span.byte_start as u64).to_le_bytes(),
-            chunk.text.as_bytes(),
-        ])
+        chunk_key(&self.fingerprint(), doc, chunk)
     }
 
     /// A context taken from the context cache, checked again as a new one would be now (the

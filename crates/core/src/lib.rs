@@ -28,7 +28,7 @@ mod vector;
 
 pub use context::{
     ChunkContext, ChunkView, ContextError, ContextSink, Contextualizer, DocumentContexts,
-    DocumentView, NoSink, TokenUsage,
+    DocumentView, NoSink, TokenUsage, chunk_key,
 };
 pub use embed::{EmbedError, EmbedKind, Embedder};
 pub use model::{

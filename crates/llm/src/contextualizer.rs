@@ -512,12 +512,7 @@ impl Contextualizer for LlmContextualizer {
     }
 
     fn input_hash(&self, doc: &DocumentView<'_>, chunk: &ChunkView<'_>) -> String {
-        situate_core::hash_parts(&[
-            self.fingerprint_for(doc.language).as_bytes(),
-            doc.content_hash.as_bytes(),
-            &(chunk.span.byte_start as u64).to_le_bytes(),
-            chunk.text.as_bytes(),
-        ])
+        situate_core::chunk_key(&self.fingerprint_for(doc.language), doc, chunk)
     }
 
     fn remembers(&self) -> bool {

@@ -588,19 +588,26 @@ mod tests {
         assert_eq!(got.usage.output_tokens, 12);
     }
 
-    #[tokio::test]
-    async fn a_russian_document_is_asked_in_russian_under_its_own_version() {
-        const RU: &str = "# Отчёт Acme за второй квартал\n\nВыручка выросла на 3%.\n";
-        let (c, calls) = contextualizer("Отчёт Acme о выручке за второй квартал.", false);
-        let spans = vec![ChunkSpan {
+    /// A Russian report of one chunk.
+    const RU: &str = "# Отчёт Acme за второй квартал\n\nВыручка выросла на 3%.\n";
+
+    /// `text` as one chunk.
+    fn whole(text: &str) -> Vec<ChunkSpan> {
+        vec![ChunkSpan {
             ordinal: 0,
             byte_start: 0,
-            byte_end: RU.len(),
+            byte_end: text.len(),
             char_start: 0,
-            char_end: RU.chars().count(),
+            char_end: text.chars().count(),
             heading_path: vec![],
             chunk_id: None,
-        }];
+        }]
+    }
+
+    #[tokio::test]
+    async fn a_russian_document_is_asked_in_russian_under_its_own_version() {
+        let (c, calls) = contextualizer("Отчёт Acme о выручке за второй квартал.", false);
+        let spans = whole(RU);
         let chunks = ChunkView::all(RU, &spans);
         let ru = DocumentView {
             language: Language::Ru,
@@ -630,17 +637,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_russian_documents_notes_are_asked_in_russian_under_their_own_version() {
-        const RU: &str = "# Отчёт Acme за второй квартал\n\nВыручка выросла на 3%.\n";
         let (c, calls) = contextualizer("Отчёт Acme о выручке за второй квартал.", true);
-        let spans = vec![ChunkSpan {
-            ordinal: 0,
-            byte_start: 0,
-            byte_end: RU.len(),
-            char_start: 0,
-            char_end: RU.chars().count(),
-            heading_path: vec![],
-            chunk_id: None,
-        }];
+        let spans = whole(RU);
         let chunks = ChunkView::all(RU, &spans);
         let ru = DocumentView {
             language: Language::Ru,

@@ -451,7 +451,6 @@ impl LocalLlm {
         logits.ok_or_else(|| LlmError::Generate("empty prompt".into()))
     }
 
-    /// Greedy decoding from `logits` at position `pos`.
     /// One greedy step of a reply that already holds `out`, after a prompt of `prompt_len`
     /// tokens: the next token from `logits`, added to `out` unless it ends the turn, and why
     /// the reply ends here, if it does (the turn ended, the token limit or the window was
@@ -482,19 +481,35 @@ impl LocalLlm {
         Ok((next, end))
     }
 
+    /// Greedy decoding from `logits` at position `pos`, after [`LocalLlm::step`]. With
+    /// `on_text`, the text is handed on as it grows: each step's new characters once
+    /// they are whole (a character split over tokens waits for its last token), leading
+    /// white space left out. Without it nothing is detokenized until the end.
     fn decode(
         &self,
         w: &mut Weights,
         mut logits: Tensor,
         mut pos: usize,
         max_tokens: usize,
+        on_text: Option<crate::OnText<'_>>,
     ) -> Result<(Vec<u32>, Finish), LlmError> {
         let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
         let started = Instant::now();
         let mut out = Vec::new();
         let prompt_len = pos;
+        let mut shown = 0;
         let finish = loop {
             let (next, end) = self.step(&logits, &mut out, prompt_len, max_tokens)?;
+            if let Some(on_text) = on_text
+                && let Ok(text) = self.tokenizer.decode(&out, true)
+            {
+                let text = text.trim_start();
+                if !text.ends_with('\u{FFFD}') && text.len() > shown && text.is_char_boundary(shown)
+                {
+                    on_text(&text[shown..]);
+                    shown = text.len();
+                }
+            }
             if let Some(finish) = end {
                 break finish;
             }
@@ -710,45 +725,6 @@ impl LocalLlm {
         }
     }
 
-    /// Greedy decoding as [`LocalLlm::decode`], the text handed to `on_text` as it grows:
-    /// each step's new characters once they are whole (a character split over tokens waits
-    /// for its last token), leading white space left out.
-    fn decode_streamed(
-        &self,
-        w: &mut Weights,
-        mut logits: Tensor,
-        mut pos: usize,
-        max_tokens: usize,
-        on_text: crate::OnText<'_>,
-    ) -> Result<(Vec<u32>, Finish), LlmError> {
-        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
-        let started = Instant::now();
-        let mut out = Vec::new();
-        let prompt_len = pos;
-        let mut shown = 0;
-        let finish = loop {
-            let (next, end) = self.step(&logits, &mut out, prompt_len, max_tokens)?;
-            if let Ok(text) = self.tokenizer.decode(&out, true) {
-                let text = text.trim_start();
-                if !text.ends_with('\u{FFFD}') && text.len() > shown && text.is_char_boundary(shown)
-                {
-                    on_text(&text[shown..]);
-                    shown = text.len();
-                }
-            }
-            if let Some(finish) = end {
-                break finish;
-            }
-            logits = w.forward(&[next], pos, &self.device).map_err(g)?;
-            pos += 1;
-        };
-        if let Ok(mut s) = self.stats.lock() {
-            s.decode_tokens += out.len() as u64;
-            s.decode += started.elapsed();
-        }
-        Ok((out, finish))
-    }
-
     fn reply(
         &self,
         w: &mut Weights,
@@ -756,7 +732,7 @@ impl LocalLlm {
         pos: usize,
         max_tokens: usize,
     ) -> Result<(String, usize, Finish), LlmError> {
-        let (ids, finish) = self.decode(w, logits, pos, max_tokens)?;
+        let (ids, finish) = self.decode(w, logits, pos, max_tokens, None)?;
         let text = self
             .tokenizer
             .decode(&ids, true)
@@ -922,12 +898,12 @@ impl Llm for LocalLlm {
         if weights.reusable() {
             kept.extend_from_slice(&prefix);
         }
-        let (ids, finish) = self.decode_streamed(
+        let (ids, finish) = self.decode(
             &mut weights,
             logits,
             prefix.len() + own.len(),
             prompt.max_tokens,
-            on_text,
+            Some(on_text),
         )?;
         let text = self
             .tokenizer
