@@ -359,6 +359,39 @@ pub fn check(reply: &str, passages: &[Passage], language: Language) -> Checked {
     }
 }
 
+/// The answer's own sentence in a reply of the prompt's format: what follows `Answer:` /
+/// `Ответ:` (or, without that label, the reply without its `Quote:` lines), with its
+/// citations and quoted spans taken out. What an answer evaluation scores against gold
+/// answers: the quote is the source's words, not the model's answer.
+pub fn answer_part(reply: &str) -> String {
+    static LABEL: OnceLock<Regex> = OnceLock::new();
+    static QUOTE_LINE: OnceLock<Regex> = OnceLock::new();
+    static CITE: OnceLock<Regex> = OnceLock::new();
+    let label = re(&LABEL, r"(?im)^\s*\**\s*(?:answer|ответ)\s*\**\s*:\s*\**");
+    let quote_line = re(&QUOTE_LINE, r"(?im)^\s*\**\s*(?:quote|цитата)\s*\**\s*:.*$");
+    let cite = re(&CITE, r"\[[^\[\]\n]{1,200}\]");
+    let body = match label.find_iter(reply).last() {
+        Some(m) => &reply[m.end()..],
+        None => reply,
+    };
+    let body = quote_line.replace_all(body, " ");
+    let body = cite.replace_all(&body, " ");
+    let body = quotes().replace_all(&body, " ");
+    tidy(&body.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// What taking quotes and citations out of a sentence leaves behind: a space before a
+/// punctuation mark, a colon or dash left before the full stop, a dash the line begins with.
+fn tidy(text: &str) -> String {
+    static SPACE: OnceLock<Regex> = OnceLock::new();
+    static DANGLING: OnceLock<Regex> = OnceLock::new();
+    static LEADING: OnceLock<Regex> = OnceLock::new();
+    let text = re(&SPACE, r"\s+([.,;:!?…])").replace_all(text, "$1");
+    let text = re(&DANGLING, r"[:;,—–-]+\s*([.!?…])").replace_all(&text, "$1");
+    let text = re(&LEADING, r"^[:;,—–-]+\s*").replace(&text, "");
+    text.trim().to_string()
+}
+
 /// The passage `name` cites: its number, `passage 2`/`id=2` forms, or its chunk id.
 fn find<'a>(name: &str, passages: &'a [Passage]) -> Option<&'a Passage> {
     static NUMBER: OnceLock<Regex> = OnceLock::new();
@@ -407,6 +440,18 @@ fn quote_problem(quote: &str, p: &Passage) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_part_leaves_out_quote_and_citations() {
+        let ru = "Цитата: «Выгрузка содержит только активные задачи» [3]\nОтвет: Нет, архивные задачи не попадут [3].";
+        assert_eq!(answer_part(ru), "Нет, архивные задачи не попадут.");
+        let en = "Quote: \"only active tasks\" [1]\n**Answer:** No.";
+        assert_eq!(answer_part(en), "No.");
+        // Without the labels: the reply, its quotes and citations taken out.
+        assert_eq!(answer_part("«308 очков» [2] — 308."), "308.");
+        // What a removed quote leaves before the full stop goes with it.
+        assert_eq!(answer_part("Нет: «только активные» [1]."), "Нет.");
+    }
 
     const ASTER: [&str; 3] = [
         "Сервис Aster. Регламент экспорта.",

@@ -1,12 +1,12 @@
 //! `situate eval`: flags → `situate_engine::eval::EvalRequest` → `run_eval`, with a
 //! progress bar; the engine writes the reports (see `situate_engine::eval` for the
-//! configurations).
+//! configurations, and `--answers` for the answers written from them).
 
 use crate::{Out, TuningArgs, output};
 use anyhow::Result;
 use clap::Args;
-use situate_engine::Settings;
-use situate_engine::eval::{EvalRequest, run_eval};
+use situate_engine::eval::{AnswerEval, EvalRequest, run_eval};
+use situate_engine::{AnswerSettings, Settings};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -56,11 +56,49 @@ pub struct EvalArgs {
     /// multilingual-e5 otherwise; or a model name or directory)
     #[arg(long, default_value = "auto")]
     embedder: String,
+    /// Also answer every question and score the answers: retrieval (one row per
+    /// configuration, its best --passages), full (one row, the whole base in one cached
+    /// prompt) or both, comma-separated. Gold answers from BEIR's metadata.answers
+    /// (XQuAD-R) or `answers` in situate's own format
+    #[arg(long, value_delimiter = ',')]
+    answers: Vec<String>,
+    /// The answer model: a catalog name, a .gguf path, anthropic:MODEL, openai:MODEL
+    /// [default: the [answer] model, else the [llm] model]
+    #[arg(long)]
+    llm: Option<String>,
+    /// Passages per answer in retrieval mode [default: 8]
+    #[arg(long)]
+    passages: Option<usize>,
+    /// Most tokens of an answer [default: 300]
+    #[arg(long)]
+    answer_max_tokens: Option<usize>,
+    /// Do not ask the model when the best passage scores under this [default: always ask]
+    #[arg(long)]
+    min_score: Option<f32>,
+    /// An answer whose citations do not hold: mark, retry or refuse [default: mark]
+    #[arg(long)]
+    unsupported: Option<String>,
     #[command(flatten)]
     tuning: TuningArgs,
 }
 
 pub fn run(a: EvalArgs, index: &Path, settings: &Settings, out: Out) -> Result<ExitCode> {
+    let answers = if a.answers.is_empty() {
+        None
+    } else {
+        let plan = AnswerSettings {
+            mode: None,
+            passages: a.passages,
+            model: a.llm,
+            max_tokens: a.answer_max_tokens,
+            min_score: a.min_score,
+            unsupported: a.unsupported,
+            full_budget: None,
+        }
+        .over(&settings.answer)
+        .plan(&settings.default_llm())?;
+        Some(AnswerEval::new(&a.answers, plan)?)
+    };
     let req = EvalRequest {
         dataset: a.dataset,
         out: a.out,
@@ -76,6 +114,7 @@ pub fn run(a: EvalArgs, index: &Path, settings: &Settings, out: Out) -> Result<E
         search: a.tuning.settings().over(&settings.search),
         default_llm: settings.default_llm(),
         index: index.to_path_buf(),
+        answers,
     };
     let bar = output::progress_bar(out.quiet || out.json, Some(0), "evaluating");
     let outcome = run_eval(&req, &mut |done, total| {

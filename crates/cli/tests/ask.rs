@@ -2,7 +2,8 @@
 //! with a scripted model behind a fake Anthropic server: the answer cites the export chunk,
 //! the control question abstains, a reply citing an id not given and a reply quoting words
 //! absent from the original are caught, and the request keeps each passage's context and
-//! original apart, the passages in the cached block.
+//! original apart, the passages in the cached block. `situate eval --answers` scores the
+//! same model's answers on a set of Aster questions in both modes.
 
 use crate::mcp::{call, mcp_command, runtime};
 use crate::serve::{Server, assert_problem};
@@ -55,11 +56,31 @@ fn scripted() -> FakeServer {
                 "Нет, архивные задачи в CSV не попадут: «Выгрузка содержит только активные задачи» [{export}]."
             )
         };
-        Reply::json(json!({
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 120, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 0, "output_tokens": 30}
-        }))
+        let usage = json!({"input_tokens": 120, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 0, "output_tokens": 30});
+        if body["stream"] != true {
+            return Reply::json(json!({
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "usage": usage
+            }));
+        }
+        // Streamed as Anthropic streams: the usage first, then the text word by word.
+        let mut events = vec![(
+            "message_start",
+            json!({"type": "message_start", "message": {"usage": usage}}),
+        )];
+        for word in text.split_inclusive(' ') {
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+            ));
+        }
+        events.push((
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 30}}),
+        ));
+        events.push(("message_stop", json!({"type": "message_stop"})));
+        Reply::events(&events)
     })
     .expect("server")
 }
@@ -320,12 +341,14 @@ fn the_service_answers_as_json_and_as_events_and_agents_ask_over_mcp() {
     );
     let (last, answer) = events.last().expect("events");
     assert_eq!(last, "answer", "{events:?}");
-    let text: String = events
+    let pieces: Vec<&str> = events
         .iter()
         .filter(|(name, _)| name == "text")
         .filter_map(|(_, v)| v["text"].as_str())
         .collect();
-    assert!(!text.is_empty(), "{events:?}");
+    // Word by word as the model's stream brings them, not the whole answer at the end.
+    assert!(pieces.len() > 5, "{events:?}");
+    let text = pieces.concat();
     assert_eq!(text, answer["answer"].as_str().unwrap_or(""));
     // Bad requests: problems, no model call.
     let before = server.requests().len();
@@ -411,4 +434,112 @@ fn a_local_model_reads_a_full_context_base_once_for_every_question_a_service_is_
         events.iter().filter(|(n, _)| n == "text").count() >= 1,
         "{events:?}"
     );
+}
+
+#[test]
+fn eval_answers_scores_answers_citations_and_controls_in_both_modes() {
+    let (tmp, index) = aster_index();
+    let server = scripted();
+    let llm = format!(
+        "anthropic:claude-3-haiku-20240307?base_url={}&retries=1",
+        server.url()
+    );
+    let export = chunk_with(&index, "Выгрузка содержит только активные задачи");
+    let tariffs = chunk_with(&index, "тарифа Команда доступен экспорт");
+    let set = tmp.path().join("aster.jsonl");
+    let lines = [
+        json!({"id": "archive", "query": "Попадут ли архивные задачи Aster в CSV?", "relevant": [export], "answers": ["нет"]}),
+        json!({"id": "excel", "query": "Есть ли экспорт в Excel?", "relevant": [tariffs], "answers": ["нет"]}),
+        json!({"id": "keep", "query": "Каков срок хранения выгрузки?", "unanswerable": true}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&set, text).expect("write set");
+    let out = tmp.path().join("eval");
+    let eval = |answers: &str| {
+        let mut c = situate(&index);
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["eval", "--dataset"])
+            .arg(&set)
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "--config",
+                "bm25+indexed",
+                "--answers",
+                answers,
+                "--llm",
+                &llm,
+            ]);
+        c
+    };
+    let report = json(&mut eval("retrieval,full"), 0);
+    let rows = report["answers"].as_array().expect("answer rows");
+    assert_eq!(rows.len(), 3, "{report:#}");
+    // Full-context answers come first (a base too large is told before anything is paid).
+    assert_eq!(rows[0]["name"], "full");
+    assert_eq!(rows[1]["name"], "bm25+indexed+none/retrieval");
+    // Then the same answers under the configuration's calibrated abstain threshold: the
+    // score every answerable question's best passage reaches, so none of them is lost here.
+    let threshold = &report["configurations"][0]["abstain"]["threshold"];
+    assert!(threshold.is_number(), "{report:#}");
+    assert_eq!(&rows[2]["min_score"], threshold, "{report:#}");
+    assert!(
+        rows[2]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("bm25+indexed+none/retrieval, min_score ")),
+        "{report:#}"
+    );
+    for row in rows {
+        assert_eq!(
+            (row["questions"].as_u64(), row["controls"].as_u64()),
+            (Some(2), Some(1)),
+            "{row:#}"
+        );
+        assert_eq!(row["answered"], 1.0, "{row:#}");
+        // "Нет, архивные задачи в CSV не попадут" against "нет": no exact match, F1 1/4
+        // (precision 1/7, recall 1), and it contains the answer; "Да" does neither.
+        assert_eq!(row["exact_match"], 0.0, "{row:#}");
+        let f1 = row["f1"].as_f64().expect("f1");
+        assert!((f1 - 0.25 / 2.0).abs() < 1e-9, "{row:#}");
+        assert_eq!(row["contains"], 0.5, "{row:#}");
+        // One citation of the golden chunk, one of a chunk neither golden nor holding "нет".
+        assert_eq!(row["citation_precision"], 0.5, "{row:#}");
+        // The Excel answer quotes words that are not in the original.
+        assert_eq!(row["grounded"], 0.5, "{row:#}");
+        assert_eq!(row["controls_answered"], 0.0, "{row:#}");
+        assert!(
+            row["dollars"][0].as_f64().is_some_and(|d| d > 0.0),
+            "{row:#}"
+        );
+    }
+    let per_question = std::fs::read_to_string(out.join("answers-bm25+indexed+none.jsonl"))
+        .expect("answers of the configuration");
+    let records: Vec<Value> = per_question
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(records.len(), 3);
+    assert_eq!(
+        records[0]["scored"],
+        "Нет, архивные задачи в CSV не попадут."
+    );
+    assert_eq!(records[0]["citations"][0]["chunk_id"], export.as_str());
+    assert_eq!(records[0]["citations"][0]["relevant"], true);
+    assert_eq!(records[2]["abstained"], true);
+    assert_eq!(records[2]["abstention"], "model");
+    assert!(out.join("answers-full.jsonl").is_file());
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("## Answers"), "{md}");
+    assert!(
+        md.contains("| full | anthropic:claude-3-haiku-20240307 | 2 + 1 controls | 100.0% |"),
+        "{md}"
+    );
+
+    // Bad input: a mode that is not measurable, before any model is called.
+    let calls = server.requests().len();
+    let out = run(&mut eval("auto"), 1);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--answers takes retrieval and/or full"), "{e}");
+    assert_eq!(server.requests().len(), calls);
 }

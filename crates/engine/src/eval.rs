@@ -16,8 +16,12 @@
 //! uses ([`SearchSettings::plan`]): the set's configuration decides the mode, BM25 plain
 //! (context `none`) or contextual, and the reranker; `k` is 100.
 
-use crate::settings::SearchSettings;
-use crate::{Access, CreateSettings, Engine, EngineError, IngestOptions, Result};
+use crate::settings::{AnswerMode, AnswerPlan, SearchSettings};
+use crate::{
+    Access, AnswerModels, AnswerResponse, CreateSettings, Engine, EngineError, IngestOptions,
+    Result,
+};
+use situate_eval::answers::{self, AnswerRecord, AnswerRow, CitedRecord};
 use situate_eval::dataset::{Corpus, EvalQuery, EvalSet, Level, Matching, read_own};
 use situate_eval::report::{self, ConfigReport, Retrieved};
 use situate_eval::{Judgments, read_questions};
@@ -62,6 +66,49 @@ pub struct EvalRequest {
     pub default_llm: String,
     /// The index a set without a corpus (a `.jsonl` of questions) is evaluated against.
     pub index: PathBuf,
+    /// Answer evaluation (`--answers`): `None` evaluates retrieval alone.
+    pub answers: Option<AnswerEval>,
+}
+
+/// What `--answers` asks for: every question answered by `plan`'s model in each mode, and
+/// the answers scored against the set's gold answers ([`situate_eval::answers`]).
+#[derive(Debug, Clone)]
+pub struct AnswerEval {
+    /// `retrieval` (one row per configuration: its best passages) and/or `full` (one row:
+    /// the whole base as one cached prompt, on the first configuration's index).
+    pub modes: Vec<AnswerMode>,
+    /// How answers are written (`[answer]` and the flags); its mode is set per row.
+    pub plan: AnswerPlan,
+}
+
+impl AnswerEval {
+    /// Parses `--answers retrieval,full` over a checked plan.
+    pub fn new(modes: &[String], plan: AnswerPlan) -> Result<AnswerEval> {
+        let mut parsed = Vec::new();
+        for m in modes {
+            let mode = match m.trim() {
+                "retrieval" => AnswerMode::Retrieval,
+                "full" => AnswerMode::Full,
+                other => {
+                    return Err(EngineError::Invalid(format!(
+                        "--answers takes retrieval and/or full, not {other:?} (auto would choose per question; name the mode to measure)"
+                    )));
+                }
+            };
+            if !parsed.contains(&mode) {
+                parsed.push(mode);
+            }
+        }
+        if parsed.is_empty() {
+            return Err(EngineError::Invalid(
+                "--answers needs a mode: retrieval, full or both".into(),
+            ));
+        }
+        Ok(AnswerEval {
+            modes: parsed,
+            plan,
+        })
+    }
 }
 
 /// One parsed configuration.
@@ -102,6 +149,8 @@ pub struct EvalReport {
     pub context_weight: f32,
     /// One row per configuration.
     pub configurations: Vec<ConfigReport>,
+    /// One row per configuration and answer mode (`--answers`).
+    pub answers: Vec<AnswerRow>,
 }
 
 /// What [`run_eval`] produced.
@@ -224,6 +273,7 @@ fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
             judgments: Judgments::default(),
             golden_texts: vec![],
             unanswerable: true,
+            answers: vec![],
         })
         .collect())
 }
@@ -281,12 +331,24 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     std::fs::create_dir_all(&req.out).map_err(crate::io("cannot create", &req.out))?;
     let work = req.work.clone().unwrap_or_else(|| req.out.join("indexes"));
 
-    let total = (configs.len() * queries.len()) as u64;
+    let answer_rows_count = req.answers.as_ref().map_or(0, |a| {
+        a.modes
+            .iter()
+            .map(|m| match m {
+                AnswerMode::Full => 1,
+                _ => configs.len(),
+            })
+            .sum::<usize>()
+    });
+    let total = ((configs.len() + answer_rows_count) * queries.len()) as u64;
     let mut done = 0u64;
     let mut notes = Vec::new();
     let mut rows = Vec::new();
-    for (cfg, plan) in configs.iter().zip(&plans) {
-        let engine = match &set.corpus {
+    let mut answer_rows = Vec::new();
+    // One set of answer models for every configuration's index: a model is loaded once.
+    let models = AnswerModels::default();
+    for (cfg_index, (cfg, plan)) in configs.iter().zip(&plans).enumerate() {
+        let mut engine = match &set.corpus {
             Corpus::Existing => Engine::open(&req.index, Access::Read).map_err(|e| {
                 EngineError::Invalid(format!(
                     "{} has no corpus of its own: evaluating against --index {}: {e}",
@@ -358,13 +420,66 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
         };
         let abstain = report::abstain(&top(false), &top(true));
         let path = req.out.join(format!("queries-{}.jsonl", cfg.name));
-        write_atomically(&path, |w| {
-            for r in &records {
-                serde_json::to_writer(&mut *w, r).map_err(std::io::Error::from)?;
-                w.write_all(b"\n")?;
+        write_jsonl(&path, &records)?;
+        if let Some(a) = &req.answers {
+            engine.share_answer_models(models.clone());
+            // Full-context answers first: a base too large for the model's window is told
+            // before any retrieval answer is paid for.
+            for mode in [AnswerMode::Full, AnswerMode::Retrieval] {
+                if !a.modes.contains(&mode) || (mode == AnswerMode::Full && cfg_index > 0) {
+                    continue;
+                }
+                let name = match mode {
+                    AnswerMode::Full => "full".to_string(),
+                    _ => format!("{}/retrieval", cfg.name),
+                };
+                let answer_plan = AnswerPlan {
+                    mode,
+                    ..a.plan.clone()
+                };
+                let mut model = a.plan.model.clone();
+                let mut records = Vec::with_capacity(queries.len());
+                for q in &queries {
+                    let r = engine
+                        .ask(&q.text, &answer_plan, plan, &Default::default(), &|_| {})
+                        .map_err(|e| EngineError::Invalid(format!("answers {name}: {e}")))?;
+                    model.clone_from(&r.model);
+                    records.push(answer_record(q, &r, set.level));
+                    done += 1;
+                    on_query(done, total);
+                }
+                let file = match mode {
+                    AnswerMode::Full => "answers-full.jsonl".to_string(),
+                    _ => format!("answers-{}.jsonl", cfg.name),
+                };
+                write_jsonl(&req.out.join(file), &records)?;
+                let mode_name = if mode == AnswerMode::Full {
+                    "full"
+                } else {
+                    "retrieval"
+                };
+                answer_rows.push(answers::summarize(&name, mode_name, &model, &records));
+                // The retrieval-side signal: the same answers with this configuration's
+                // calibrated abstain threshold as `[answer] min_score` (in-sample: chosen
+                // on this set's answerable questions), unless a min_score was given.
+                if let (AnswerMode::Retrieval, Some(ab), None) = (mode, &abstain, a.plan.min_score)
+                {
+                    let best: Vec<Option<f32>> = rankings
+                        .iter()
+                        .map(|r| r.first().map(|x| x.score))
+                        .collect();
+                    let withheld = answers::with_min_score(&records, &best, ab.threshold);
+                    let mut row = answers::summarize(
+                        &format!("{name}, min_score {}", ab.threshold),
+                        mode_name,
+                        &model,
+                        &withheld,
+                    );
+                    row.min_score = Some(ab.threshold);
+                    answer_rows.push(row);
+                }
             }
-            Ok(())
-        })?;
+        }
         rows.push(ConfigReport {
             name: cfg.name.clone(),
             mode: cfg.mode.clone(),
@@ -384,7 +499,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     situate_eval::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
         .map_err(|e| EngineError::Invalid(format!("drawing the plot: {e}")))?;
     let context_weight = plans[0].context_weight;
-    let md = report::markdown_report(
+    let mut md = report::markdown_report(
         &report::ReportHeader {
             dataset: &req.dataset.display().to_string(),
             name: &set.name,
@@ -398,6 +513,16 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
         &rows,
         &table,
     );
+    let mut table = table;
+    if !answer_rows.is_empty() {
+        let answers_table = answers::markdown_table(&answer_rows);
+        md.push_str(&format!(
+            "\n## Answers\n\nEach question answered by the model from the passages given (`retrieval`: the configuration's best {}; `full`: the whole base). EM and F1 as SQuAD defines them, of the answer sentence; contains: a gold answer occurs in it; citation precision: cited passages that are golden or hold a gold answer; grounded: answers given whose citations all hold; controls answered: unanswerable questions that got an answer (should be 0%). A row `…, min_score T` is the row above it with the configuration's abstain threshold T (below) as `[answer] min_score`: questions whose best passage scores under T are not attempted (no model call); T is chosen on this set, so the row is in-sample. Answers per question in `answers-*.jsonl`.\n\n{answers_table}",
+            req.answers.as_ref().map_or(0, |a| a.plan.passages)
+        ));
+        table.push('\n');
+        table.push_str(&answers_table);
+    }
     let md_path = req.out.join("report.md");
     write_atomically(&md_path, |w| w.write_all(md.as_bytes()))?;
     let report = EvalReport {
@@ -412,6 +537,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
         overlap: req.overlap,
         context_weight,
         configurations: rows,
+        answers: answer_rows,
     };
     let json_path = req.out.join("report.json");
     write_atomically(&json_path, |w| {
@@ -448,6 +574,81 @@ fn config_plan(
     own.over(base)
         .plan(default_llm)
         .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))
+}
+
+/// Writes one JSON line per record, atomically.
+fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<()> {
+    write_atomically(path, |w| {
+        for r in records {
+            serde_json::to_writer(&mut *w, r).map_err(std::io::Error::from)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}
+
+/// An answer scored against the question's gold answers and golden passages.
+fn answer_record(q: &EvalQuery, r: &AnswerResponse, level: Level) -> AnswerRecord {
+    let scored = if r.abstained {
+        String::new()
+    } else {
+        situate_answer::answer_part(&r.answer)
+    };
+    let golden = |p: &situate_answer::Passage| {
+        let id = match level {
+            Level::Chunk => &p.chunk_id,
+            Level::Document => &p.document_id,
+        };
+        q.judgments.0.get(id).is_some_and(|g| *g > 0.0)
+            || answers::contains_answer(&p.original, &q.answers)
+    };
+    let citations = r
+        .citations
+        .iter()
+        .map(|c| CitedRecord {
+            chunk_id: c.chunk_id.clone(),
+            valid: c.valid,
+            relevant: c
+                .passage
+                .and_then(|n| r.passages.iter().find(|p| p.id == n))
+                .is_some_and(golden),
+        })
+        .collect();
+    let (exact_match, f1, contains) = if r.abstained || q.answers.is_empty() {
+        (0.0, 0.0, false)
+    } else {
+        (
+            answers::exact_match(&scored, &q.answers),
+            answers::token_f1(&scored, &q.answers),
+            answers::contains_answer(&scored, &q.answers),
+        )
+    };
+    let u = &r.usage;
+    AnswerRecord {
+        id: q.id.clone(),
+        question: q.text.clone(),
+        unanswerable: q.unanswerable,
+        gold: q.answers.clone(),
+        answer: r.answer.clone(),
+        scored,
+        abstained: r.abstained,
+        abstention: r.abstention.map(|a| {
+            serde_json::to_value(a)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        }),
+        grounded: r.grounded && !r.abstained,
+        citations,
+        exact_match,
+        f1,
+        contains,
+        input_tokens: u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens,
+        cached_tokens: u.cache_read_input_tokens,
+        output_tokens: u.output_tokens,
+        seconds: r.took_ms / 1000.0,
+        dollars: r.cost.map(|c| (c.dollars, c.dollars_without_cache)),
+    }
 }
 
 /// Writes `path` through a temporary file, synced, then renamed.

@@ -83,6 +83,44 @@ pub fn read_queries_in_order(path: &Path) -> Result<Vec<(String, String)>, EvalD
     Ok(out)
 }
 
+/// Reads the gold answers of `queries.jsonl` (`metadata.answers`, a list of strings, as
+/// XQuAD-R has them) into id → answers; queries without any are left out.
+pub fn read_answers(path: &Path) -> Result<HashMap<String, Vec<String>>, EvalDataError> {
+    let mut out = HashMap::new();
+    for (n, line) in lines(path)? {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
+                path: path.display().to_string(),
+                line: n,
+                message: e.to_string(),
+            })?;
+        let id = match &v["_id"] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(x) => x.to_string(),
+            _ => continue,
+        };
+        let answers: Vec<String> = match &v["metadata"]["answers"] {
+            serde_json::Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str())
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect(),
+            serde_json::Value::String(s) if !s.trim().is_empty() => vec![s.trim().to_string()],
+            _ => vec![],
+        };
+        if !answers.is_empty() {
+            out.insert(id, answers);
+        }
+    }
+    Ok(out)
+}
+
 /// Reads a qrels TSV (`query-id`, `corpus-id`, `score`; a header line is allowed) into
 /// query id → judgments.
 pub fn read_qrels(path: &Path) -> Result<HashMap<String, Judgments>, EvalDataError> {
@@ -131,6 +169,14 @@ mod tests {
         )
         .expect("w");
         let q = read_queries(&dir.join("q.jsonl")).expect("queries");
+        std::fs::write(
+            dir.join("a.jsonl"),
+            "{\"_id\":\"1\",\"text\":\"x\",\"metadata\":{\"answers\":[\"308\",\" \"]}}\n{\"_id\":\"2\",\"text\":\"y\"}\n",
+        )
+        .expect("w");
+        let a = read_answers(&dir.join("a.jsonl")).expect("answers");
+        assert_eq!(a.get("1"), Some(&vec!["308".to_string()]));
+        assert!(!a.contains_key("2"));
         assert_eq!(q.get("2").map(String::as_str), Some("dogs"));
         let r = read_qrels(&dir.join("t.tsv")).expect("qrels");
         assert_eq!(r["1"].0.len(), 2);

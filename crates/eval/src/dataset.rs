@@ -8,15 +8,15 @@
 //!
 //! ```json
 //! {"id": "q1", "query": "How do I rotate the API key?", "relevant": ["docs/keys.md#2"]}
-//! {"id": "q2", "query": "Which port does the admin UI use?", "relevant": {"docs/admin.md#0": 2, "docs/admin.md#1": 1}}
+//! {"id": "q2", "query": "Which port does the admin UI use?", "relevant": {"docs/admin.md#0": 2, "docs/admin.md#1": 1}, "answers": ["8443", "port 8443"]}
 //! {"id": "q3", "query": "What is the CEO's salary?", "unanswerable": true}
 //! ```
 //!
 //! `relevant` names chunk ids (`"judged": "document"` on a line makes them document ids);
-//! grades default to 1.
+//! grades default to 1. `answers` (optional) are gold answers for `situate eval --answers`.
 
 use crate::Judgments;
-use crate::beir::{EvalDataError, read_qrels, read_queries};
+use crate::beir::{EvalDataError, read_answers, read_qrels, read_queries};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
@@ -56,6 +56,9 @@ pub struct EvalQuery {
     pub golden_texts: Vec<String>,
     /// The answer is not in the corpus: the right outcome is to abstain.
     pub unanswerable: bool,
+    /// Gold answers (short spans, any of which is right), for answer evaluation: BEIR's
+    /// `metadata.answers` (XQuAD-R), or `answers` in situate's own format.
+    pub answers: Vec<String>,
 }
 
 /// What to ingest to evaluate a set.
@@ -140,6 +143,7 @@ fn load_beir(dir: &Path, split: &str, name: String) -> Result<EvalSet, EvalDataE
     let queries = read_queries(&dir.join("queries.jsonl"))?;
     let qrels_path = dir.join("qrels").join(format!("{split}.tsv"));
     let qrels = read_qrels(&qrels_path)?;
+    let mut answers = read_answers(&dir.join("queries.jsonl"))?;
     let mut ids: Vec<&String> = qrels.keys().collect();
     ids.sort();
     let mut out = Vec::with_capacity(ids.len());
@@ -158,6 +162,7 @@ fn load_beir(dir: &Path, split: &str, name: String) -> Result<EvalSet, EvalDataE
             unanswerable: !judgments.is_answerable(),
             judgments,
             golden_texts: vec![],
+            answers: answers.remove(id).unwrap_or_default(),
         });
     }
     // Records with a `metadata.parent` are ingested as chunks of their parent (situate-ingest),
@@ -270,6 +275,8 @@ fn load_anthropic(dir: &Path, name: String) -> Result<EvalSet, EvalDataError> {
             unanswerable: judgments.0.is_empty(),
             judgments,
             golden_texts,
+            // The set's `answer` is an explanation, not a span to match.
+            answers: vec![],
         });
     }
     Ok(EvalSet {
@@ -293,6 +300,9 @@ struct OwnLine {
     unanswerable: bool,
     #[serde(default)]
     judged: Option<String>,
+    /// Gold answers, any of which is right (answer evaluation).
+    #[serde(default)]
+    answers: Vec<String>,
     /// Free text for the team (who judged, why); not used.
     #[serde(default, rename = "note")]
     _note: Option<String>,
@@ -367,6 +377,7 @@ pub fn read_own(path: &Path) -> Result<Vec<OwnQuery>, EvalDataError> {
                 judgments,
                 golden_texts: vec![],
                 unanswerable: l.unanswerable,
+                answers: l.answers,
             },
             level,
             line: n + 1,

@@ -6,6 +6,7 @@
 //! [`mean`] callers (see [`Judgments::is_answerable`]).
 #![warn(missing_docs)]
 
+pub mod answers;
 pub mod beir;
 pub mod dataset;
 pub mod plot;

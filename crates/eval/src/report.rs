@@ -348,6 +348,7 @@ mod tests {
             judgments: Judgments(golden.iter().map(|g| (g.to_string(), 1.0)).collect()),
             golden_texts: texts.iter().map(|t| t.to_string()).collect(),
             unanswerable: golden.is_empty(),
+            answers: vec![],
         }
     }
 

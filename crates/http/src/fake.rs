@@ -7,6 +7,7 @@
 //! use it alike, and stops when dropped.
 
 use axum::body::{Body, Bytes};
+use futures_util::StreamExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,6 +49,8 @@ pub struct Reply {
     body: Vec<u8>,
     delay: Duration,
     cut: bool,
+    /// Send the body in pieces of this many bytes (a stream's chunks end anywhere).
+    pieces: Option<usize>,
 }
 
 impl Reply {
@@ -64,7 +67,28 @@ impl Reply {
             body: body.into().into_bytes(),
             delay: Duration::ZERO,
             cut: false,
+            pieces: None,
         }
+    }
+
+    /// 200 with server-sent events (`text/event-stream`): each `(name, data)` as an
+    /// `event:` line and a `data:` line, sent in pieces of 7 bytes, so that frames (and
+    /// characters) arrive split across chunks as they can from a real server.
+    pub fn events(events: &[(&str, serde_json::Value)]) -> Self {
+        let body: String = events
+            .iter()
+            .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+            .collect();
+        Reply {
+            pieces: Some(7),
+            ..Reply::raw(200, body).header("content-type", "text/event-stream")
+        }
+    }
+
+    /// The body sent, then the connection dropped (a stream cut off part way).
+    pub fn then_cut(mut self) -> Self {
+        self.cut = true;
+        self
     }
 
     /// 200 with headers sent, then the connection dropped in the middle of the body.
@@ -222,12 +246,26 @@ async fn serve(
     for (k, v) in &reply.headers {
         builder = builder.header(k, v);
     }
-    let body = if reply.cut {
-        let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
-            Ok(Bytes::from(reply.body)),
-            Err(std::io::Error::other("connection cut by the fake server")),
-        ];
-        Body::from_stream(futures_util::stream::iter(chunks))
+    let body = if reply.cut || reply.pieces.is_some() {
+        let size = reply.pieces.unwrap_or(usize::MAX).max(1);
+        let chunks: Vec<Result<Bytes, std::io::Error>> = reply
+            .body
+            .chunks(size)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let sent = futures_util::stream::iter(chunks);
+        if reply.cut {
+            // The cut comes a moment after the body, so that what was sent reaches the
+            // client first (an error polled at once can abort the response before its
+            // head is out).
+            let cut = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(std::io::Error::other("connection cut by the fake server"))
+            });
+            Body::from_stream(sent.chain(cut))
+        } else {
+            Body::from_stream(sent)
+        }
     } else {
         Body::from(reply.body)
     };

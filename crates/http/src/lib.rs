@@ -177,16 +177,11 @@ impl Client {
             message: format!("cannot encode the request: {e}"),
             attempts: 0,
         })?;
-        let attempts_max = self.policy.max_attempts.max(1);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let outcome = {
-                let _permit = self
-                    .permits
-                    .acquire()
-                    .await
-                    .map_err(|_| HttpError::Setup("the client was shut down".into()))?;
+                let _permit = self.permit().await?;
                 self.try_once::<T>(url, headers, &payload, attempt).await
             };
             let (error, wait) = match outcome {
@@ -203,28 +198,193 @@ impl Client {
                 }
                 Outcome::Retry { error, wait } => (error, wait),
             };
-            if attempt >= attempts_max {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
-                return Err(error);
-            }
-            let wait = match wait {
-                Some(w) if w > self.policy.max_retry_after => {
+            self.wait_to_retry(attempt, error, wait).await?;
+        }
+    }
+
+    /// POSTs `body` as JSON and reads the answer as server-sent events
+    /// (`text/event-stream`), handing each to `on_event` as it arrives: what a streamed LLM
+    /// reply is. Tries are retried as [`Client::post_json`]'s until the first event has been
+    /// handed on; after that a failure ends the request (the caller has shown part of the
+    /// answer, and a second try would show it twice). A 2xx answer that is not an event
+    /// stream (a server that ignored `"stream": true`) is handed on whole, as one event
+    /// named `json`. The number of tries is returned.
+    pub async fn post_events(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &serde_json::Value,
+        on_event: &mut (dyn FnMut(&Event) + Send),
+    ) -> Result<u32, HttpError> {
+        let payload = serde_json::to_vec(body).map_err(|e| HttpError::Transport {
+            url: url.to_string(),
+            message: format!("cannot encode the request: {e}"),
+            attempts: 0,
+        })?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut delivered = 0usize;
+            let outcome = {
+                let _permit = self.permit().await?;
+                self.try_events(url, headers, &payload, attempt, &mut |e| {
+                    delivered += 1;
+                    on_event(e)
+                })
+                .await
+            };
+            let (error, wait) = match outcome {
+                Outcome::Done(()) => {
+                    self.stats.ok.fetch_add(1, Ordering::Relaxed);
+                    return Ok(attempt);
+                }
+                Outcome::Retry { error, .. } if delivered > 0 => {
                     self.stats.failed.fetch_add(1, Ordering::Relaxed);
                     return Err(with_note(
                         error,
-                        &format!(
-                            "the server asked to wait {:.0} s, more than the {:.0} s allowed",
-                            w.as_secs_f64(),
-                            self.policy.max_retry_after.as_secs_f64()
-                        ),
+                        &format!("after {delivered} event(s) of the stream: not retried"),
                     ));
                 }
-                Some(w) => w,
-                None => backoff(&self.policy, attempt),
+                Outcome::Fail(e) => {
+                    self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+                Outcome::Retry { error, wait } => (error, wait),
             };
-            self.stats.retries.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("{error}; retrying in {:.1} s", wait.as_secs_f64());
-            tokio::time::sleep(wait).await;
+            self.wait_to_retry(attempt, error, wait).await?;
+        }
+    }
+
+    async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, HttpError> {
+        self.permits
+            .acquire()
+            .await
+            .map_err(|_| HttpError::Setup("the client was shut down".into()))
+    }
+
+    /// After a retryable failure of try `attempt`: waits as the policy says, or gives the
+    /// error back when no try is left or the server asks for too long a wait.
+    async fn wait_to_retry(
+        &self,
+        attempt: u32,
+        error: HttpError,
+        wait: Option<Duration>,
+    ) -> Result<(), HttpError> {
+        if attempt >= self.policy.max_attempts.max(1) {
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+            return Err(error);
+        }
+        let wait = match wait {
+            Some(w) if w > self.policy.max_retry_after => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                return Err(with_note(
+                    error,
+                    &format!(
+                        "the server asked to wait {:.0} s, more than the {:.0} s allowed",
+                        w.as_secs_f64(),
+                        self.policy.max_retry_after.as_secs_f64()
+                    ),
+                ));
+            }
+            Some(w) => w,
+            None => backoff(&self.policy, attempt),
+        };
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("{error}; retrying in {:.1} s", wait.as_secs_f64());
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
+    /// Sends one try: the response, or what to do about its failure.
+    async fn send<T>(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        payload: &[u8],
+        attempt: u32,
+    ) -> Result<reqwest::Response, Outcome<T>> {
+        let mut request = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(payload.to_vec());
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        match request.send().await {
+            Ok(r) => Ok(r),
+            Err(e) if e.is_builder() => {
+                Err(Outcome::Fail(transport(url, attempt, error_chain(&e))))
+            }
+            Err(e) => Err(Outcome::Retry {
+                error: transport(url, attempt, error_chain(&e)),
+                wait: None,
+            }),
+        }
+    }
+
+    async fn try_events(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        payload: &[u8],
+        attempt: u32,
+        on_event: &mut (dyn FnMut(&Event) + Send),
+    ) -> Outcome<()> {
+        let mut response = match self.send(url, headers, payload, attempt).await {
+            Ok(r) => r,
+            Err(outcome) => return outcome,
+        };
+        let status = response.status().as_u16();
+        let is_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if !(200..300).contains(&status) || !is_stream {
+            let wait = retry_after(response.headers(), SystemTime::now());
+            let bytes = match response.bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    return Outcome::Retry {
+                        error: transport(
+                            url,
+                            attempt,
+                            format!("the answer was cut off: {}", error_chain(&e)),
+                        ),
+                        wait: None,
+                    };
+                }
+            };
+            return match status_outcome(url, status, &bytes, attempt, wait) {
+                Some(o) => o,
+                None => {
+                    on_event(&Event {
+                        event: "json".into(),
+                        data: String::from_utf8_lossy(&bytes).into_owned(),
+                    });
+                    Outcome::Done(())
+                }
+            };
+        }
+        let mut parser = EventParser::default();
+        loop {
+            match response.chunk().await {
+                Ok(Some(bytes)) => parser.feed(&bytes, on_event),
+                // An event not followed by its blank line is dropped, as the standard
+                // says (it may be cut short).
+                Ok(None) => return Outcome::Done(()),
+                Err(e) => {
+                    return Outcome::Retry {
+                        error: transport(
+                            url,
+                            attempt,
+                            format!("the stream was cut off: {}", error_chain(&e)),
+                        ),
+                        wait: None,
+                    };
+                }
+            }
         }
     }
 
@@ -235,28 +395,9 @@ impl Client {
         payload: &[u8],
         attempt: u32,
     ) -> Outcome<T> {
-        let transport = |message: String| HttpError::Transport {
-            url: url.to_string(),
-            message,
-            attempts: attempt,
-        };
-        let mut request = self
-            .http
-            .post(url)
-            .header("content-type", "application/json")
-            .body(payload.to_vec());
-        for (k, v) in headers {
-            request = request.header(*k, *v);
-        }
-        let response = match request.send().await {
+        let response = match self.send(url, headers, payload, attempt).await {
             Ok(r) => r,
-            Err(e) if e.is_builder() => return Outcome::Fail(transport(error_chain(&e))),
-            Err(e) => {
-                return Outcome::Retry {
-                    error: transport(error_chain(&e)),
-                    wait: None,
-                };
-            }
+            Err(outcome) => return outcome,
         };
         let status = response.status().as_u16();
         let wait = retry_after(response.headers(), SystemTime::now());
@@ -264,33 +405,133 @@ impl Client {
             Ok(b) => b,
             Err(e) => {
                 return Outcome::Retry {
-                    error: transport(format!("the answer was cut off: {}", error_chain(&e))),
+                    error: transport(
+                        url,
+                        attempt,
+                        format!("the answer was cut off: {}", error_chain(&e)),
+                    ),
                     wait: None,
                 };
             }
         };
-        if !(200..300).contains(&status) {
-            let error = HttpError::Status {
-                url: url.to_string(),
-                status,
-                message: excerpt(&bytes),
-                attempts: attempt,
-            };
-            return if retryable(status) {
-                Outcome::Retry { error, wait }
-            } else {
-                Outcome::Fail(error)
-            };
+        if let Some(o) = status_outcome(url, status, &bytes, attempt, wait) {
+            return o;
         }
         match serde_json::from_slice::<T>(&bytes) {
             Ok(body) => Outcome::Done(body),
             Err(e) => Outcome::Retry {
-                error: transport(format!(
-                    "the answer is not the JSON expected ({e}): {}",
-                    excerpt(&bytes)
-                )),
+                error: transport(
+                    url,
+                    attempt,
+                    format!(
+                        "the answer is not the JSON expected ({e}): {}",
+                        excerpt(&bytes)
+                    ),
+                ),
                 wait: None,
             },
+        }
+    }
+}
+
+fn transport(url: &str, attempt: u32, message: String) -> HttpError {
+    HttpError::Transport {
+        url: url.to_string(),
+        message,
+        attempts: attempt,
+    }
+}
+
+/// What an error status comes to (`None` for a 2xx).
+fn status_outcome<T>(
+    url: &str,
+    status: u16,
+    bytes: &[u8],
+    attempt: u32,
+    wait: Option<Duration>,
+) -> Option<Outcome<T>> {
+    if (200..300).contains(&status) {
+        return None;
+    }
+    let error = HttpError::Status {
+        url: url.to_string(),
+        status,
+        message: excerpt(bytes),
+        attempts: attempt,
+    };
+    Some(if retryable(status) {
+        Outcome::Retry { error, wait }
+    } else {
+        Outcome::Fail(error)
+    })
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Its `event:` name (`message` when it has none; `json` for a whole non-stream answer).
+    pub event: String,
+    /// Its `data:` lines, joined by newlines.
+    pub data: String,
+}
+
+/// The event-stream format's parser (the HTML standard's "interpreting an event stream"),
+/// fed chunk by chunk as they arrive. Written here: it is some thirty lines, and the crates
+/// that do it (eventsource-stream and the like) want reqwest's `stream` feature and a
+/// `Stream` adapter for the same loop. `id:` and `retry:` are ignored (no reconnection: a
+/// reply is not resumable).
+#[derive(Default)]
+struct EventParser {
+    /// Bytes of a line not yet ended (a chunk can end anywhere, mid-character too).
+    line: Vec<u8>,
+    event: String,
+    data: Vec<String>,
+    /// The last byte was a `\r` (a `\n` right after it ends no second line).
+    after_cr: bool,
+}
+
+impl EventParser {
+    fn feed(&mut self, bytes: &[u8], on_event: &mut (dyn FnMut(&Event) + Send)) {
+        for &b in bytes {
+            match b {
+                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' | b'\r' => {
+                    self.after_cr = b == b'\r';
+                    let line = std::mem::take(&mut self.line);
+                    self.line_ended(&String::from_utf8_lossy(&line), on_event);
+                }
+                _ => {
+                    self.after_cr = false;
+                    self.line.push(b);
+                }
+            }
+        }
+    }
+
+    fn line_ended(&mut self, line: &str, on_event: &mut (dyn FnMut(&Event) + Send)) {
+        if line.is_empty() {
+            if !self.data.is_empty() {
+                let event = Event {
+                    event: match std::mem::take(&mut self.event) {
+                        e if e.is_empty() => "message".into(),
+                        e => e,
+                    },
+                    data: std::mem::take(&mut self.data).join("\n"),
+                };
+                on_event(&event);
+            }
+            self.event.clear();
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => self.event = value.to_string(),
+            "data" => self.data.push(value.to_string()),
+            _ => {}
         }
     }
 }

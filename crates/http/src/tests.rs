@@ -187,3 +187,69 @@ fn https_requests_go_through_rustls_on_ring() {
     assert_eq!(server.calls(), 0, "no HTTP request got through: {e}");
     assert!(!e.to_string().is_empty());
 }
+
+#[test]
+fn event_streams_are_parsed_across_chunks_and_line_endings() {
+    let mut seen = Vec::new();
+    let mut parser = EventParser::default();
+    let stream = ": a comment\r\nevent: delta\r\ndata: {\"text\": \"Вы\"}\r\n\r\ndata: one\ndata: two\n\nevent: end\rdata:x\r\r";
+    // One byte at a time: a frame and a character split anywhere.
+    for b in stream.as_bytes() {
+        parser.feed(std::slice::from_ref(b), &mut |e| seen.push(e.clone()));
+    }
+    let names: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|e| (e.event.as_str(), e.data.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("delta", "{\"text\": \"Вы\"}"),
+            ("message", "one\ntwo"),
+            ("end", "x")
+        ]
+    );
+}
+
+#[test]
+fn post_events_retries_until_the_first_event_and_never_after() {
+    let events = [
+        ("start", json!({"n": 0})),
+        ("delta", json!({"text": "Привет"})),
+    ];
+    let server = FakeServer::start(move |req, n| match (req.path.as_str(), n) {
+        ("/ok", 0) => Reply::raw(503, "overloaded"),
+        ("/ok", _) => Reply::events(&events),
+        ("/cut", _) => Reply::events(&events).then_cut(),
+        _ => Reply::json(json!({"whole": true})),
+    })
+    .expect("server");
+    let client = Client::new(quick(), 2).expect("client");
+    let collect = |path: &str| {
+        let mut got = Vec::new();
+        let r = rt().block_on(client.post_events(
+            &format!("{}{path}", server.url()),
+            &[],
+            &json!({"stream": true}),
+            &mut |e| got.push((e.event.clone(), e.data.clone())),
+        ));
+        (r, got)
+    };
+    let (r, got) = collect("/ok");
+    assert_eq!(r.expect("second try streams"), 2);
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        got[1],
+        ("delta".into(), json!({"text": "Привет"}).to_string())
+    );
+    let before = server.calls();
+    let (r, got) = collect("/cut");
+    let e = r.expect_err("cut off").to_string();
+    assert!(e.contains("not retried"), "{e}");
+    assert_eq!(got.len(), 2, "what arrived was handed on");
+    assert_eq!(server.calls(), before + 1, "no second try after events");
+    // A server that ignores "stream": the whole answer as one `json` event.
+    let (r, got) = collect("/plain");
+    assert_eq!(r.expect("plain answer"), 1);
+    assert_eq!(got, [("json".into(), json!({"whole": true}).to_string())]);
+}

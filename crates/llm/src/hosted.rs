@@ -25,7 +25,7 @@
 //! Token counts for the window are estimated (a token per 3 bytes, on the safe side for
 //! English and for scripts that take more bytes per character).
 
-use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage};
+use crate::{Finish, Generation, Llm, LlmError, OnReply, OnText, SharedPrompt, TokenUsage};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use situate_http::Client;
@@ -168,10 +168,23 @@ impl HostedLlm {
         suffix: &str,
         max_tokens: usize,
     ) -> Result<Generation, LlmError> {
-        let answer = |message: String| LlmError::Answer {
-            provider: self.id.clone(),
-            message,
-        };
+        let request = self.request(system, prefix, suffix, max_tokens);
+        let reply: Value = self
+            .client
+            .post_json(&request.url, &request.headers(), &request.body)
+            .await?
+            .body;
+        self.parse_reply(&reply)
+    }
+
+    /// One request's URL, headers and body (not streamed).
+    fn request(
+        &self,
+        system: Option<&str>,
+        prefix: &str,
+        suffix: &str,
+        max_tokens: usize,
+    ) -> Request {
         match self.protocol {
             Protocol::Anthropic => {
                 let mut body = json!({
@@ -186,65 +199,272 @@ impl HostedLlm {
                 if let Some(s) = system {
                     body["system"] = json!(s);
                 }
-                let mut headers = vec![("anthropic-version", "2023-06-01")];
+                let mut headers = vec![("anthropic-version".into(), "2023-06-01".into())];
                 if let Some(k) = &self.key {
-                    headers.push(("x-api-key", k.as_str()));
+                    headers.push(("x-api-key".into(), k.clone()));
                 }
-                let url = format!("{}/v1/messages", self.base_url);
-                let reply: Value = self.client.post_json(&url, &headers, &body).await?.body;
+                Request {
+                    url: format!("{}/v1/messages", self.base_url),
+                    headers,
+                    body,
+                }
+            }
+            Protocol::OpenAiChat => Request {
+                url: format!("{}/chat/completions", self.base_url),
+                headers: self.chat_headers(),
+                body: self.chat_request(system, prefix, suffix, max_tokens),
+            },
+        }
+    }
+
+    fn unusable(&self, message: String) -> LlmError {
+        LlmError::Answer {
+            provider: self.id.clone(),
+            message,
+        }
+    }
+
+    /// A whole (not streamed) reply.
+    fn parse_reply(&self, reply: &Value) -> Result<Generation, LlmError> {
+        match self.protocol {
+            Protocol::Anthropic => {
                 let text: String = reply["content"]
                     .as_array()
-                    .ok_or_else(|| answer("no content in the answer".into()))?
+                    .ok_or_else(|| self.unusable("no content in the answer".into()))?
                     .iter()
                     .filter(|b| b["type"] == "text")
                     .filter_map(|b| b["text"].as_str())
                     .collect();
-                let u = &reply["usage"];
-                let n = |k: &str| u[k].as_u64().unwrap_or(0);
                 Ok(Generation {
                     text: text.trim().to_string(),
-                    usage: TokenUsage {
-                        input_tokens: n("input_tokens"),
-                        cache_creation_input_tokens: n("cache_creation_input_tokens"),
-                        cache_read_input_tokens: n("cache_read_input_tokens"),
-                        output_tokens: n("output_tokens"),
-                    },
-                    finish: if reply["stop_reason"] == "max_tokens" {
-                        Finish::Length
-                    } else {
-                        Finish::Stop
-                    },
+                    usage: anthropic_usage(&reply["usage"], TokenUsage::default()),
+                    finish: finish(reply["stop_reason"].as_str()),
                 })
             }
             Protocol::OpenAiChat => {
-                let body = self.chat_request(system, prefix, suffix, max_tokens);
-                let reply = self.post_chat(&body).await?;
                 let choice = &reply["choices"][0];
-                let text = choice["message"]["content"]
-                    .as_str()
-                    .ok_or_else(|| answer("no choices[0].message.content in the answer".into()))?;
-                let u = &reply["usage"];
-                let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
-                let cached = u["prompt_tokens_details"]["cached_tokens"]
-                    .as_u64()
-                    .unwrap_or(0)
-                    .min(prompt);
+                let text = choice["message"]["content"].as_str().ok_or_else(|| {
+                    self.unusable("no choices[0].message.content in the answer".into())
+                })?;
                 Ok(Generation {
                     text: text.trim().to_string(),
-                    usage: TokenUsage {
-                        input_tokens: prompt - cached,
-                        cache_creation_input_tokens: 0,
-                        cache_read_input_tokens: cached,
-                        output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
-                    },
-                    finish: if choice["finish_reason"] == "length" {
-                        Finish::Length
-                    } else {
-                        Finish::Stop
-                    },
+                    usage: openai_usage(&reply["usage"]),
+                    finish: finish(choice["finish_reason"].as_str()),
                 })
             }
         }
+    }
+
+    /// One reply streamed: the request with `"stream": true` (OpenAI's also asks for the
+    /// usage in the last chunk), each piece of text handed to `on_text` as its event
+    /// arrives. Anthropic's events: `message_start` (the prompt's usage), `content_block_delta`
+    /// (`text_delta`), `message_delta` (stop reason, tokens written), `error`; OpenAI's:
+    /// `choices[0].delta.content`, `finish_reason`, `usage`, `[DONE]`.
+    async fn ask_streamed(
+        &self,
+        system: Option<&str>,
+        prefix: &str,
+        suffix: &str,
+        max_tokens: usize,
+        on_text: OnText<'_>,
+    ) -> Result<Generation, LlmError> {
+        let mut request = self.request(system, prefix, suffix, max_tokens);
+        request.body["stream"] = json!(true);
+        if self.protocol == Protocol::OpenAiChat {
+            request.body["stream_options"] = json!({"include_usage": true});
+        }
+        let mut reply = Streamed::default();
+        let mut shown = Trimmed::default();
+        let protocol = self.protocol;
+        self.client
+            .post_events(&request.url, &request.headers(), &request.body, &mut |e| {
+                if let Some(text) = reply.event(protocol, e) {
+                    shown.push(&text, on_text);
+                }
+            })
+            .await?;
+        if let Some(whole) = reply.whole {
+            // The server ignored "stream": its whole answer, shown at once.
+            let value: Value = serde_json::from_str(&whole)
+                .map_err(|e| self.unusable(format!("the answer is not JSON ({e})")))?;
+            let g = self.parse_reply(&value)?;
+            on_text(&g.text);
+            return Ok(g);
+        }
+        if let Some(message) = reply.error {
+            return Err(self.unusable(message));
+        }
+        if !reply.ended {
+            return Err(self.unusable(
+                "the stream ended before the reply did (no message_stop or [DONE])".into(),
+            ));
+        }
+        Ok(Generation {
+            text: reply.text.trim().to_string(),
+            usage: reply.usage,
+            finish: reply.finish,
+        })
+    }
+}
+
+/// A request ready to send.
+struct Request {
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Request {
+    fn headers(&self) -> Vec<(&str, &str)> {
+        self.headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+}
+
+fn finish(reason: Option<&str>) -> Finish {
+    match reason {
+        Some("max_tokens" | "length") => Finish::Length,
+        _ => Finish::Stop,
+    }
+}
+
+/// Anthropic's usage object over what is known already (a stream's `message_delta`
+/// carries only `output_tokens`).
+fn anthropic_usage(u: &Value, known: TokenUsage) -> TokenUsage {
+    let n = |k: &str, old: u64| u[k].as_u64().unwrap_or(old);
+    TokenUsage {
+        input_tokens: n("input_tokens", known.input_tokens),
+        cache_creation_input_tokens: n(
+            "cache_creation_input_tokens",
+            known.cache_creation_input_tokens,
+        ),
+        cache_read_input_tokens: n("cache_read_input_tokens", known.cache_read_input_tokens),
+        output_tokens: n("output_tokens", known.output_tokens),
+    }
+}
+
+/// OpenAI's usage object (cached prompt tokens apart).
+fn openai_usage(u: &Value) -> TokenUsage {
+    let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
+    let cached = u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0)
+        .min(prompt);
+    TokenUsage {
+        input_tokens: prompt - cached,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: cached,
+        output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+    }
+}
+
+/// A streamed reply as its events arrive.
+#[derive(Default)]
+struct Streamed {
+    text: String,
+    usage: TokenUsage,
+    finish: Finish,
+    /// The end was seen (`message_stop`, `[DONE]`, or a finish reason).
+    ended: bool,
+    error: Option<String>,
+    /// A whole answer instead of a stream.
+    whole: Option<String>,
+}
+
+impl Streamed {
+    /// Takes one event in; the text it adds, if any.
+    fn event(&mut self, protocol: Protocol, e: &situate_http::Event) -> Option<String> {
+        if e.event == "json" {
+            self.whole = Some(e.data.clone());
+            return None;
+        }
+        if protocol == Protocol::OpenAiChat && e.data.trim() == "[DONE]" {
+            self.ended = true;
+            return None;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&e.data) else {
+            self.error = Some(format!("an event that is not JSON: {:?}", e.data));
+            return None;
+        };
+        let text = match protocol {
+            Protocol::Anthropic => match v["type"].as_str().unwrap_or(e.event.as_str()) {
+                "message_start" => {
+                    self.usage = anthropic_usage(&v["message"]["usage"], self.usage);
+                    None
+                }
+                "content_block_delta" if v["delta"]["type"] == "text_delta" => {
+                    v["delta"]["text"].as_str().map(String::from)
+                }
+                "message_delta" => {
+                    self.usage = anthropic_usage(&v["usage"], self.usage);
+                    self.finish = finish(v["delta"]["stop_reason"].as_str());
+                    None
+                }
+                "message_stop" => {
+                    self.ended = true;
+                    None
+                }
+                "error" => {
+                    self.error = Some(format!(
+                        "{} (in the stream)",
+                        v["error"]["message"].as_str().unwrap_or("an error event")
+                    ));
+                    None
+                }
+                _ => None,
+            },
+            Protocol::OpenAiChat => {
+                if v["usage"].is_object() {
+                    self.usage = openai_usage(&v["usage"]);
+                }
+                if let Some(reason) = v["choices"][0]["finish_reason"].as_str() {
+                    self.finish = finish(Some(reason));
+                    self.ended = true;
+                }
+                if let Some(message) = v["error"]["message"].as_str() {
+                    self.error = Some(format!("{message} (in the stream)"));
+                }
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+            }
+        };
+        if let Some(t) = &text {
+            self.text.push_str(t);
+        }
+        text
+    }
+}
+
+/// Hands text on as it comes, trimmed as the whole reply is: no leading whitespace, and
+/// whitespace held back until more text follows it, so the pieces shown add up to the
+/// reply's trimmed text.
+#[derive(Default)]
+struct Trimmed {
+    started: bool,
+    held: String,
+}
+
+impl Trimmed {
+    fn push(&mut self, piece: &str, on_text: OnText<'_>) {
+        let piece = if self.started {
+            piece
+        } else {
+            piece.trim_start()
+        };
+        if piece.is_empty() {
+            return;
+        }
+        self.started = true;
+        let body = piece.trim_end();
+        if !body.is_empty() {
+            let out = std::mem::take(&mut self.held) + body;
+            on_text(&out);
+        }
+        self.held.push_str(&piece[body.len()..]);
     }
 }
 
@@ -299,13 +519,21 @@ impl HostedLlm {
     /// Sends `body` to the server's `/chat/completions`, with the key as a bearer token if
     /// there is one; the answer's JSON.
     async fn post_chat(&self, body: &Value) -> Result<Value, LlmError> {
-        let bearer = self.key.as_ref().map(|k| format!("Bearer {k}"));
-        let headers: Vec<(&str, &str)> = bearer
-            .as_deref()
-            .map(|b| vec![("authorization", b)])
-            .unwrap_or_default();
+        let headers = self.chat_headers();
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let url = format!("{}/chat/completions", self.base_url);
         Ok(self.client.post_json(&url, &headers, body).await?.body)
+    }
+
+    /// The key as a bearer token, if there is one.
+    fn chat_headers(&self) -> Vec<(String, String)> {
+        self.key
+            .iter()
+            .map(|k| ("authorization".to_string(), format!("Bearer {k}")))
+            .collect()
     }
 
     /// One yes/no judgement: OpenAI-compatible servers are asked for the first token's
@@ -407,5 +635,24 @@ impl Llm for HostedLlm {
             (i, r)
         };
         self.first_then_rest(n, judge).await
+    }
+
+    async fn generate_streamed(
+        &self,
+        prompt: SharedPrompt<'_>,
+        on_text: OnText<'_>,
+    ) -> Result<Generation, LlmError> {
+        let suffix = prompt
+            .suffixes
+            .first()
+            .ok_or_else(|| LlmError::Generate("no prompt to answer".into()))?;
+        self.ask_streamed(
+            prompt.system,
+            prompt.prefix,
+            suffix,
+            prompt.max_tokens,
+            on_text,
+        )
+        .await
     }
 }

@@ -380,3 +380,153 @@ async fn chunks_of_a_long_document_share_windows_whatever_their_length() {
         blocks.len()
     );
 }
+
+/// Anthropic's streamed events for `pieces` of text.
+fn anthropic_stream(pieces: &[&str]) -> Reply {
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {
+            "input_tokens": 20, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 500, "output_tokens": 1}}}),
+    )];
+    events.push((
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ));
+    events.push(("ping", json!({"type": "ping"})));
+    for p in pieces {
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}),
+        ));
+    }
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    Reply::events(&events)
+}
+
+/// Collects what `generate_streamed` hands on.
+async fn streamed(llm: &HostedLlm) -> (Result<crate::Generation, crate::LlmError>, Vec<String>) {
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let suffixes = ["Q".to_string()];
+    let r = llm
+        .generate_streamed(prompt("P", &suffixes), &|t| {
+            if let Ok(mut p) = pieces.lock() {
+                p.push(t.to_string());
+            }
+        })
+        .await;
+    (r, pieces.into_inner().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn replies_stream_as_their_events_arrive_for_both_protocols() {
+    let server = FakeServer::start(|req, _| {
+        let body = req.json();
+        assert_eq!(body["stream"], true, "{body}");
+        if req.path == "/v1/messages" {
+            anthropic_stream(&["  Нет, ", "архивные ", "не попадут", " [1].", "\n"])
+        } else {
+            assert_eq!(body["stream_options"], json!({"include_usage": true}));
+            let chunk = |content: Value, finish: Value| {
+                json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]})
+            };
+            let mut events: Vec<(&str, Value)> = ["No", ", only ", "active ones."]
+                .iter()
+                .map(|t| ("message", chunk(json!(t), Value::Null)))
+                .collect();
+            events.push(("message", chunk(Value::Null, json!("stop"))));
+            events.push((
+                "message",
+                json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5,
+                    "prompt_tokens_details": {"cached_tokens": 30}}}),
+            ));
+            Reply::raw(
+                200,
+                events
+                    .iter()
+                    .map(|(_, v)| format!("data: {v}\n\n"))
+                    .chain(["data: [DONE]\n\n".to_string()])
+                    .collect::<String>(),
+            )
+            .header("content-type", "text/event-stream; charset=utf-8")
+        }
+    })
+    .expect("server");
+    let env = env_with(&[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")]);
+    let anthropic = HostedLlm::from_spec_with_env(
+        &format!("anthropic:claude-test?base_url={}", server.url()),
+        &env,
+    )
+    .expect("spec");
+    let (r, pieces) = streamed(&anthropic).await;
+    let g = r.expect("streamed reply");
+    // Piece by piece, trimmed as the whole reply is, adding up to it.
+    assert_eq!(pieces, ["Нет,", " архивные", " не попадут", " [1]."]);
+    assert_eq!(g.text, pieces.concat());
+    assert_eq!(g.finish, Finish::Length);
+    assert_eq!(
+        (g.usage.cache_read_input_tokens, g.usage.output_tokens),
+        (500, 9)
+    );
+    let openai =
+        HostedLlm::from_spec_with_env(&format!("openai:gpt-test?base_url={}", server.url()), &env)
+            .expect("spec");
+    let (r, pieces) = streamed(&openai).await;
+    let g = r.expect("streamed reply");
+    assert_eq!(pieces, ["No", ", only", " active ones."]);
+    assert_eq!(g.text, "No, only active ones.");
+    assert_eq!(
+        (
+            g.usage.input_tokens,
+            g.usage.cache_read_input_tokens,
+            g.usage.output_tokens
+        ),
+        (20, 30, 5)
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_fails_or_stops_short_is_an_error_and_a_plain_answer_is_taken() {
+    let server = FakeServer::start(|req, _| match req.json()["max_tokens"].as_u64() {
+        // An error event part way.
+        Some(1) => Reply::events(&[
+            ("message_start", json!({"type": "message_start", "message": {"usage": {}}})),
+            ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+        ]),
+        // Cut before message_stop (the connection closes cleanly).
+        Some(2) => Reply::events(&[(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Half"}}),
+        )]),
+        // A server that ignores "stream".
+        _ => anthropic_answer("Whole reply.", true),
+    })
+    .expect("server");
+    let llm = HostedLlm::from_spec_with_env(
+        &format!("anthropic:claude-test?base_url={}&retries=1", server.url()),
+        &env_with(&[("ANTHROPIC_API_KEY", "k")]),
+    )
+    .expect("spec");
+    let ask = |max_tokens: usize| {
+        let llm = &llm;
+        async move {
+            let suffixes = ["Q".to_string()];
+            let p = SharedPrompt {
+                max_tokens,
+                ..prompt("P", &suffixes)
+            };
+            llm.generate_streamed(p, &|_| {}).await
+        }
+    };
+    let e = ask(1).await.expect_err("error event").to_string();
+    assert!(e.contains("Overloaded"), "{e}");
+    let e = ask(2).await.expect_err("cut short").to_string();
+    assert!(e.contains("stream ended before the reply did"), "{e}");
+    let g = ask(100).await.expect("a plain answer");
+    assert_eq!(g.text, "Whole reply.");
+    assert_eq!(g.usage.cache_creation_input_tokens, 500);
+}

@@ -64,9 +64,10 @@ pub enum LlmError {
 }
 
 /// Why a generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub enum Finish {
     /// The model ended its turn.
+    #[default]
     Stop,
     /// The token limit was reached first.
     Length,

@@ -790,6 +790,9 @@ fn run_job(
                 .over(&settings.search),
                 default_llm: settings.default_llm(),
                 index: index.to_path_buf(),
+                // Answers are measured from the CLI (`situate eval --answers`): a
+                // model run per question is not a service job's business.
+                answers: None,
             };
             run_eval(&req, &mut |done, total| {
                 status.send_modify(|s| {
