@@ -362,8 +362,27 @@ pub fn check(reply: &str, passages: &[Passage], language: Language) -> Checked {
 /// The answer's own sentence in a reply of the prompt's format: what follows `Answer:` /
 /// `Ответ:` (or, without that label, the reply without its `Quote:` lines), with its
 /// citations and quoted spans taken out. What an answer evaluation scores against gold
-/// answers: the quote is the source's words, not the model's answer.
+/// answers: the quote is the source's words, not the model's answer. A reply that is only
+/// a quote (small models often stop there) answers with the quoted words: they are scored.
 pub fn answer_part(reply: &str) -> String {
+    let own = own_sentence(reply);
+    if !own.is_empty() {
+        return own;
+    }
+    let quoted: Vec<&str> = quotes()
+        .captures_iter(reply)
+        .filter_map(|c| c.iter().skip(1).flatten().next().map(|m| m.as_str().trim()))
+        .collect();
+    tidy(
+        &quoted
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+fn own_sentence(reply: &str) -> String {
     static LABEL: OnceLock<Regex> = OnceLock::new();
     static QUOTE_LINE: OnceLock<Regex> = OnceLock::new();
     static CITE: OnceLock<Regex> = OnceLock::new();
@@ -449,6 +468,11 @@ mod tests {
         assert_eq!(answer_part(en), "No.");
         // Without the labels: the reply, its quotes and citations taken out.
         assert_eq!(answer_part("«308 очков» [2] — 308."), "308.");
+        // A reply that is only a quote is answered by the quoted words.
+        assert_eq!(
+            answer_part("Quote: \"The defense gave up 308 points.\" [1]"),
+            "The defense gave up 308 points."
+        );
         // What a removed quote leaves before the full stop goes with it.
         assert_eq!(answer_part("Нет: «только активные» [1]."), "Нет.");
     }

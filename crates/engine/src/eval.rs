@@ -470,7 +470,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
                         .collect();
                     let withheld = answers::with_min_score(&records, &best, ab.threshold);
                     let mut row = answers::summarize(
-                        &format!("{name}, min_score {}", ab.threshold),
+                        &format!("{name}, min_score {}", four_digits_down(ab.threshold)),
                         mode_name,
                         &model,
                         &withheld,
@@ -574,6 +574,18 @@ fn config_plan(
     own.over(base)
         .plan(default_llm)
         .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))
+}
+
+/// A threshold to four significant digits, rounded down (the value shown is one a user can
+/// set without losing the question that scored exactly the threshold).
+fn four_digits_down(t: f32) -> String {
+    let t = f64::from(t);
+    if t == 0.0 || !t.is_finite() {
+        return t.to_string();
+    }
+    let digits = (3 - t.abs().log10().floor() as i32).max(0);
+    let factor = 10f64.powi(digits);
+    format!("{:.*}", digits as usize, (t * factor).floor() / factor)
 }
 
 /// Writes one JSON line per record, atomically.
@@ -813,6 +825,14 @@ pub fn check_set(engine: &Engine, file: &Path) -> Result<SetCheck> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thresholds_are_shown_to_four_digits_rounded_down() {
+        assert_eq!(four_digits_down(0.032_002_047), "0.03200");
+        assert_eq!(four_digits_down(12.345_67), "12.34");
+        assert_eq!(four_digits_down(1234.9), "1234");
+        assert_eq!(four_digits_down(0.0), "0");
+    }
 
     #[test]
     fn rerankers_are_named_for_reports_without_paths_or_options() {
