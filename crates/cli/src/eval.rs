@@ -63,7 +63,7 @@ pub struct EvalArgs {
     #[arg(long, value_delimiter = ',')]
     answers: Vec<String>,
     /// The answer model: a catalog name, a .gguf path, anthropic:MODEL, openai:MODEL
-    /// [default: the [answer] model, else the [llm] model]
+    /// [default: the [answer] model, else the [llm] model, else qwen2.5-coder-1.5b-instruct]
     #[arg(long)]
     llm: Option<String>,
     /// Passages per answer in retrieval mode [default: 8]
@@ -96,7 +96,7 @@ pub fn run(a: EvalArgs, index: &Path, settings: &Settings, out: Out) -> Result<E
             full_budget: None,
         }
         .over(&settings.answer)
-        .plan(&settings.default_llm())?;
+        .plan(&settings.answer_llm())?;
         Some(AnswerEval::new(&a.answers, plan)?)
     };
     let req = EvalRequest {

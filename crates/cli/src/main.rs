@@ -338,7 +338,7 @@ struct AskArgs {
     #[arg(long)]
     passages: Option<usize>,
     /// The model: a catalog name, a .gguf path, anthropic:MODEL, openai:MODEL, ollama:MODEL
-    /// [default: the [llm] model]
+    /// [default: the [answer] model, else the [llm] model, else qwen2.5-coder-1.5b-instruct]
     #[arg(long)]
     llm: Option<String>,
     /// Most tokens of the answer [default: 300]
@@ -493,7 +493,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 full_budget: a.full_budget,
             }
             .over(&settings.answer)
-            .plan(&settings.default_llm())?;
+            .plan(&settings.answer_llm())?;
             let filter = a.filter.settings().filter()?;
             let e = Engine::open(&index, Access::Read)?;
             // The answer is printed as the model writes it; `--json` prints the whole

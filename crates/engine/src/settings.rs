@@ -58,6 +58,14 @@ use std::path::{Path, PathBuf};
 /// contexts", has the measurements.
 pub const DEFAULT_LLM: &str = "qwen2.5-coder-0.5b-instruct";
 
+/// The model answers are written with when neither `[answer] model` nor `[llm] model` is
+/// set: Qwen2.5-Coder-1.5B-Instruct, the best local instruct model of the catalog. On 50
+/// XQuAD-R questions (`situate eval --answers`, EVALUATION.md "Answers") its answers hold a
+/// gold answer 3.5x as often as the 0.5B's in English and the 0.5B says "not in the
+/// documents" to 96% of the Russian ones; writing notes at index time is another matter
+/// (there the 0.5B's speed wins: [`DEFAULT_LLM`]).
+pub const DEFAULT_ANSWER_LLM: &str = "qwen2.5-coder-1.5b-instruct";
+
 /// Every setting of `situate.toml`; unknown keys are an error (a typo should not be silently
 /// ignored).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -99,7 +107,7 @@ pub struct AnswerSettings {
     pub mode: Option<String>,
     /// Passages given to the model in retrieval mode [8].
     pub passages: Option<usize>,
-    /// The model [the `[llm]` model].
+    /// The model [the `[llm]` model when set, else [`DEFAULT_ANSWER_LLM`]].
     pub model: Option<String>,
     /// Most tokens of the answer [300].
     pub max_tokens: Option<usize>,
@@ -304,6 +312,16 @@ impl Settings {
             .model
             .clone()
             .unwrap_or_else(|| DEFAULT_LLM.to_string())
+    }
+
+    /// The model answers use when `[answer] model` is not set (the default of
+    /// [`AnswerSettings::plan`]): the `[llm] model` when it is set, else
+    /// [`DEFAULT_ANSWER_LLM`].
+    pub fn answer_llm(&self) -> String {
+        self.llm
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_ANSWER_LLM.to_string())
     }
 
     /// Reads `path`, or `./situate.toml` when no path is given and it exists.

@@ -73,12 +73,13 @@ pub struct Part {
 }
 
 /// The models the defaults can choose: the `auto` embedder's two (English, and every other
-/// language) and the default local LLM. `situate models install` with no name installs
-/// these.
+/// language), the default local LLM of contexts and that of answers. `situate models
+/// install` with no name installs these.
 pub const DEFAULTS: &[&str] = &[
     "all-minilm-l6-v2",
     "multilingual-e5-small",
     "qwen2.5-coder-0.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct",
 ];
 
 /// The models situate knows how to install.

@@ -85,7 +85,7 @@ fn plans(
         ..AnswerSettings::default()
     }
     .over(&s.settings.answer)
-    .plan(&default_llm)?;
+    .plan(&s.settings.answer_llm())?;
     let search = SearchSettings {
         mode: b.search_mode.clone(),
         rerank: b.rerank.clone(),

@@ -536,7 +536,7 @@ impl SituateMcp {
             ..Default::default()
         }
         .over(&s.settings.answer)
-        .plan(&default_llm)?;
+        .plan(&s.settings.answer_llm())?;
         let search = SearchSettings::default()
             .over(&s.settings.search)
             .plan(&default_llm)?;
