@@ -343,25 +343,17 @@ impl Client {
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if !(200..300).contains(&status) || !is_stream {
             let wait = retry_after(response.headers(), SystemTime::now());
-            let bytes = match response.bytes().await {
+            let body = match read_body(response, url, attempt).await {
                 Ok(b) => b,
-                Err(e) => {
-                    return Outcome::Retry {
-                        error: transport(
-                            url,
-                            attempt,
-                            format!("the answer was cut off: {}", error_chain(&e)),
-                        ),
-                        wait: None,
-                    };
-                }
+                Err(outcome) => return outcome,
             };
-            return match status_outcome(url, status, &bytes, attempt, wait) {
+            let bytes = body.as_ref();
+            return match status_outcome(url, status, bytes, attempt, wait) {
                 Some(o) => o,
                 None => {
                     on_event(&Event {
                         event: "json".into(),
-                        data: String::from_utf8_lossy(&bytes).into_owned(),
+                        data: String::from_utf8_lossy(bytes).into_owned(),
                     });
                     Outcome::Done(())
                 }
@@ -401,23 +393,15 @@ impl Client {
         };
         let status = response.status().as_u16();
         let wait = retry_after(response.headers(), SystemTime::now());
-        let bytes = match response.bytes().await {
+        let body = match read_body(response, url, attempt).await {
             Ok(b) => b,
-            Err(e) => {
-                return Outcome::Retry {
-                    error: transport(
-                        url,
-                        attempt,
-                        format!("the answer was cut off: {}", error_chain(&e)),
-                    ),
-                    wait: None,
-                };
-            }
+            Err(outcome) => return outcome,
         };
-        if let Some(o) = status_outcome(url, status, &bytes, attempt, wait) {
+        let bytes = body.as_ref();
+        if let Some(o) = status_outcome(url, status, bytes, attempt, wait) {
             return o;
         }
-        match serde_json::from_slice::<T>(&bytes) {
+        match serde_json::from_slice::<T>(bytes) {
             Ok(body) => Outcome::Done(body),
             Err(e) => Outcome::Retry {
                 error: transport(
@@ -425,13 +409,29 @@ impl Client {
                     attempt,
                     format!(
                         "the answer is not the JSON expected ({e}): {}",
-                        excerpt(&bytes)
+                        excerpt(bytes)
                     ),
                 ),
                 wait: None,
             },
         }
     }
+}
+
+/// The whole body; a body cut off part way is worth another try.
+async fn read_body<T>(
+    response: reqwest::Response,
+    url: &str,
+    attempt: u32,
+) -> Result<impl AsRef<[u8]> + use<T>, Outcome<T>> {
+    response.bytes().await.map_err(|e| Outcome::Retry {
+        error: transport(
+            url,
+            attempt,
+            format!("the answer was cut off: {}", error_chain(&e)),
+        ),
+        wait: None,
+    })
 }
 
 fn transport(url: &str, attempt: u32, message: String) -> HttpError {
