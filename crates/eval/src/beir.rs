@@ -52,30 +52,43 @@ pub fn read_queries(path: &Path) -> Result<BTreeMap<String, String>, EvalDataErr
     Ok(read_queries_in_order(path)?.into_iter().collect())
 }
 
-/// Reads `queries.jsonl` (`_id`, `text`) as (id, text) in file order.
-pub fn read_queries_in_order(path: &Path) -> Result<Vec<(String, String)>, EvalDataError> {
+/// The JSON values of a JSONL file's non-blank lines, with their line numbers.
+fn json_lines(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, EvalDataError> {
     let mut out = Vec::new();
     for (n, line) in lines(path)? {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
+        let v = serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
+            path: path.display().to_string(),
+            line: n,
+            message: e.to_string(),
+        })?;
+        out.push((n, v));
+    }
+    Ok(out)
+}
+
+/// A query's `_id`, a string or a number.
+fn query_id(v: &serde_json::Value) -> Option<String> {
+    match &v["_id"] {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(x) => Some(x.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads `queries.jsonl` (`_id`, `text`) as (id, text) in file order.
+pub fn read_queries_in_order(path: &Path) -> Result<Vec<(String, String)>, EvalDataError> {
+    let mut out = Vec::new();
+    for (n, v) in json_lines(path)? {
+        let Some(id) = query_id(&v) else {
+            return Err(EvalDataError::Parse {
                 path: path.display().to_string(),
                 line: n,
-                message: e.to_string(),
-            })?;
-        let id = match &v["_id"] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(x) => x.to_string(),
-            _ => {
-                return Err(EvalDataError::Parse {
-                    path: path.display().to_string(),
-                    line: n,
-                    message: "no _id".into(),
-                });
-            }
+                message: "no _id".into(),
+            });
         };
         let text = v["text"].as_str().unwrap_or_default().to_string();
         out.push((id, text));
@@ -87,21 +100,9 @@ pub fn read_queries_in_order(path: &Path) -> Result<Vec<(String, String)>, EvalD
 /// XQuAD-R has them) into id → answers; queries without any are left out.
 pub fn read_answers(path: &Path) -> Result<HashMap<String, Vec<String>>, EvalDataError> {
     let mut out = HashMap::new();
-    for (n, line) in lines(path)? {
-        let line = line?;
-        if line.trim().is_empty() {
+    for (_, v) in json_lines(path)? {
+        let Some(id) = query_id(&v) else {
             continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| EvalDataError::Parse {
-                path: path.display().to_string(),
-                line: n,
-                message: e.to_string(),
-            })?;
-        let id = match &v["_id"] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(x) => x.to_string(),
-            _ => continue,
         };
         let answers: Vec<String> = match &v["metadata"]["answers"] {
             serde_json::Value::Array(a) => a
