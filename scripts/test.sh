@@ -13,7 +13,8 @@
 #  4. the Python packages the tests drive situate with (the reference MCP client,
 #     schemathesis), pinned,
 #     in a venv under the target directory (SITUATE_TEST_PYTHON);
-#  5. every test (cargo-nextest when installed: all test binaries side by side; else cargo
+#  5. a PostgreSQL server with pgvector (scripts/postgres.sh), stopped at exit;
+#  6. every test (cargo-nextest when installed: all test binaries side by side; else cargo
 #     test), with the same wrapper so nothing is rebuilt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,16 @@ py="$target/py"
 [ -x "$py/bin/python" ] || python3 -m venv "$py"
 "$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5
 export SITUATE_TEST_PYTHON="$py/bin/python"
+step "postgresql"
+# A real PostgreSQL 18 + pgvector server for the store's tests (the pinned wheel, loopback
+# only, its own data directory), stopped at exit whatever happens; a server named by
+# SITUATE_TEST_PG_URL is used instead.
+if [ -z "${SITUATE_TEST_PG_URL:-}" ]; then
+  pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/situate-pg.XXXXXX")
+  trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
+  SITUATE_TEST_PG_URL=$(scripts/postgres.sh start "$pg_dir")
+  export SITUATE_TEST_PG_URL
+fi
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"

@@ -45,6 +45,19 @@ struct Cli {
     command: Command,
 }
 
+/// `situate store …`.
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Create the store's schema in a PostgreSQL database (pgvector, the `situate` schema,
+    /// its tables), or check that it is this build's format; nothing is written on an error
+    Migrate {
+        /// postgres://USER@HOST:PORT/DATABASE [default: `[store] url`]; PGHOST, PGPORT,
+        /// PGUSER, PGPASSWORD and PGDATABASE fill what it leaves out
+        #[arg(long)]
+        store: Option<String>,
+    },
+}
+
 #[derive(Args)]
 struct Global {
     /// Index directory [default: ./.situate, or `index` in situate.toml]
@@ -111,6 +124,9 @@ enum Command {
     /// Install and list local models: embedders and the local LLM
     #[command(subcommand)]
     Models(models::ModelsCommand),
+    /// The shared store on PostgreSQL + pgvector, for more than one machine
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Serve the index over HTTP (search, cards, documents, jobs, review, evaluations,
     /// metrics, MCP at /mcp) until interrupted
     Serve(ServeArgs),
@@ -572,6 +588,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
+        Command::Store(StoreCommand::Migrate { store }) => {
+            let url = situate_engine::shared_store::store_url(store.as_deref(), &settings)?;
+            let r = situate_engine::shared_store::migrate(&url)?;
+            let said = if r.outcome == "created" {
+                "created the situate store"
+            } else {
+                "the situate store is current"
+            };
+            output::message(
+                out.json,
+                &format!(
+                    "{said} at {} (format {}, PostgreSQL {}, pgvector {})",
+                    r.store, r.format_version, r.postgres, r.pgvector
+                ),
+                &serde_json::to_value(&r)?,
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve(a) => serve(out, settings, index, a),
         Command::Mcp { allow_write, evals } => {
             let opts = situate_serve::ServeOptions {

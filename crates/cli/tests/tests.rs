@@ -13,6 +13,7 @@ mod models;
 mod rerank;
 mod search;
 mod serve;
+mod store;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

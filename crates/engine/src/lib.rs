@@ -40,6 +40,7 @@ mod ingest_request;
 mod query;
 mod review;
 pub mod settings;
+pub mod shared_store;
 mod vectors;
 mod view;
 
@@ -97,6 +98,9 @@ pub enum EngineError {
     /// The card store failed.
     #[error(transparent)]
     Store(#[from] situate_store::StoreError),
+    /// The shared store on PostgreSQL failed.
+    #[error(transparent)]
+    SharedStore(#[from] situate_pg::PgError),
     /// The BM25 index failed.
     #[error(transparent)]
     Bm25(#[from] situate_index::Bm25Error),

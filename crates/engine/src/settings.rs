@@ -94,6 +94,20 @@ pub struct Settings {
     /// `[answer]`.
     #[serde(default)]
     pub answer: AnswerSettings,
+    /// `[store]`.
+    #[serde(default)]
+    pub store: StoreSettings,
+}
+
+/// `[store]`: the shared store on PostgreSQL + pgvector, for more than one machine
+/// (`situate store migrate`; [`crate::shared_store`]).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// `postgres://USER@HOST:PORT/DATABASE`; what it leaves out comes from `PGHOST`,
+    /// `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE`. Keep the password out of the
+    /// file (`PGPASSWORD`): it is never printed.
+    pub url: Option<String>,
 }
 
 /// `[answer]`: how `situate ask` (and `/v1/ask`, the MCP tool `ask`) answers, each value

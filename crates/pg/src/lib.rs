@@ -1,0 +1,486 @@
+//! The shared store on PostgreSQL with pgvector: what situate runs on past one machine.
+//!
+//! The embedded default keeps an index's chunk cards in SQLite beside its derived indexes.
+//! Past one machine, the cards live in an existing distributed engine instead: PostgreSQL
+//! with pgvector, which teams already run with streaming replicas and managed offerings
+//! (never a home-made cluster). Workers on many machines write contexts and embeddings into
+//! it; query nodes keep BM25 (tantivy; PostgreSQL has no BM25) and the vector index as local
+//! derived indexes and follow its change feed.
+//!
+//! This crate is that store's foundation (issue 19, in progress): turning a
+//! `postgres://` URL into a connection (the `PG*` variables fill what the URL leaves out;
+//! the password is never shown), the schema in a `situate` schema of its own with its
+//! format version, created or upgraded by [`migrate`] in one transaction under an advisory
+//! lock, and refused by [`connect`] when it is of another version — each bad input a
+//! clear error with nothing written. The store contract on top of it (documents, cards,
+//! caches, the change feed) comes next.
+#![warn(missing_docs)]
+
+use postgres::{Client, Config, NoTls};
+use std::time::Duration;
+
+/// Bumped on every incompatible change of the PostgreSQL schema; a store of another
+/// version is refused, never written.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The schema situate's tables live in, apart from whatever else the database holds.
+pub const SCHEMA: &str = "situate";
+
+/// How long a connection attempt may take before it is an error.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors of the PostgreSQL store, each saying which server (never its password). The
+/// client's error is the source, not repeated in the message (its own message already
+/// carries its cause, which a printed chain would show twice).
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The URL does not parse.
+    #[error("store URL {url}: {reason}")]
+    Url {
+        /// The URL, its password hidden.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The server could not be reached or refused the connection.
+    #[error("PostgreSQL at {target}: cannot connect")]
+    Connect {
+        /// `user@host:port/database`.
+        target: String,
+        /// The client's error.
+        source: postgres::Error,
+    },
+    /// The server has no pgvector.
+    #[error(
+        "PostgreSQL at {target}: the pgvector extension is not installed on this server (CREATE EXTENSION vector needs it); install pgvector, then run `situate store migrate`"
+    )]
+    NoPgvector {
+        /// `user@host:port/database`.
+        target: String,
+    },
+    /// The database holds no situate store yet.
+    #[error(
+        "PostgreSQL at {target}: no situate store in this database (schema `{SCHEMA}`); create it with `situate store migrate`"
+    )]
+    NoStore {
+        /// `user@host:port/database`.
+        target: String,
+    },
+    /// The database holds a store of another format version.
+    #[error(
+        "PostgreSQL at {target}: the situate store is of format {found}, this build reads format {FORMAT_VERSION}; nothing was written"
+    )]
+    Version {
+        /// `user@host:port/database`.
+        target: String,
+        /// The version found.
+        found: String,
+    },
+    /// A statement failed.
+    #[error("PostgreSQL at {target}: {op}")]
+    Query {
+        /// `user@host:port/database`.
+        target: String,
+        /// What the store was doing.
+        op: &'static str,
+        /// The client's error.
+        source: postgres::Error,
+    },
+}
+
+/// `Result` with [`PgError`].
+pub type Result<T> = std::result::Result<T, PgError>;
+
+/// The `PG*` environment variables a URL's missing parts are taken from, as libpq does.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `PGHOST`.
+    pub host: Option<String>,
+    /// `PGPORT`.
+    pub port: Option<String>,
+    /// `PGUSER`.
+    pub user: Option<String>,
+    /// `PGPASSWORD`.
+    pub password: Option<String>,
+    /// `PGDATABASE`.
+    pub database: Option<String>,
+}
+
+impl Env {
+    /// The variables of this process.
+    pub fn from_process() -> Env {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Env {
+            host: var("PGHOST"),
+            port: var("PGPORT"),
+            user: var("PGUSER"),
+            password: var("PGPASSWORD"),
+            database: var("PGDATABASE"),
+        }
+    }
+}
+
+/// A store URL parsed: the client's configuration and the server named for messages.
+#[derive(Clone)]
+pub struct Target {
+    config: Config,
+    shown: String,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The configuration holds the password: only the server's name is shown.
+        f.debug_tuple("Target").field(&self.shown).finish()
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// `url` with the password of its user-info part replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// Where a port would go in `url`: the end of its one host, when it names a host without
+/// a port (`None` for no host, a port given, or several hosts).
+fn host_without_port(url: &str) -> Option<usize> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let end = start + rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &url[start..end];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let has_port = if host.starts_with('[') {
+        !host.ends_with(']')
+    } else {
+        host.contains(':')
+    };
+    (!host.is_empty() && !has_port && !host.contains(',')).then_some(end)
+}
+
+impl Target {
+    /// Parses a `postgres://` (or `postgresql://`) URL, filling what it leaves out from
+    /// `env` (host, port, user, password, database). Only loopback and Unix-socket servers
+    /// are reached without TLS, which this build does not have yet: a `sslmode` other than
+    /// `disable`/`prefer` is refused rather than silently ignored.
+    pub fn parse(url: &str, env: &Env) -> Result<Target> {
+        let bad = |reason: String| PgError::Url {
+            url: redact(url),
+            reason,
+        };
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(bad(
+                "expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE".to_string(),
+            ));
+        }
+        if let Some(p) = &env.port {
+            p.parse::<u16>()
+                .map_err(|_| bad(format!("PGPORT {p:?} is not a port number")))?;
+        }
+        // The client's URL parser gives a host without a port 5432 at once, so PGPORT is
+        // put into the URL itself when its host has none (libpq's rule).
+        let with_port = match (&env.port, host_without_port(url)) {
+            (Some(p), Some(end)) => format!("{}:{p}{}", &url[..end], &url[end..]),
+            _ => url.to_string(),
+        };
+        let mut config: Config = with_port
+            .parse()
+            .map_err(|e: postgres::Error| bad(e.to_string()))?;
+        if config.get_ssl_mode() == postgres::config::SslMode::Require {
+            return Err(bad(
+                "sslmode=require: this build has no TLS client for PostgreSQL yet; reach the server over loopback, a Unix socket or an SSH tunnel".to_string(),
+            ));
+        }
+        if config.get_hosts().is_empty() {
+            config.host(env.host.as_deref().unwrap_or("localhost"));
+        }
+        if config.get_ports().is_empty()
+            && let Some(port) = env.port.as_deref().and_then(|p| p.parse().ok())
+        {
+            config.port(port);
+        }
+        if config.get_user().is_none() {
+            match &env.user {
+                Some(u) => {
+                    config.user(u);
+                }
+                None => {
+                    return Err(bad(
+                        "no user: give one in the URL (postgres://USER@HOST/DATABASE) or in PGUSER"
+                            .to_string(),
+                    ));
+                }
+            }
+        }
+        if config.get_password().is_none()
+            && let Some(p) = &env.password
+        {
+            config.password(p);
+        }
+        if config.get_dbname().is_none() {
+            let db = env
+                .database
+                .clone()
+                .or_else(|| config.get_user().map(str::to_string))
+                .unwrap_or_default();
+            config.dbname(&db);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".to_string(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let shown = format!(
+            "{}@{host}:{port}/{}",
+            config.get_user().unwrap_or_default(),
+            config.get_dbname().unwrap_or_default()
+        );
+        Ok(Target { config, shown })
+    }
+
+    fn client(&self) -> Result<Client> {
+        self.config
+            .connect(NoTls)
+            .map_err(|source| PgError::Connect {
+                target: self.shown.clone(),
+                source,
+            })
+    }
+}
+
+/// What [`migrate`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Migration {
+    /// The schema was created at [`FORMAT_VERSION`].
+    Created,
+    /// It was already at [`FORMAT_VERSION`]: nothing changed.
+    Current,
+}
+
+/// A connection to a store of this build's format.
+pub struct PgStore {
+    client: Client,
+    target: Target,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tables of format 1, in the `situate` schema. The cards keep the original and the
+/// context apart, with provenance and status, as in the embedded store; every index a
+/// query node keeps is derived from them. `changes` is the change feed query nodes follow:
+/// each row carries the id of the transaction that wrote it (`xid8`), so that a reader
+/// takes only rows below its snapshot's xmin, whose writers have all ended — a serial
+/// column alone commits out of order and a poll of it skips rows.
+const TABLES: &str = "
+CREATE TABLE situate.meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE situate.documents (
+    document_id  TEXT PRIMARY KEY,
+    source       TEXT NOT NULL,
+    title        TEXT,
+    language     TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    ingest_key   TEXT NOT NULL,
+    chunk_count  BIGINT NOT NULL,
+    char_count   BIGINT NOT NULL,
+    ingested_at  TEXT NOT NULL,
+    metadata     JSONB NOT NULL DEFAULT '{}',
+    text         TEXT NOT NULL
+);
+CREATE TABLE situate.chunks (
+    id                     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    document_id            TEXT NOT NULL REFERENCES situate.documents(document_id) ON DELETE CASCADE,
+    chunk_id               TEXT NOT NULL UNIQUE,
+    ordinal                INTEGER NOT NULL,
+    char_start             BIGINT NOT NULL,
+    char_end               BIGINT NOT NULL,
+    heading_path           JSONB NOT NULL DEFAULT '[]',
+    original_text          TEXT NOT NULL,
+    generated_context      TEXT,
+    context_status         TEXT NOT NULL,
+    context_method         TEXT,
+    context_model          TEXT,
+    context_prompt_version TEXT,
+    context_input_hash     TEXT,
+    context_notes          JSONB NOT NULL DEFAULT '[]',
+    context_strategy       TEXT,
+    context_parts          JSONB,
+    UNIQUE (document_id, ordinal)
+);
+CREATE TABLE situate.context_cache (
+    input_hash     TEXT PRIMARY KEY,
+    context        TEXT,
+    status         TEXT NOT NULL,
+    method         TEXT NOT NULL,
+    model          TEXT,
+    prompt_version TEXT,
+    strategy       TEXT,
+    notes          JSONB NOT NULL DEFAULT '[]',
+    usage          JSONB NOT NULL DEFAULT '{}',
+    created_at     TEXT NOT NULL,
+    parts          JSONB
+);
+CREATE TABLE situate.embeddings (
+    model     TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    embedding vector NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
+CREATE TABLE situate.changes (
+    position    BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    xid         xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    document_id TEXT NOT NULL,
+    card        BIGINT
+);
+CREATE INDEX changes_xid ON situate.changes (xid);
+";
+
+/// Creates the store's schema in the database `url` names, or checks that it is current:
+/// one transaction under an advisory lock (two processes migrating at once wait for each
+/// other; a failure writes nothing). A store of another format is refused untouched.
+pub fn migrate(url: &str, env: &Env) -> Result<Migration> {
+    let target = Target::parse(url, env)?;
+    let mut client = target.client()?;
+    let q = |op: &'static str| {
+        let target = target.shown.clone();
+        move |source| PgError::Query { target, op, source }
+    };
+    let mut tx = client.transaction().map_err(q("starting the migration"))?;
+    // One lock for every situate migration in this database ('situate' as a number).
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(7_306_087_400_523_114_597)",
+        &[],
+    )
+    .map_err(q("waiting for other migrations"))?;
+    if let Some(found) = stored_version(&mut tx, &target)? {
+        if found != FORMAT_VERSION.to_string() {
+            return Err(PgError::Version {
+                target: target.shown.clone(),
+                found,
+            });
+        }
+        return Ok(Migration::Current);
+    }
+    let available: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+            &[],
+        )
+        .map_err(q("looking for pgvector"))?
+        .get(0);
+    if !available {
+        return Err(PgError::NoPgvector {
+            target: target.shown.clone(),
+        });
+    }
+    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector; CREATE SCHEMA IF NOT EXISTS situate;")
+        .map_err(q("creating the pgvector extension and the situate schema"))?;
+    tx.batch_execute(TABLES).map_err(q("creating the tables"))?;
+    tx.execute(
+        "INSERT INTO situate.meta (key, value) VALUES ('format_version', $1), ('generation', '0')",
+        &[&FORMAT_VERSION.to_string()],
+    )
+    .map_err(q("recording the format version"))?;
+    tx.commit().map_err(q("committing the migration"))?;
+    Ok(Migration::Created)
+}
+
+/// The format version of the store in this database, `None` when it holds none.
+fn stored_version(
+    client: &mut impl postgres::GenericClient,
+    target: &Target,
+) -> Result<Option<String>> {
+    let q = |op: &'static str| {
+        let target = target.shown.clone();
+        move |source| PgError::Query { target, op, source }
+    };
+    let has_meta: bool = client
+        .query_one("SELECT to_regclass('situate.meta') IS NOT NULL", &[])
+        .map_err(q("looking for the situate schema"))?
+        .get(0);
+    if !has_meta {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            "SELECT value FROM situate.meta WHERE key = 'format_version'",
+            &[],
+        )
+        .map_err(q("reading the format version"))?;
+    Ok(Some(row.map(|r| r.get(0)).unwrap_or_default()))
+}
+
+impl PgStore {
+    /// Connects to the store in the database `url` names; a database without one, or with
+    /// one of another format, is an error and nothing is written.
+    pub fn connect(url: &str, env: &Env) -> Result<PgStore> {
+        let target = Target::parse(url, env)?;
+        let mut client = target.client()?;
+        match stored_version(&mut client, &target)? {
+            None => Err(PgError::NoStore {
+                target: target.shown.clone(),
+            }),
+            Some(v) if v != FORMAT_VERSION.to_string() => Err(PgError::Version {
+                target: target.shown.clone(),
+                found: v,
+            }),
+            Some(_) => Ok(PgStore { client, target }),
+        }
+    }
+
+    /// The server this store is on (`user@host:port/database`).
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The store's format version and the server's PostgreSQL and pgvector versions.
+    pub fn versions(&mut self) -> Result<(u32, String, String)> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT current_setting('server_version'), (SELECT extversion FROM pg_extension WHERE extname = 'vector')",
+                &[],
+            )
+            .map_err(|source| PgError::Query {
+                target: self.target.shown.clone(),
+                op: "reading the server's versions",
+                source,
+            })?;
+        Ok((
+            FORMAT_VERSION,
+            row.get(0),
+            row.get::<_, Option<String>>(1).unwrap_or_default(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

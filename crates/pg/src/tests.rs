@@ -1,0 +1,235 @@
+//! Against a real PostgreSQL server with pgvector: `SITUATE_TEST_PG_URL` names it
+//! (`scripts/test.sh` starts one from the pinned wheel with `scripts/postgres.sh` and
+//! stops it at the end). Each test works in a database of its own.
+
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The test server's URL; its absence is a failure, not a skip.
+fn server_url() -> String {
+    std::env::var("SITUATE_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "SITUATE_TEST_PG_URL is not set: the PostgreSQL tests need a server (scripts/test.sh starts one with scripts/postgres.sh)"
+        )
+    })
+}
+
+/// A fresh, empty database on the test server, dropped when the guard goes.
+struct Database {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn new() -> Database {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let admin = server_url();
+        let name = format!(
+            "t_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut c = Client::connect(&admin, NoTls).expect("the test server");
+        c.batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create database");
+        let base = admin.rsplit_once('/').expect("a database in the URL").0;
+        let url = format!("{base}/{name}");
+        Database { admin, name, url }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn tables(url: &str) -> Vec<String> {
+    let mut c = Client::connect(url, NoTls).expect("connect");
+    c.query(
+        "SELECT table_schema || '.' || table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+        &[],
+    )
+    .expect("tables")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[test]
+fn migrate_creates_the_schema_once_and_connect_opens_it() {
+    let db = Database::new();
+    let env = Env::default();
+    // A database with no store: connecting says how to create one, and writes nothing.
+    let err = PgStore::connect(&db.url, &env).expect_err("no store yet");
+    assert!(matches!(err, PgError::NoStore { .. }), "{err}");
+    assert!(err.to_string().contains("situate store migrate"), "{err}");
+    assert!(tables(&db.url).is_empty());
+
+    assert_eq!(migrate(&db.url, &env).expect("migrate"), Migration::Created);
+    assert_eq!(migrate(&db.url, &env).expect("again"), Migration::Current);
+    let t = tables(&db.url);
+    for table in [
+        "situate.meta",
+        "situate.documents",
+        "situate.chunks",
+        "situate.context_cache",
+        "situate.embeddings",
+        "situate.changes",
+    ] {
+        assert!(t.iter().any(|x| x == table), "{table} in {t:?}");
+    }
+    let mut store = PgStore::connect(&db.url, &env).expect("connect");
+    let (format, server, vector) = store.versions().expect("versions");
+    assert_eq!(format, FORMAT_VERSION);
+    assert!(server.starts_with("18"), "{server}");
+    assert!(!vector.is_empty());
+    assert!(
+        store
+            .target()
+            .to_string()
+            .ends_with(&format!("/{}", db.name))
+    );
+}
+
+#[test]
+fn two_migrations_at_once_create_one_schema() {
+    let db = Database::new();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| migrate(&db.url, &Env::default())))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    let created = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Migration::Created)))
+        .count();
+    let current = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Migration::Current)))
+        .count();
+    assert_eq!((created, current), (1, 3), "{results:?}");
+}
+
+#[test]
+fn a_store_of_another_format_is_refused_untouched() {
+    let db = Database::new();
+    migrate(&db.url, &Env::default()).expect("migrate");
+    let mut c = Client::connect(&db.url, NoTls).expect("connect");
+    c.execute(
+        "UPDATE situate.meta SET value = '999' WHERE key = 'format_version'",
+        &[],
+    )
+    .expect("pretend another version");
+    let before = tables(&db.url);
+    for err in [
+        PgStore::connect(&db.url, &Env::default()).expect_err("connect"),
+        migrate(&db.url, &Env::default()).expect_err("migrate"),
+    ] {
+        assert!(
+            matches!(&err, PgError::Version { found, .. } if found == "999"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("nothing was written"), "{err}");
+    }
+    assert_eq!(tables(&db.url), before);
+    let v: String = c
+        .query_one(
+            "SELECT value FROM situate.meta WHERE key = 'format_version'",
+            &[],
+        )
+        .expect("version")
+        .get(0);
+    assert_eq!(v, "999");
+}
+
+#[test]
+fn a_server_that_is_down_is_a_clear_error_without_the_password() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("postgres://situate:s3cret-pw@127.0.0.1:{port}/situate");
+    let err = PgStore::connect(&url, &Env::default()).expect_err("down");
+    let msg = err.to_string();
+    assert!(matches!(err, PgError::Connect { .. }), "{msg}");
+    assert!(
+        msg.contains(&format!("situate@127.0.0.1:{port}/situate")),
+        "{msg}"
+    );
+    assert!(!msg.contains("s3cret-pw"), "{msg}");
+    assert!(!format!("{err:?}").contains("s3cret-pw"));
+    let err = migrate(&url, &Env::default()).expect_err("down");
+    assert!(matches!(err, PgError::Connect { .. }), "{err}");
+}
+
+#[test]
+fn wrong_urls_are_refused_before_any_connection() {
+    let env = Env::default();
+    for (url, says) in [
+        ("mysql://u@127.0.0.1/db", "expected postgres://"),
+        (
+            "postgres://u:pw@127.0.0.1:notaport/db",
+            "store URL postgres://u:***@",
+        ),
+        ("postgres://127.0.0.1/db", "no user"),
+        ("postgres://u@127.0.0.1/db?sslmode=require", "no TLS client"),
+    ] {
+        let err = Target::parse(url, &env).expect_err(url);
+        assert!(matches!(err, PgError::Url { .. }), "{url}: {err}");
+        assert!(err.to_string().contains(says), "{url}: {err}");
+        assert!(!err.to_string().contains(":pw@"), "{err}");
+    }
+}
+
+#[test]
+fn the_pg_variables_fill_what_the_url_leaves_out() {
+    let env = Env {
+        host: Some("db.internal".into()),
+        port: Some("6543".into()),
+        user: Some("reader".into()),
+        password: Some("from-env".into()),
+        database: Some("cards".into()),
+    };
+    let t = Target::parse("postgres://", &env).expect("parse");
+    assert_eq!(t.to_string(), "reader@db.internal:6543/cards");
+    assert_eq!(t.config.get_password(), Some(&b"from-env"[..]));
+    assert!(!format!("{t:?}").contains("from-env"));
+    // The URL wins over the variables.
+    let t = Target::parse("postgres://own@127.0.0.1:5433/mine", &env).expect("parse");
+    assert_eq!(t.to_string(), "own@127.0.0.1:5433/mine");
+    // PGPORT applies to a host given without a port (the client alone would take 5432).
+    let t = Target::parse("postgres://own@127.0.0.1/mine", &env).expect("parse");
+    assert_eq!(t.to_string(), "own@127.0.0.1:6543/mine");
+    // The database defaults to the user's name, as in libpq.
+    let t = Target::parse("postgres://own@127.0.0.1", &Env::default()).expect("parse");
+    assert_eq!(t.to_string(), "own@127.0.0.1:5432/own");
+    let bad = Env {
+        port: Some("sixty".into()),
+        ..Env::default()
+    };
+    let err = Target::parse("postgres://u@h/db", &bad).expect_err("port");
+    assert!(err.to_string().contains("PGPORT"), "{err}");
+}
+
+#[test]
+fn redact_hides_only_the_password() {
+    assert_eq!(
+        redact("postgres://u:secret@h:5432/db?x=1"),
+        "postgres://u:***@h:5432/db?x=1"
+    );
+    assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+    assert_eq!(redact("not a url"), "not a url");
+}
