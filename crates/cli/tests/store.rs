@@ -86,7 +86,7 @@ fn store_migrate_creates_the_shared_store_once_from_a_flag_or_the_settings() {
         )
         .expect("count")
         .get(0);
-    assert_eq!(tables, 6);
+    assert_eq!(tables, 7);
 }
 
 #[test]

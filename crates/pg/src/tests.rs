@@ -302,3 +302,115 @@ fn read_until(store: &mut PgStore, mut from: u64, n: usize) -> (Vec<String>, u64
     }
     (docs, from)
 }
+
+#[test]
+fn four_workers_claiming_at_once_take_each_item_once() {
+    let db = Database::new();
+    migrate(&db.url, &Env::default()).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &Env::default()).expect("connect");
+    let items: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("doc#{i}"), format!("h{i}")))
+        .collect();
+    let refs: Vec<(&str, &str)> = items
+        .iter()
+        .map(|(c, h)| (c.as_str(), h.as_str()))
+        .collect();
+    assert_eq!(store.enqueue("contextualize", &refs).expect("enqueue"), 200);
+    // Queued again (an ingest run twice): nothing new.
+    assert_eq!(store.enqueue("contextualize", &refs).expect("again"), 0);
+    let taken: Vec<Vec<Claimed>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let url = db.url.clone();
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    let mut store = PgStore::connect(&url, &Env::default()).expect("connect");
+                    loop {
+                        let got = store
+                            .claim(
+                                "contextualize",
+                                &format!("w{w}"),
+                                7,
+                                Duration::from_secs(60),
+                            )
+                            .expect("claim");
+                        if got.is_empty() {
+                            break;
+                        }
+                        for c in &got {
+                            assert!(store.finish(c.id, false).expect("finish"));
+                        }
+                        mine.extend(got);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    let mut all: Vec<String> = taken.iter().flatten().map(|c| c.chunk_id.clone()).collect();
+    all.sort();
+    let mut expected: Vec<String> = items.iter().map(|(c, _)| c.clone()).collect();
+    expected.sort();
+    assert_eq!(all, expected, "every item once, none twice");
+    assert!(taken.iter().flatten().all(|c| c.attempts == 1));
+    assert_eq!(
+        store.work_counts("contextualize").expect("counts"),
+        (0, 0, 200, 0)
+    );
+}
+
+#[test]
+fn a_lease_that_runs_out_is_claimed_again_and_a_heartbeat_keeps_one() {
+    let db = Database::new();
+    migrate(&db.url, &Env::default()).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &Env::default()).expect("connect");
+    store
+        .enqueue("embed", &[("a#0", "h0"), ("a#1", "h1")])
+        .expect("enqueue");
+    // Worker 2 takes one on a long lease, worker 1 the other on a lease already over (it
+    // "died").
+    let live = store
+        .claim("embed", "w2", 1, Duration::from_secs(600))
+        .expect("claim");
+    let dead = store
+        .claim("embed", "w1", 1, Duration::ZERO)
+        .expect("claim");
+    assert_eq!((dead.len(), live.len()), (1, 1));
+    assert_ne!(dead[0].id, live[0].id);
+    // The dead worker's item is free again, the live one's is not.
+    let again = store
+        .claim("embed", "w3", 10, Duration::from_secs(600))
+        .expect("claim");
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].id, dead[0].id);
+    assert_eq!(again[0].attempts, 2);
+    // w1's heartbeat comes too late: the item is w3's now; w2's keeps its own.
+    assert!(
+        store
+            .heartbeat("w1", &[dead[0].id], Duration::from_secs(600))
+            .expect("hb")
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .heartbeat("w2", &[live[0].id], Duration::from_secs(600))
+            .expect("hb"),
+        [live[0].id]
+    );
+    assert_eq!(store.work_counts("embed").expect("counts"), (2, 2, 0, 0));
+    // Finished once: a second finish (the dead worker waking up) changes nothing.
+    assert!(store.finish(again[0].id, false).expect("finish"));
+    assert!(!store.finish(again[0].id, false).expect("twice"));
+    assert!(store.finish(live[0].id, true).expect("failed"));
+    assert_eq!(store.work_counts("embed").expect("counts"), (0, 0, 1, 1));
+    assert!(
+        store
+            .claim("embed", "w4", 10, Duration::from_secs(1))
+            .expect("claim")
+            .is_empty()
+    );
+}
