@@ -16,6 +16,8 @@
 //! caches, the change feed) comes next.
 #![warn(missing_docs)]
 
+mod context_cache;
+
 use postgres::{Client, Config, NoTls};
 use std::time::Duration;
 

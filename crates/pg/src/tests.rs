@@ -414,3 +414,93 @@ fn a_lease_that_runs_out_is_claimed_again_and_a_heartbeat_keeps_one() {
             .is_empty()
     );
 }
+
+fn composed_context(text: &str) -> situate_core::ChunkContext {
+    use situate_core::{ContextMethod, ContextPart, ContextStatus, PartKind, Provenance};
+    situate_core::ChunkContext {
+        text: Some(text.to_string()),
+        status: ContextStatus::Verified,
+        provenance: Some(Provenance {
+            method: ContextMethod::Document,
+            model: Some("local:qwen2.5-coder-0.5b-instruct@0.9.0".into()),
+            prompt_version: Some("describe-v1".into()),
+            input_hash: "h-doc".into(),
+            strategy: Some("whole".into()),
+            parts: vec![ContextPart {
+                kind: PartKind::Document,
+                start: 0,
+                end: text.len(),
+                model: Some("local:qwen2.5-coder-0.5b-instruct@0.9.0".into()),
+                prompt_version: Some("describe-v1".into()),
+                input_hash: Some("h-part".into()),
+                strategy: Some("whole".into()),
+            }],
+        }),
+        notes: vec!["a note «in Russian»".into()],
+    }
+}
+
+#[test]
+fn a_context_is_kept_once_by_input_hash_across_workers() {
+    let db = Database::new();
+    migrate(&db.url, &Env::default()).expect("migrate");
+    let usage = situate_core::TokenUsage {
+        input_tokens: 10,
+        output_tokens: 5,
+        ..Default::default()
+    };
+    // Four workers that all paid for the same context: one write is kept.
+    let kept: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let url = db.url.clone();
+                s.spawn(move || {
+                    let mut store = PgStore::connect(&url, &Env::default()).expect("connect");
+                    store
+                        .put_context(
+                            "h-doc",
+                            &composed_context(&format!("Worker {w}'s text.")),
+                            &usage,
+                        )
+                        .expect("put")
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    assert_eq!(kept.iter().filter(|k| **k).count(), 1, "{kept:?}");
+    let mut store = PgStore::connect(&db.url, &Env::default()).expect("connect");
+    let got = store.cached_contexts(&["h-doc", "h-absent"]).expect("read");
+    assert_eq!(got.len(), 1);
+    let winner = kept.iter().position(|k| *k).expect("one kept");
+    assert_eq!(
+        got["h-doc"],
+        composed_context(&format!("Worker {winner}'s text.")),
+        "read back as written: text, status, provenance with its parts, notes"
+    );
+    // A failed context is not kept (to be tried again).
+    let mut failed = composed_context("x");
+    failed.status = situate_core::ContextStatus::Failed;
+    assert!(!store.put_context("h-failed", &failed, &usage).expect("put"));
+    assert!(
+        store
+            .cached_contexts(&["h-failed"])
+            .expect("read")
+            .is_empty()
+    );
+    // A context without provenance reads back without one.
+    let bare = situate_core::ChunkContext {
+        text: Some("Set by hand.".into()),
+        status: situate_core::ContextStatus::Verified,
+        provenance: None,
+        notes: vec![],
+    };
+    assert!(store.put_context("h-bare", &bare, &usage).expect("put"));
+    assert_eq!(
+        store.cached_contexts(&["h-bare"]).expect("read")["h-bare"],
+        bare
+    );
+}
