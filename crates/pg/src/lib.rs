@@ -16,6 +16,7 @@
 //! caches, the change feed) comes next.
 #![warn(missing_docs)]
 
+mod cards;
 mod context_cache;
 
 use postgres::{Client, Config, NoTls};
@@ -86,6 +87,9 @@ pub enum PgError {
         /// What could not be read.
         what: String,
     },
+    /// A write conflicts with what is stored (nothing was written).
+    #[error("{0}")]
+    Conflict(String),
     /// A statement failed.
     #[error("PostgreSQL at {target}: {op}")]
     Query {

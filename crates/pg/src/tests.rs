@@ -288,13 +288,19 @@ fn the_change_feed_never_skips_a_change_committed_out_of_order() {
 
 /// Reads the feed from `from` until `n` changes have come (or 30 s have passed), in order;
 /// the documents and the position to go on from.
-fn read_until(store: &mut PgStore, mut from: u64, n: usize) -> (Vec<String>, u64) {
+fn read_until(store: &mut PgStore, from: u64, n: usize) -> (Vec<String>, u64) {
+    let (changes, upto) = changes_until(store, from, n);
+    (changes.into_iter().map(|c| c.document_id).collect(), upto)
+}
+
+/// [`read_until`], the changes whole.
+fn changes_until(store: &mut PgStore, mut from: u64, n: usize) -> (Vec<Change>, u64) {
     let mut docs = Vec::new();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while docs.len() < n && std::time::Instant::now() < until {
         let read = store.changes_since(from).expect("read");
         assert!(read.upto >= from, "the feed never goes back");
-        docs.extend(read.changes.into_iter().map(|c| c.document_id));
+        docs.extend(read.changes);
         from = read.upto;
         if docs.len() < n {
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -502,5 +508,139 @@ fn a_context_is_kept_once_by_input_hash_across_workers() {
     assert_eq!(
         store.cached_contexts(&["h-bare"]).expect("read")["h-bare"],
         bare
+    );
+}
+
+fn doc(id: &str, text: &str) -> situate_core::Document {
+    situate_core::Document {
+        id: id.into(),
+        source: format!("{id}.md"),
+        title: Some("Регламент".into()),
+        language: situate_core::Language::Ru,
+        kind: situate_core::DocKind::Markdown,
+        text: text.into(),
+        content_hash: situate_core::content_hash(text.as_bytes()),
+        metadata: serde_json::Map::from_iter([("team".to_string(), serde_json::json!("ops"))]),
+        preset_chunks: None,
+    }
+}
+
+/// Stores `d` with one chunk per part, the `i`th with `contexts[i % len]`.
+fn put(
+    store: &mut PgStore,
+    d: &situate_core::Document,
+    parts: &[&str],
+    contexts: &[situate_core::ChunkContext],
+) -> Result<()> {
+    let heading = vec!["Экспорт".to_string()];
+    let chunks: Vec<situate_store::NewChunk<'_>> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| situate_store::NewChunk {
+            chunk_id: format!("{}#{i}", d.id),
+            ordinal: i as u32,
+            char_start: i * 10,
+            char_end: i * 10 + p.chars().count(),
+            heading_path: &heading,
+            original_text: p,
+            context: &contexts[i % contexts.len()],
+        })
+        .collect();
+    store.put_document(d, "key-1", &chunks)
+}
+
+#[test]
+fn cards_keep_the_original_and_the_context_apart_and_every_write_is_in_the_feed() {
+    let db = Database::new();
+    migrate(&db.url, &Env::default()).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &Env::default()).expect("connect");
+    let d = doc(
+        "aster",
+        "Для тарифа Команда доступен экспорт CSV. Выгрузка содержит только активные задачи.",
+    );
+    let contexts = [
+        composed_context("Регламент экспорта сервиса Aster."),
+        situate_core::ChunkContext::none(),
+    ];
+    put(
+        &mut store,
+        &d,
+        &[
+            "Для тарифа Команда доступен экспорт CSV.",
+            "Выгрузка содержит только активные задачи.",
+        ],
+        &contexts,
+    )
+    .expect("put");
+    let cards = store.cards_of("aster").expect("cards");
+    assert_eq!(cards.len(), 2);
+    assert_eq!(
+        cards[1].original_text,
+        "Выгрузка содержит только активные задачи."
+    );
+    assert_eq!(
+        cards[0].generated_context.as_deref(),
+        Some("Регламент экспорта сервиса Aster.")
+    );
+    assert_eq!(cards[0].provenance, contexts[0].provenance);
+    assert_eq!(cards[0].context_notes, contexts[0].notes);
+    assert_eq!(cards[1].provenance, None);
+    assert_eq!(cards[1].heading_path, ["Экспорт"]);
+    assert_eq!((cards[1].char_start, cards[1].ordinal), (10, 1));
+    assert_eq!(
+        store
+            .document_state("aster")
+            .expect("state")
+            .map(|s| s.ingest_key),
+        Some("key-1".to_string())
+    );
+    // Replaced with one chunk: one card.
+    put(&mut store, &d, &["Только одна часть."], &contexts).expect("replace");
+    let cards = store.cards_of("aster").expect("cards");
+    assert_eq!(cards.len(), 1);
+    // A context replaced in place: the card keeps its key, the feed names it.
+    let manual = situate_core::ChunkContext {
+        text: Some("Решение человека.".into()),
+        status: situate_core::ContextStatus::Verified,
+        provenance: None,
+        notes: vec![],
+    };
+    assert!(store.update_context("aster#0", &manual).expect("update"));
+    assert!(!store.update_context("nowhere#0", &manual).expect("absent"));
+    let after = store.cards_of("aster").expect("cards");
+    assert_eq!(after[0].card, cards[0].card);
+    assert_eq!(
+        after[0].generated_context.as_deref(),
+        Some("Решение человека.")
+    );
+    // Another document may not take a chunk id that is used: nothing of it is written.
+    let other = doc("other", "x");
+    let mut clash: Vec<situate_store::NewChunk<'_>> = Vec::new();
+    let none = situate_core::ChunkContext::none();
+    clash.push(situate_store::NewChunk {
+        chunk_id: "aster#0".into(),
+        ordinal: 0,
+        char_start: 0,
+        char_end: 1,
+        heading_path: &[],
+        original_text: "x",
+        context: &none,
+    });
+    let err = store
+        .put_document(&other, "k", &clash)
+        .expect_err("conflict");
+    assert!(matches!(err, PgError::Conflict(_)), "{err}");
+    assert!(store.document_state("other").expect("state").is_none());
+    // Removed; a second removal finds nothing.
+    assert!(store.remove_document("aster").expect("rm"));
+    assert!(!store.remove_document("aster").expect("rm again"));
+    assert!(store.cards_of("aster").expect("cards").is_empty());
+    // The feed: two puts, the card's update, the removal; not the failed write.
+    let (feed, _) = changes_until(&mut store, 0, 4);
+    let docs: Vec<&str> = feed.iter().map(|c| c.document_id.as_str()).collect();
+    assert_eq!(docs, ["aster", "aster", "aster", "aster"]);
+    assert_eq!(
+        feed.iter().filter_map(|c| c.card).collect::<Vec<_>>(),
+        [cards[0].card as i64]
     );
 }
