@@ -2,7 +2,7 @@
 //! (the original and the context apart, with provenance and status; one card per chunk
 //! id). Every write records its document in the change feed in the same transaction.
 
-use crate::{PgError, PgStore, Result};
+use crate::{PgError, PgStore, Result, query_failed};
 use postgres::error::SqlState;
 use situate_core::{ChunkCard, ChunkContext, ContextMethod, ContextStatus, Document, Provenance};
 use situate_store::{DocumentState, NewChunk};
@@ -44,11 +44,7 @@ impl PgStore {
         ingest_key: &str,
         chunks: &[NewChunk<'_>],
     ) -> Result<()> {
-        let target = self.target.to_string();
-        let q = |op: &'static str| {
-            let target = target.clone();
-            move |source| PgError::Query { target, op, source }
-        };
+        let q = |op| query_failed(&self.target, op);
         let mut tx = self
             .client
             .transaction()
@@ -136,11 +132,7 @@ impl PgStore {
     /// Removes a document and its chunks, recording the change; `false` when it was not
     /// stored.
     pub fn remove_document(&mut self, id: &str) -> Result<bool> {
-        let target = self.target.to_string();
-        let q = |op: &'static str| {
-            let target = target.clone();
-            move |source| PgError::Query { target, op, source }
-        };
+        let q = |op| query_failed(&self.target, op);
         let mut tx = self
             .client
             .transaction()
@@ -167,11 +159,7 @@ impl PgStore {
     /// is no such card.
     pub fn update_context(&mut self, chunk_id: &str, context: &ChunkContext) -> Result<bool> {
         let p = columns(context);
-        let target = self.target.to_string();
-        let q = |op: &'static str| {
-            let target = target.clone();
-            move |source| PgError::Query { target, op, source }
-        };
+        let q = |op| query_failed(&self.target, op);
         let mut tx = self.client.transaction().map_err(q("updating a context"))?;
         let row = tx
             .query_opt(
@@ -215,7 +203,7 @@ impl PgStore {
                 "SELECT content_hash, ingest_key FROM situate.documents WHERE document_id = $1",
                 &[&id],
             )
-            .map_err(self.query_error("reading a document's state"))?;
+            .map_err(query_failed(&self.target, "reading a document's state"))?;
         Ok(row.map(|r| DocumentState {
             content_hash: r.get(0),
             ingest_key: r.get(1),
@@ -234,7 +222,7 @@ impl PgStore {
                  FROM situate.chunks WHERE document_id = $1 ORDER BY ordinal",
                 &[&document_id],
             )
-            .map_err(self.query_error("reading cards"))?;
+            .map_err(query_failed(&self.target, "reading cards"))?;
         rows.iter()
             .map(|r| {
                 let chunk_id: String = r.get(2);

@@ -1,7 +1,7 @@
 //! The context cache on PostgreSQL: every finished context by its input hash, shared by
 //! every worker of the cluster, so that a context is paid for once.
 
-use crate::{PgError, PgStore, Result};
+use crate::{PgError, PgStore, Result, query_failed};
 use situate_core::{ChunkContext, ContextMethod, ContextStatus, Provenance, TokenUsage};
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -51,7 +51,7 @@ impl PgStore {
                     &parts,
                 ],
             )
-            .map_err(self.query_error("writing the context cache"))?;
+            .map_err(query_failed(&self.target, "writing the context cache"))?;
         Ok(n == 1)
     }
 
@@ -65,7 +65,7 @@ impl PgStore {
                  FROM situate.context_cache WHERE input_hash = ANY($1)",
                 &[&hashes],
             )
-            .map_err(self.query_error("reading the context cache"))?;
+            .map_err(query_failed(&self.target, "reading the context cache"))?;
         let mut out = HashMap::new();
         for r in &rows {
             let hash: String = r.get(0);

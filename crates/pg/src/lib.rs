@@ -281,6 +281,16 @@ impl Target {
     }
 }
 
+/// The error of a statement that failed on `target` while doing `op`. A free function of
+/// the target, not a method: it is called while a transaction borrows the client.
+fn query_failed(
+    target: &Target,
+    op: &'static str,
+) -> impl FnOnce(postgres::Error) -> PgError + use<> {
+    let target = target.shown.clone();
+    move |source| PgError::Query { target, op, source }
+}
+
 /// What [`migrate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Migration {
@@ -395,10 +405,7 @@ CREATE INDEX work_queued ON situate.work (role, id) WHERE state = 'queued';
 pub fn migrate(url: &str, env: &Env) -> Result<Migration> {
     let target = Target::parse(url, env)?;
     let mut client = target.client()?;
-    let q = |op: &'static str| {
-        let target = target.shown.clone();
-        move |source| PgError::Query { target, op, source }
-    };
+    let q = |op| query_failed(&target, op);
     let mut tx = client.transaction().map_err(q("starting the migration"))?;
     // One lock for every situate migration in this database ('situate' as a number).
     tx.execute(
@@ -444,10 +451,7 @@ fn stored_version(
     client: &mut impl postgres::GenericClient,
     target: &Target,
 ) -> Result<Option<String>> {
-    let q = |op: &'static str| {
-        let target = target.shown.clone();
-        move |source| PgError::Query { target, op, source }
-    };
+    let q = |op| query_failed(target, op);
     let has_meta: bool = client
         .query_one("SELECT to_regclass('situate.meta') IS NOT NULL", &[])
         .map_err(q("looking for the situate schema"))?
@@ -523,22 +527,14 @@ pub struct Claimed {
 }
 
 impl PgStore {
-    fn query_error(&self, op: &'static str) -> impl FnOnce(postgres::Error) -> PgError + use<> {
-        let target = self.target.shown.clone();
-        move |source| PgError::Query { target, op, source }
-    }
-
     /// Queues work for `role` (`contextualize`, `embed`): one item per `(chunk_id,
     /// input_hash)`; an item already queued or done is left as it is. Returns how many
     /// were new.
     pub fn enqueue(&mut self, role: &str, items: &[(&str, &str)]) -> Result<u64> {
-        let target = self.target.shown.clone();
-        let err = |source| PgError::Query {
-            target: target.clone(),
-            op: "queueing work",
-            source,
-        };
-        let mut tx = self.client.transaction().map_err(err)?;
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(query_failed(&self.target, "queueing work"))?;
         let mut added = 0;
         for (chunk_id, input_hash) in items {
             added += tx
@@ -547,9 +543,10 @@ impl PgStore {
                      ON CONFLICT (role, chunk_id, input_hash) DO NOTHING",
                     &[&role, chunk_id, input_hash],
                 )
-                .map_err(err)?;
+                .map_err(query_failed(&self.target, "queueing work"))?;
         }
-        tx.commit().map_err(err)?;
+        tx.commit()
+            .map_err(query_failed(&self.target, "queueing work"))?;
         Ok(added)
     }
 
@@ -580,7 +577,7 @@ impl PgStore {
                  RETURNING w.id, w.chunk_id, w.input_hash, w.attempts",
                 &[&role, &owner, &n, &lease.as_secs_f64()],
             )
-            .map_err(self.query_error("claiming work"))?;
+            .map_err(query_failed(&self.target, "claiming work"))?;
         let mut claimed: Vec<Claimed> = rows
             .iter()
             .map(|r| Claimed {
@@ -606,7 +603,7 @@ impl PgStore {
                  RETURNING id",
                 &[&owner, &ids, &lease.as_secs_f64()],
             )
-            .map_err(self.query_error("extending leases"))?;
+            .map_err(query_failed(&self.target, "extending leases"))?;
         let mut held: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
         held.sort_unstable();
         Ok(held)
@@ -623,7 +620,7 @@ impl PgStore {
                 "UPDATE situate.work SET state = $2, lease_until = NULL WHERE id = $1 AND state = 'queued'",
                 &[&id, &state],
             )
-            .map_err(self.query_error("finishing work"))?;
+            .map_err(query_failed(&self.target, "finishing work"))?;
         Ok(n == 1)
     }
 
@@ -639,7 +636,7 @@ impl PgStore {
                  FROM situate.work WHERE role = $1",
                 &[&role],
             )
-            .map_err(self.query_error("counting work"))?;
+            .map_err(query_failed(&self.target, "counting work"))?;
         Ok((r.get(0), r.get(1), r.get(2), r.get(3)))
     }
 }
