@@ -21,6 +21,7 @@ mod eval;
 mod evalset;
 mod models;
 mod output;
+mod shared;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -102,8 +103,16 @@ enum Command {
     },
     /// Counts, languages, context statuses, and whether the BM25 index agrees with the store
     Stats,
-    /// Context statuses, and the chunks whose context failed or was rejected, with reasons
-    Status,
+    /// Context statuses, and the chunks whose context failed or was rejected, with reasons;
+    /// with --store, the shared store's progress and cost (the same from any machine)
+    Status {
+        /// The shared store: postgres://USER@HOST:PORT/DATABASE [default: `[store] url`]
+        #[arg(long)]
+        store: Option<String>,
+    },
+    /// Write the contexts and embeddings the shared store has queued (any number of
+    /// workers, on any number of machines)
+    Worker(shared::WorkerArgs),
     /// Write contexts with an LLM for stored chunks that have none yet (pending, failed)
     Contextualize(contexts::ContextualizeArgs),
     /// List, decide, regenerate, export and import contexts
@@ -181,6 +190,14 @@ struct ServeArgs {
     /// https://app.example (repeatable; none by default: no CORS)
     #[arg(long = "cors-origin", value_name = "ORIGIN")]
     cors_origins: Vec<String>,
+    /// Serve as a query node of this shared store (postgres://USER@HOST:PORT/DATABASE; a
+    /// read-only replica will do): the index directory is built from the store and kept
+    /// current from its change feed [default: `[store] url`]
+    #[arg(long)]
+    store: Option<String>,
+    /// Embedder of a query node's index when it is created [default: auto]
+    #[arg(long = "node-embedder", requires = "store")]
+    node_embedder: Option<String>,
 }
 
 #[derive(Args)]
@@ -229,6 +246,13 @@ struct IngestArgs {
     batch: Option<usize>,
     #[command(flatten)]
     llm: contexts::LlmArgs,
+    /// Ingest into the shared store: postgres://USER@HOST:PORT/DATABASE (read, chunk and
+    /// queue; workers write the contexts) [default: `[store] url`, else the index]
+    #[arg(long)]
+    store: Option<String>,
+    /// With --store: also write the queued contexts with this many local workers
+    #[arg(long)]
+    workers: Option<usize>,
     /// Exit non-zero when any input was skipped
     #[arg(long)]
     strict: bool,
@@ -311,6 +335,8 @@ struct SearchArgs {
     tuning: TuningArgs,
     #[command(flatten)]
     filter: FilterArgs,
+    #[command(flatten)]
+    node: shared::NodeArgs,
 }
 
 /// Which documents a search (or an answer) may use.
@@ -475,6 +501,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ingest(a) => ingest(out, &settings, &index, a),
+        Command::Worker(a) => shared::worker(out, &settings, a),
         Command::Search(a) => {
             let flags = SearchSettings {
                 k: a.k,
@@ -485,7 +512,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let plan = flags.over(&settings.search).plan(&settings.default_llm())?;
             let filter = a.filter.settings().filter()?;
-            let e = Engine::open(&index, Access::Read)?;
+            let e = match shared::store_of(a.node.store.as_deref(), &settings) {
+                Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
+                None => Engine::open(&index, Access::Read)?,
+            };
             let response = e.query(&a.query, &plan, &filter)?;
             output::hits(out.json, &response, a.explain)?;
             Ok(ExitCode::SUCCESS)
@@ -544,7 +574,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Command::Status => {
+        Command::Status { store } => {
+            if let Some(url) = shared::store_of(store.as_deref(), &settings) {
+                return shared::status(out, &url);
+            }
             let e = Engine::open(&index, Access::Read)?;
             let stats = e.stats()?;
             let listed = e.cards_with_status(&[ContextStatus::Failed, ContextStatus::Rejected])?;
@@ -619,6 +652,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 mcp_allow_write: allow_write,
                 cors_origins: Vec::new(),
                 limits: Default::default(),
+                store: None,
+                node_embedder: None,
             };
             situate_serve::run_mcp_stdio(opts, allow_write)?;
             Ok(ExitCode::SUCCESS)
@@ -659,7 +694,10 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
             a.max_k
         );
     }
+    let store = shared::store_of(a.store.as_deref(), &settings);
     let opts = situate_serve::ServeOptions {
+        store,
+        node_embedder: a.node_embedder,
         index: index.clone(),
         settings,
         bind: a.bind,
@@ -705,6 +743,10 @@ fn ingest(
     index: &std::path::Path,
     a: IngestArgs,
 ) -> Result<ExitCode> {
+    let store = shared::store_of(a.store.as_deref(), settings);
+    if a.workers.is_some() && store.is_none() {
+        anyhow::bail!("--workers applies to an ingest into the shared store (--store)");
+    }
     let req = IngestRequest {
         paths: a.paths,
         context: a.context,
@@ -720,6 +762,9 @@ fn ingest(
         vector_index: a.embed.vector_index,
         cancel: None,
     };
+    if let Some(url) = store {
+        return shared::ingest(out, settings, &url, req, a.workers, a.strict);
+    }
     let dry_run = req.llm.dry_run;
     let prepared = situate_engine::prepare_ingest(index, settings, req)?;
     let (llm_method, price) = (situate_engine::uses_llm(&prepared.method), prepared.price);

@@ -142,3 +142,401 @@ fn store_migrate_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
         .get(0);
     assert_eq!(v, "0");
 }
+
+/// The chunk part of an Anthropic request (the second content block; empty for a request
+/// that carries no chunk).
+fn chunk_of(body: &serde_json::Value) -> String {
+    body["messages"][0]["content"][1]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `n` documents of four paragraphs each (a chunk per paragraph at `--max-tokens 40`).
+fn write_corpus(dir: &std::path::Path, n: usize, tag: &str) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for d in 0..n {
+        let text: String = (0..4)
+            .map(|p| format!("Paragraph {p} of {tag} document {d}: the {tag} topic number {d} is described here in some detail, with words enough for a chunk.\n\n"))
+            .collect();
+        std::fs::write(dir.join(format!("{tag}-{d:02}.txt")), text).expect("write");
+    }
+}
+
+/// A small deterministic generator (no test randomness that cannot be replayed: the seed
+/// is printed on failure).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn four_workers_killed_ten_times_pay_for_each_context_once() {
+    use situate_http::fake::{FakeServer, Reply};
+    use std::time::{Duration, Instant};
+    let db = Database::new("workers");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    let docs = tmp.path().join("docs");
+    write_corpus(&docs, 20, "kill");
+    let server = FakeServer::start(|req, _| {
+        Reply::json(serde_json::json!({
+            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
+        }))
+        .delay(Duration::from_millis(if chunk_of(&req.json()).is_empty() { 0 } else { 120 }))
+    })
+    .expect("server");
+    let llm = format!(
+        "anthropic:claude-test?base_url={}&concurrency=1&retries=2",
+        server.url()
+    );
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    // The ingest only reads, chunks and queues: no model call.
+    let v = json(
+        situate(&index)
+            .args([
+                "ingest",
+                "--store",
+                &db.url,
+                "--context",
+                "llm",
+                "--llm",
+                &llm,
+            ])
+            .args(["--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    let chunks = v["report"]["chunks"].as_u64().expect("chunks");
+    assert_eq!(chunks, 80, "{v:#}");
+    assert_eq!(v["report"]["queued_contexts"], 80, "{v:#}");
+    assert_eq!(server.calls(), 0, "the ingest called the model");
+
+    // Workers take the method and the LLM the ingest recorded.
+    let spawn = |n: usize| {
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["worker", "--store", &db.url, "--role", "contextualize"])
+            .args(["--lease", "2", "--batch", "2", "--until-idle", "--quiet"])
+            .args(["--name", &format!("w{n}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn a worker")
+    };
+    let mut workers: Vec<std::process::Child> = (0..4).map(spawn).collect();
+    let seed = std::process::id() as u64;
+    let mut rng = Lcg(seed);
+    let mut kills = 0;
+    let mut spawned = 4;
+    let started = Instant::now();
+    while kills < 10 && started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(150 + rng.below(250)));
+        let i = rng.below(workers.len() as u64) as usize;
+        if workers[i].try_wait().expect("wait").is_some() {
+            // It finished (nothing left for it): the queue is nearly done.
+            break;
+        }
+        workers[i].kill().expect("SIGKILL");
+        workers[i].wait().expect("reaped");
+        kills += 1;
+        workers[i] = spawn(spawned);
+        spawned += 1;
+    }
+    assert!(
+        kills >= 5,
+        "only {kills} kills happened before the work ran out (seed {seed})"
+    );
+    for mut w in workers {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = w.try_wait().expect("wait") {
+                let mut err = String::new();
+                if let Some(mut e) = w.stderr.take() {
+                    use std::io::Read as _;
+                    let _ = e.read_to_string(&mut err);
+                }
+                assert!(status.success(), "a worker failed: {err}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a worker did not finish (seed {seed})"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Every card has its context, written once.
+    let status = json(situate(&index).args(["status", "--store", &db.url]), 0);
+    assert_eq!(
+        status["context_status"],
+        serde_json::json!([["verified", 80]]),
+        "{status:#}"
+    );
+    let work = &status["work"];
+    let role = |name: &str| {
+        work.as_array()
+            .and_then(|w| w.iter().find(|r| r["role"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(role("contextualize")["queued"], 0, "{status:#}");
+    assert_eq!(role("contextualize")["done"], 80, "{status:#}");
+    assert_eq!(
+        role("embed")["queued"],
+        80,
+        "each card's embedding queued: {status:#}"
+    );
+    assert_eq!(status["contexts_cached"], 80, "{status:#}");
+    let mut c = Client::connect(&db.url, NoTls).expect("connect");
+    let writes: Vec<(i64, i64)> = c
+        .query(
+            "SELECT card, count(*) FROM situate.changes WHERE card IS NOT NULL GROUP BY card",
+            &[],
+        )
+        .expect("changes")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(writes.len(), 80, "every card's context written");
+    assert!(
+        writes.iter().all(|(_, n)| *n == 1),
+        "a context written twice: {writes:?}"
+    );
+    // Paid once: a chunk asked for again only when a kill took the worker holding it
+    // before the answer reached the shared cache (at most a claim, 2 items, per kill).
+    let mut asked: std::collections::HashMap<String, usize> = Default::default();
+    for r in server.requests() {
+        let chunk = chunk_of(&r.json());
+        if !chunk.is_empty() {
+            *asked.entry(chunk).or_default() += 1;
+        }
+    }
+    assert_eq!(asked.len(), 80, "every chunk was asked for");
+    let again: usize = asked.values().map(|n| n - 1).sum();
+    eprintln!("{kills} kills, {again} contexts asked for again, seed {seed}");
+    assert!(
+        again <= 2 * kills,
+        "{again} contexts paid twice after {kills} kills (seed {seed})"
+    );
+}
+
+/// Words for generated documents: varied enough that BM25 scores rarely tie.
+const WORDS: &[&str] = &[
+    "harbour", "orchard", "glacier", "library", "lantern", "meadow", "copper", "violin", "furnace",
+    "compass", "basalt", "juniper", "saffron", "quarry", "tundra", "marble", "beacon", "canyon",
+    "falcon", "garnet", "hollow", "ivory", "jasper", "kelp", "lagoon", "mortar", "nectar", "oxide",
+    "pylon", "quartz", "rampart", "sextant", "timber", "umber", "vessel", "walnut", "yarrow",
+    "zephyr", "anchor", "bramble", "cinder", "dynamo", "ember", "fjord", "gravel", "heron",
+    "inlet", "jetty", "kiln", "lichen", "mantle", "nettle", "osprey", "pewter", "quiver", "reed",
+    "summit", "thistle", "valley", "willow",
+];
+
+/// `docs` documents of `paras` paragraphs of generated words under `dir`.
+fn write_words(dir: &std::path::Path, docs: usize, paras: usize, rng: &mut Lcg) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for d in 0..docs {
+        let mut text = String::new();
+        for _ in 0..paras {
+            let n = 18 + rng.below(20) as usize;
+            let words: Vec<&str> = (0..n)
+                .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize])
+                .collect();
+            text.push_str(&words.join(" "));
+            text.push_str(".\n\n");
+        }
+        std::fs::write(dir.join(format!("doc-{d:02}.txt")), text).expect("write");
+    }
+}
+
+/// Hits as (chunk id, score to 5 places), equal scores in chunk-id order (an order among
+/// equals is not part of a ranking).
+fn ranking(v: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = v["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits in {v:#}"))
+        .iter()
+        .map(|h| {
+            (
+                h["chunk_id"].as_str().expect("id").to_string(),
+                format!("{:.5}", h["score"].as_f64().expect("score")),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.1.parse::<f64>()
+            .unwrap_or(0.0)
+            .total_cmp(&a.1.parse::<f64>().unwrap_or(0.0))
+            .then(a.0.cmp(&b.0))
+    });
+    out
+}
+
+#[test]
+fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
+    use crate::serve::Server;
+    let db = Database::new("nodes");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = tmp.path();
+    let mut rng = Lcg(7);
+    let parts = ["alpha", "beta", "gamma"];
+    for p in parts {
+        write_words(&base.join(p), 8, 5, &mut rng);
+    }
+    let index = base.join("idx");
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    let chunking = ["--max-tokens", "40", "--overlap", "0"];
+    // The first part is in the store before the nodes start (their snapshot); the others
+    // arrive while they follow.
+    let first = json(
+        situate(&index)
+            .args(["ingest", "--store", &db.url])
+            .args(chunking)
+            .arg(parts[0]),
+        0,
+    );
+    assert!(
+        first["report"]["chunks"].as_u64().unwrap_or(0) > 20,
+        "{first:#}"
+    );
+    let node = |name: &str| {
+        Server::start(
+            &base.join(name),
+            &["--store", &db.url, "--node-embedder", "hash:64"],
+            &[],
+        )
+    };
+    let (a, b) = (node("node-a"), node("node-b"));
+    let mut position = 0;
+    for p in &parts[1..] {
+        let v = json(
+            situate(&index)
+                .args(["ingest", "--store", &db.url])
+                .args(chunking)
+                .arg(p),
+            0,
+        );
+        position = v["report"]["position"].as_u64().expect("position");
+        // Searching while the nodes catch up: answers, never errors.
+        for s in [&a, &b] {
+            let r = s.post(
+                "/v1/search",
+                &serde_json::json!({"query": "harbour glacier"}),
+            );
+            assert_eq!(r.status, 200, "{:#}", r.body);
+        }
+    }
+    // An embed worker fills the store's embedding cache (the nodes take vectors from it
+    // when it has them, and embed the rest themselves: the same vectors either way).
+    run(
+        situate(&index).args([
+            "worker",
+            "--store",
+            &db.url,
+            "--role",
+            "embed",
+            "--embedder",
+            "hash:64",
+            "--until-idle",
+            "--quiet",
+        ]),
+        0,
+    );
+    // The embedded engine on the same corpus, ingested the same way.
+    let embedded = base.join("embedded");
+    for p in parts {
+        run(
+            situate(&embedded)
+                .args(["ingest", "--embedder", "hash:64"])
+                .args(chunking)
+                .arg(p),
+            0,
+        );
+    }
+    let queries = [
+        "harbour glacier",
+        "copper violin furnace",
+        "quiet juniper meadow",
+        "summit of the basalt canyon",
+        "osprey heron falcon",
+        "walnut timber kiln",
+    ];
+    for mode in ["bm25", "vector", "hybrid"] {
+        for q in queries {
+            let want = json(
+                situate(&embedded).args(["search", q, "-k", "10", "--mode", mode]),
+                0,
+            );
+            for (name, s) in [("a", &a), ("b", &b)] {
+                let got = s.post(
+                    "/v1/search",
+                    &serde_json::json!({"query": q, "k": 10, "mode": mode, "after": position}),
+                );
+                assert_eq!(got.status, 200, "{:#}", got.body);
+                assert_eq!(
+                    ranking(&got.body),
+                    ranking(&want),
+                    "node {name}, {mode}, {q:?}"
+                );
+            }
+        }
+    }
+    // Each node reports the position it has applied.
+    for s in [&a, &b] {
+        let info = s.get("/v1/info").body;
+        assert!(
+            info["store"]["position"].as_u64().unwrap_or(0) >= position,
+            "{info:#}"
+        );
+        assert_eq!(
+            info["stats"]["store"]["chunks"],
+            json(situate(&embedded).arg("stats"), 0)["stats"]["store"]["chunks"]
+        );
+    }
+    // `search --store` is a query node too (a directory of its own), reading its writes.
+    let cli = json(
+        situate(&base.join("node-cli")).args([
+            "search",
+            "copper violin furnace",
+            "-k",
+            "10",
+            "--mode",
+            "hybrid",
+            "--store",
+            &db.url,
+            "--after",
+            &position.to_string(),
+            "--node-embedder",
+            "hash:64",
+        ]),
+        0,
+    );
+    let want = json(
+        situate(&embedded).args([
+            "search",
+            "copper violin furnace",
+            "-k",
+            "10",
+            "--mode",
+            "hybrid",
+        ]),
+        0,
+    );
+    assert_eq!(ranking(&cli), ranking(&want));
+}

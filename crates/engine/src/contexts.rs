@@ -146,31 +146,7 @@ impl Engine {
             if cards.is_empty() {
                 continue;
             }
-            let positions: Vec<u64> = cards
-                .iter()
-                .flat_map(|c| [c.char_start, c.char_end])
-                .collect();
-            let at = byte_offsets(&text, &positions);
-            let spans: Vec<ChunkSpan> = cards
-                .iter()
-                .filter_map(|c| {
-                    let (s, e) = (*at.get(&c.char_start)?, *at.get(&c.char_end)?);
-                    (s <= e).then(|| ChunkSpan {
-                        ordinal: c.ordinal,
-                        byte_start: s,
-                        byte_end: e,
-                        char_start: c.char_start as usize,
-                        char_end: c.char_end as usize,
-                        heading_path: c.heading_path.clone(),
-                        chunk_id: None,
-                    })
-                })
-                .collect();
-            if spans.len() != cards.len() {
-                return Err(EngineError::Invalid(format!(
-                    "document {id}: a card's range lies outside its text; run `situate rebuild` or re-ingest it"
-                )));
-            }
+            let spans = spans_of(id, &text, &cards)?;
             let doc = Document {
                 id: stored.id.clone(),
                 source: stored.source.clone(),
@@ -271,6 +247,37 @@ impl Engine {
 
 fn is_manual(c: &situate_core::ChunkCard) -> bool {
     c.provenance.as_ref().is_some_and(Provenance::is_manual)
+}
+
+/// The chunk spans of stored cards of the document `id` whose text is `text` (a card whose
+/// range lies outside the text is a damaged index: an error).
+pub(crate) fn spans_of(id: &str, text: &str, cards: &[ChunkCard]) -> Result<Vec<ChunkSpan>> {
+    let positions: Vec<u64> = cards
+        .iter()
+        .flat_map(|c| [c.char_start, c.char_end])
+        .collect();
+    let at = byte_offsets(text, &positions);
+    let spans: Vec<ChunkSpan> = cards
+        .iter()
+        .filter_map(|c| {
+            let (s, e) = (*at.get(&c.char_start)?, *at.get(&c.char_end)?);
+            (s <= e).then(|| ChunkSpan {
+                ordinal: c.ordinal,
+                byte_start: s,
+                byte_end: e,
+                char_start: c.char_start as usize,
+                char_end: c.char_end as usize,
+                heading_path: c.heading_path.clone(),
+                chunk_id: None,
+            })
+        })
+        .collect();
+    if spans.len() != cards.len() {
+        return Err(EngineError::Invalid(format!(
+            "document {id}: a card's range lies outside its text; run `situate rebuild` or re-ingest it"
+        )));
+    }
+    Ok(spans)
 }
 
 /// Byte offsets of the character positions `wanted` in `text`, in one pass.

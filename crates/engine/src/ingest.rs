@@ -195,21 +195,7 @@ impl Engine {
                 doc.metadata
                     .insert(k.clone(), serde_json::Value::String(v.clone()));
             }
-            let metadata = serde_json::Value::Object(doc.metadata.clone()).to_string();
-
-            let chunk_settings = if doc.preset_chunks.is_some() {
-                "preset"
-            } else {
-                chunker.fingerprint()
-            };
-            let key = hash_parts(&[
-                doc.content_hash.as_bytes(),
-                chunk_settings.as_bytes(),
-                ctx.fingerprint().as_bytes(),
-                doc.language.code().as_bytes(),
-                doc.kind.as_stored().as_bytes(),
-                metadata.as_bytes(),
-            ]);
+            let key = ingest_key(&doc, &chunker, ctx);
             let stored = self.store.document_state(&doc.id)?;
             if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
                 report.unchanged += 1;
@@ -295,14 +281,11 @@ impl Engine {
             .iter()
             .map(|w| (&w.doc, w.spans.as_slice()))
             .collect();
-        let all = contextualize_many(
-            self.runtime()?,
-            ctx,
-            &self.store,
-            cache_writer,
-            &docs,
-            report,
-        )?;
+        let cache = LocalCache {
+            store: &self.store,
+            writer: cache_writer,
+        };
+        let all = contextualize_many(self.runtime()?, ctx, &cache, &docs, report)?;
         for (w, contexts) in waiting.drain(..).zip(all) {
             on_done(self, w, contexts, report)?;
         }
@@ -457,6 +440,26 @@ impl Engine {
     }
 }
 
+/// A document's ingest key: its content with everything that decides its cards (chunker,
+/// contextualizer, language, kind, metadata). A document stored under the same key is
+/// unchanged and is left alone.
+pub(crate) fn ingest_key(doc: &Document, chunker: &Chunker, ctx: &dyn Contextualizer) -> String {
+    let metadata = serde_json::Value::Object(doc.metadata.clone()).to_string();
+    let chunk_settings = if doc.preset_chunks.is_some() {
+        "preset"
+    } else {
+        chunker.fingerprint()
+    };
+    hash_parts(&[
+        doc.content_hash.as_bytes(),
+        chunk_settings.as_bytes(),
+        ctx.fingerprint().as_bytes(),
+        doc.language.code().as_bytes(),
+        doc.kind.as_stored().as_bytes(),
+        metadata.as_bytes(),
+    ])
+}
+
 /// What [`Engine::settle`] calls with each document and its contexts.
 pub(crate) type OnSettled<'a, T> =
     dyn FnMut(&mut Engine, Waiting<T>, Vec<ChunkContext>, &mut IngestReport) -> Result<()> + 'a;
@@ -477,24 +480,69 @@ struct Fresh {
     replaced: bool,
 }
 
+/// Where a remembering contextualizer's (an LLM's) contexts are kept by input hash: the
+/// index's own context cache, or the shared store's on PostgreSQL (one for the whole
+/// cluster, so a context is paid for once whichever worker writes it).
+pub(crate) trait ContextCache {
+    /// The kept contexts for these input hashes (absent ones are not kept).
+    fn cached(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>>;
+    /// What keeps each context as it is written (`None`: nothing is kept).
+    fn keeper(&self) -> Option<&dyn ContextKeeper>;
+}
+
+/// Keeps finished contexts as they are written, from the contextualizer's own tasks.
+pub(crate) trait ContextKeeper: Send + Sync {
+    /// One kept context.
+    fn get(&self, key: &str) -> Result<Option<ChunkContext>>;
+    /// Keeps a finished context (failed and pending ones are not kept).
+    fn put(&self, key: &str, context: &ChunkContext, usage: &TokenUsage) -> Result<()>;
+}
+
+impl ContextKeeper for situate_store::ContextCacheWriter {
+    fn get(&self, key: &str) -> Result<Option<ChunkContext>> {
+        Ok(situate_store::ContextCacheWriter::get(self, key)?)
+    }
+    fn put(&self, key: &str, context: &ChunkContext, usage: &TokenUsage) -> Result<()> {
+        Ok(situate_store::ContextCacheWriter::put(
+            self, key, context, usage,
+        )?)
+    }
+}
+
+/// The index's own context cache: read through the store, written through the writer's
+/// connection (which may be used while the engine's connection is in a transaction).
+pub(crate) struct LocalCache<'a> {
+    pub store: &'a situate_store::Store,
+    pub writer: Option<&'a situate_store::ContextCacheWriter>,
+}
+
+impl ContextCache for LocalCache<'_> {
+    fn cached(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
+        Ok(self.store.cached_contexts(hashes)?)
+    }
+    fn keeper(&self) -> Option<&dyn ContextKeeper> {
+        self.writer.map(|w| w as &dyn ContextKeeper)
+    }
+}
+
 /// Keeps each finished context in the context cache as soon as it is written.
 struct CacheSink<'a> {
-    writer: Option<&'a situate_store::ContextCacheWriter>,
+    cache: Option<&'a dyn ContextKeeper>,
     hashes: Vec<&'a str>,
 }
 
 impl ContextSink for CacheSink<'_> {
     fn finished(&self, chunk: usize, context: &ChunkContext, usage: &TokenUsage) {
-        let (Some(w), Some(h)) = (self.writer, self.hashes.get(chunk)) else {
+        let (Some(c), Some(h)) = (self.cache, self.hashes.get(chunk)) else {
             return;
         };
-        if let Err(e) = w.put(h, context, usage) {
+        if let Err(e) = c.put(h, context, usage) {
             tracing::warn!("could not keep a context in the cache: {e}");
         }
     }
 
     fn recall(&self, key: &str) -> Option<ChunkContext> {
-        match self.writer?.get(key) {
+        match self.cache?.get(key) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("could not read the context cache: {e}");
@@ -504,8 +552,8 @@ impl ContextSink for CacheSink<'_> {
     }
 
     fn keep(&self, key: &str, context: &ChunkContext, usage: &TokenUsage) {
-        if let Some(w) = self.writer
-            && let Err(e) = w.put(key, context, usage)
+        if let Some(c) = self.cache
+            && let Err(e) = c.put(key, context, usage)
         {
             tracing::warn!("could not keep a context in the cache: {e}");
         }
@@ -533,8 +581,7 @@ struct Asked<'a> {
 pub(crate) fn contextualize_many(
     runtime: &tokio::runtime::Runtime,
     ctx: &dyn Contextualizer,
-    store: &situate_store::Store,
-    writer: Option<&situate_store::ContextCacheWriter>,
+    cache: &dyn ContextCache,
     docs: &[(&Document, &[ChunkSpan])],
     report: &mut IngestReport,
 ) -> Result<Vec<Vec<ChunkContext>>> {
@@ -550,7 +597,7 @@ pub(crate) fn contextualize_many(
         };
         let cached = if remembers {
             let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
-            store.cached_contexts(&refs)?
+            cache.cached(&refs)?
         } else {
             HashMap::new()
         };
@@ -569,7 +616,7 @@ pub(crate) fn contextualize_many(
     let sinks: Vec<CacheSink<'_>> = asked
         .iter()
         .map(|a| CacheSink {
-            writer,
+            cache: cache.keeper().filter(|_| remembers),
             hashes: a
                 .missing
                 .iter()

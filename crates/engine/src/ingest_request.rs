@@ -82,6 +82,63 @@ pub fn prepare_ingest(
     settings: &Settings,
     req: IngestRequest,
 ) -> Result<PreparedIngest> {
+    let (opts, method, price) = ingest_options(settings, &req)?;
+    let mut created = !Engine::exists(index);
+    let create =
+        settings.create_settings(None, req.embedder.as_deref(), req.vector_index.as_deref())?;
+    // A dry run on an index not yet made works on a scratch one: it writes nothing here.
+    let scratch = if opts.dry_run && created {
+        created = false;
+        Some(tempfile::tempdir().map_err(crate::io(
+            "cannot make a scratch index in",
+            &std::env::temp_dir(),
+        ))?)
+    } else {
+        None
+    };
+    let target = scratch
+        .as_ref()
+        .map(|d| d.path().join("index"))
+        .unwrap_or_else(|| index.to_path_buf());
+    let mut e = Engine::open_or_create(&target, create)?;
+    if let Some(flag) = &req.cancel {
+        e.cancel_on(std::sync::Arc::clone(flag));
+    }
+    if !created && scratch.is_none() {
+        // Creation settings may be repeated (re-running a command), not changed.
+        let (embedder, backend) = e.embed_creation_settings()?;
+        for (flag, given, stored) in [
+            ("--embedder", &req.embedder, &embedder),
+            ("--vector-index", &req.vector_index, &backend),
+        ] {
+            if let Some(g) = given
+                && g != stored
+                && g != "auto"
+            {
+                return Err(EngineError::Invalid(format!(
+                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
+                    index.display()
+                )));
+            }
+        }
+    }
+    Ok(PreparedIngest {
+        engine: e,
+        opts,
+        paths: req.paths,
+        created,
+        method,
+        price,
+        index: index.to_path_buf(),
+        _scratch: scratch,
+    })
+}
+
+/// The ingest options, context method and price `req` asks for over `settings`, checked.
+fn ingest_options(
+    settings: &Settings,
+    req: &IngestRequest,
+) -> Result<(IngestOptions, String, Option<Price>)> {
     if req.paths.is_empty() {
         return Err(EngineError::Invalid("nothing to ingest: give paths".into()));
     }
@@ -137,55 +194,35 @@ pub fn prepare_ingest(
         )));
     }
 
-    let mut created = !Engine::exists(index);
-    let create =
-        settings.create_settings(None, req.embedder.as_deref(), req.vector_index.as_deref())?;
-    // A dry run on an index not yet made works on a scratch one: it writes nothing here.
-    let scratch = if opts.dry_run && created {
-        created = false;
-        Some(tempfile::tempdir().map_err(crate::io(
-            "cannot make a scratch index in",
-            &std::env::temp_dir(),
-        ))?)
-    } else {
-        None
-    };
-    let target = scratch
-        .as_ref()
-        .map(|d| d.path().join("index"))
-        .unwrap_or_else(|| index.to_path_buf());
-    let mut e = Engine::open_or_create(&target, create)?;
-    if let Some(flag) = &req.cancel {
-        e.cancel_on(std::sync::Arc::clone(flag));
+    Ok((opts, method, price))
+}
+
+/// `ingest --store`: `req` checked as [`prepare_ingest`] checks it, then read, chunked and
+/// queued into the shared store at `url` ([`crate::shared_ingest::shared_ingest`]). The
+/// index-creation settings (`--embedder`, `--vector-index`) belong to the query nodes,
+/// and a dry run or a budget to the embedded ingest: given here, they are an error.
+pub fn ingest_into_store(
+    url: &str,
+    settings: &Settings,
+    req: IngestRequest,
+    on_event: &mut dyn FnMut(IngestEvent<'_>),
+) -> Result<crate::shared_ingest::SharedIngestReport> {
+    if req.llm.dry_run || req.llm.budget.is_some() {
+        return Err(EngineError::Invalid(
+            "--dry-run and --budget apply to the embedded ingest; with --store the workers pay for the contexts (`situate status --store` shows their cost)".into(),
+        ));
     }
-    if !created && scratch.is_none() {
-        // Creation settings may be repeated (re-running a command), not changed.
-        let (embedder, backend) = e.embed_creation_settings()?;
-        for (flag, given, stored) in [
-            ("--embedder", &req.embedder, &embedder),
-            ("--vector-index", &req.vector_index, &backend),
-        ] {
-            if let Some(g) = given
-                && g != stored
-                && g != "auto"
-            {
-                return Err(EngineError::Invalid(format!(
-                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
-                    index.display()
-                )));
-            }
-        }
+    if req.vector_index.is_some() || req.embedder.as_deref().is_some_and(|e| e != "auto") {
+        return Err(EngineError::Invalid(
+            "--embedder and --vector-index are a query node's settings (`situate search|serve --store … --embedder …`) and an embed worker's (`situate worker --role embed --embedder …`), not the shared ingest's".into(),
+        ));
     }
-    Ok(PreparedIngest {
-        engine: e,
-        opts,
-        paths: req.paths,
-        created,
+    let (opts, method, _) = ingest_options(settings, &req)?;
+    let spec = crate::shared_ingest::ContextSpec {
         method,
-        price,
-        index: index.to_path_buf(),
-        _scratch: scratch,
-    })
+        llm: req.llm.llm.clone(),
+    };
+    crate::shared_ingest::shared_ingest(url, &req.paths, opts, &spec, on_event)
 }
 
 impl PreparedIngest {

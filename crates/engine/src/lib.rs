@@ -35,14 +35,17 @@ mod context_file;
 mod contexts;
 pub mod contextualizers;
 pub mod eval;
+pub mod follow;
 mod ingest;
 mod ingest_request;
 mod query;
 mod review;
 pub mod settings;
+pub mod shared_ingest;
 pub mod shared_store;
 mod vectors;
 mod view;
+pub mod worker;
 
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use context_file::{ContextRecord, ImportReport};
@@ -50,7 +53,7 @@ pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
 pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
-    IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,
+    IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store, prepare_ingest,
 };
 pub use query::{Rerank, SearchResponse};
 pub use review::{Decision, ReverifyReport};

@@ -1,9 +1,77 @@
 //! The shared store on PostgreSQL + pgvector (`situate store …`): what situate runs on past
-//! one machine. Today: creating or checking its schema ([`migrate`]); the workers and query
-//! nodes that use it come next (issue 19).
+//! one machine. This module: the store's URL, creating or checking its schema
+//! ([`migrate`]), its status ([`status`]) and the shared context cache as the
+//! contextualizers see it. Ingest into it: `shared_ingest`; its workers: `worker`; query
+//! nodes following it: `follow`.
 
+use crate::ingest::{ContextCache, ContextKeeper};
 use crate::{EngineError, Result};
 use serde::Serialize;
+use situate_core::ChunkContext;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The shared context cache on its own connection, usable from a contextualizer's tasks.
+///
+/// Each call runs on a thread of its own: the synchronous PostgreSQL client blocks on an
+/// async runtime of its own, which tokio forbids inside the engine's runtime, where the
+/// contextualizers call their sink.
+pub(crate) struct PgCache {
+    store: Mutex<situate_pg::PgStore>,
+}
+
+impl PgCache {
+    pub(crate) fn connect(url: &str, env: &situate_pg::Env) -> Result<PgCache> {
+        Ok(PgCache {
+            store: Mutex::new(situate_pg::PgStore::connect(url, env)?),
+        })
+    }
+
+    /// Runs `f` with the connection, on a thread outside any async runtime.
+    pub(crate) fn with<T: Send>(
+        &self,
+        f: impl FnOnce(&mut situate_pg::PgStore) -> Result<T> + Send,
+    ) -> Result<T> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut store = self.store.lock().map_err(|_| {
+                    EngineError::Invalid("the context cache's connection was poisoned".into())
+                })?;
+                f(&mut store)
+            })
+            .join()
+            .map_err(|_| EngineError::Invalid("the context cache's thread panicked".into()))?
+        })
+    }
+}
+
+impl ContextKeeper for PgCache {
+    fn get(&self, key: &str) -> Result<Option<ChunkContext>> {
+        let key = key.to_string();
+        self.with(move |s| Ok(s.cached_contexts(&[&key])?.into_values().next()))
+    }
+    fn put(
+        &self,
+        key: &str,
+        context: &ChunkContext,
+        usage: &situate_core::TokenUsage,
+    ) -> Result<()> {
+        self.with(|s| {
+            s.put_context(key, context, usage)
+                .map(|_| ())
+                .map_err(Into::into)
+        })
+    }
+}
+
+impl ContextCache for PgCache {
+    fn cached(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>> {
+        self.with(|s| s.cached_contexts(hashes).map_err(Into::into))
+    }
+    fn keeper(&self) -> Option<&dyn ContextKeeper> {
+        Some(self)
+    }
+}
 
 /// What `situate store migrate` did, in its `--json` shape.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -53,4 +121,88 @@ pub fn migrate(url: &str) -> Result<MigrateReport> {
         postgres,
         pgvector,
     })
+}
+
+/// What `situate status --store` shows: progress and cost, the same from any machine.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct StoreStatus {
+    /// The server and database (`user@host:port/database`; never the password).
+    pub store: String,
+    /// Documents.
+    pub documents: i64,
+    /// Chunk cards.
+    pub chunks: i64,
+    /// Cards per context status (`pending` ones wait for a worker).
+    pub context_status: Vec<(String, i64)>,
+    /// Contexts in the shared cache, each paid for once.
+    pub contexts_cached: i64,
+    /// Input tokens those contexts cost.
+    pub input_tokens: i64,
+    /// Output tokens those contexts cost.
+    pub output_tokens: i64,
+    /// Kept embeddings per model.
+    pub embeddings: Vec<(String, i64)>,
+    /// The work queue per role.
+    pub work: Vec<WorkStatus>,
+    /// The feed position below which every change is final (what a node can reach now).
+    pub position: u64,
+    /// The context method and LLM the last ingest recorded for the workers.
+    pub context_method: Option<String>,
+    /// The LLM the last ingest recorded, when one was given.
+    pub context_llm: Option<String>,
+}
+
+/// The work queue of one role.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct WorkStatus {
+    /// `contextualize` or `embed`.
+    pub role: String,
+    /// Items not finished (held or free).
+    pub queued: i64,
+    /// Of those, held by a worker under a live lease.
+    pub leased: i64,
+    /// Items done.
+    pub done: i64,
+    /// Items that ended in a failure recorded on the card.
+    pub failed: i64,
+    /// Workers holding leases now.
+    pub workers: i64,
+}
+
+/// The shared store's progress and cost ([`StoreStatus`]).
+pub fn status(url: &str) -> Result<StoreStatus> {
+    let mut store = situate_pg::PgStore::connect(url, &situate_pg::Env::from_process())?;
+    let c = store.counts()?;
+    Ok(StoreStatus {
+        store: store.target().to_string(),
+        documents: c.documents,
+        chunks: c.chunks,
+        context_status: c.context_status,
+        contexts_cached: c.contexts_cached,
+        input_tokens: c.input_tokens,
+        output_tokens: c.output_tokens,
+        embeddings: c.embeddings,
+        work: c
+            .work
+            .into_iter()
+            .map(|w| WorkStatus {
+                role: w.role,
+                queued: w.queued,
+                leased: w.leased,
+                done: w.done,
+                failed: w.failed,
+                workers: w.workers,
+            })
+            .collect(),
+        position: c.position,
+        context_method: store.meta("context_method")?,
+        context_llm: store.meta("context_llm")?,
+    })
+}
+
+/// The context method and LLM the store's last ingest recorded, for a worker started
+/// without `--context`/`--llm`.
+pub fn recorded_contexts(url: &str) -> Result<(Option<String>, Option<String>)> {
+    let mut store = situate_pg::PgStore::connect(url, &situate_pg::Env::from_process())?;
+    Ok((store.meta("context_method")?, store.meta("context_llm")?))
 }

@@ -41,6 +41,22 @@ pub(crate) fn text_hash(row: &IndexRow) -> String {
     embedding_input(row.context.as_deref(), &row.original).0
 }
 
+/// The process's one async runtime for hosted models ([`Engine::runtime`]), also used by
+/// the shared store's workers, which have no engine.
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    let rt = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("situate-engine-io")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))
+    });
+    rt.as_ref().map_err(|e| EngineError::Invalid(e.clone()))
+}
+
 impl Engine {
     pub(crate) fn embed_settings(&self) -> Result<EmbedSettings> {
         Ok(EmbedSettings {
@@ -70,17 +86,7 @@ impl Engine {
     /// drives. Its one worker drives the connections; each engine call blocks on its own
     /// future from its own thread.
     pub(crate) fn runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
-        static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
-            std::sync::OnceLock::new();
-        let rt = RUNTIME.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("situate-engine-io")
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the async runtime: {e}"))
-        });
-        rt.as_ref().map_err(|e| EngineError::Invalid(e.clone()))
+        runtime()
     }
 
     /// The index's embedder, loaded on first use.

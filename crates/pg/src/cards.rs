@@ -4,8 +4,11 @@
 
 use crate::{PgError, PgStore, Result, query_failed};
 use postgres::error::SqlState;
-use situate_core::{ChunkCard, ChunkContext, ContextMethod, ContextStatus, Document, Provenance};
+use situate_core::{
+    ChunkCard, ChunkContext, ContextMethod, ContextStatus, DocKind, Document, Language, Provenance,
+};
 use situate_store::{DocumentState, NewChunk};
+use std::collections::HashMap;
 use std::str::FromStr;
 
 /// A context's provenance as the columns store it.
@@ -36,19 +39,27 @@ fn columns(context: &ChunkContext) -> ProvenanceColumns<'_> {
 
 impl PgStore {
     /// Stores a document and its chunks, replacing any earlier version of it and its
-    /// chunks, and records the change: one transaction, all or nothing. A chunk id that
-    /// another document's card already has is a conflict, and nothing is written.
+    /// chunks (and the work queued for them: a worker finishing it later writes nothing),
+    /// and records the change: one transaction, all or nothing. A chunk id that another
+    /// document's card already has is a conflict, and nothing is written. Returns the feed
+    /// position a reader must reach to see this write ([`PgStore::changes_since`]).
     pub fn put_document(
         &mut self,
         doc: &Document,
         ingest_key: &str,
         chunks: &[NewChunk<'_>],
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let q = |op| query_failed(&self.target, op);
         let mut tx = self
             .client
             .transaction()
             .map_err(q("starting a document write"))?;
+        tx.execute(
+            "DELETE FROM situate.work WHERE chunk_id IN
+               (SELECT chunk_id FROM situate.chunks WHERE document_id = $1)",
+            &[&doc.id],
+        )
+        .map_err(q("removing replaced work"))?;
         tx.execute(
             "DELETE FROM situate.chunks WHERE document_id = $1",
             &[&doc.id],
@@ -121,12 +132,9 @@ impl PgStore {
                 }
             })?;
         }
-        tx.execute(
-            "INSERT INTO situate.changes (document_id) VALUES ($1)",
-            &[&doc.id],
-        )
-        .map_err(q("recording the change"))?;
-        tx.commit().map_err(q("committing a document"))
+        let position = record_change(&mut tx, &self.target, &doc.id, None)?;
+        tx.commit().map_err(q("committing a document"))?;
+        Ok(position)
     }
 
     /// Removes a document and its chunks, recording the change; `false` when it was not
@@ -137,6 +145,12 @@ impl PgStore {
             .client
             .transaction()
             .map_err(q("removing a document"))?;
+        tx.execute(
+            "DELETE FROM situate.work WHERE chunk_id IN
+               (SELECT chunk_id FROM situate.chunks WHERE document_id = $1)",
+            &[&id],
+        )
+        .map_err(q("removing the document's work"))?;
         let n = tx
             .execute(
                 "DELETE FROM situate.documents WHERE document_id = $1",
@@ -144,11 +158,7 @@ impl PgStore {
             )
             .map_err(q("removing a document"))?;
         if n > 0 {
-            tx.execute(
-                "INSERT INTO situate.changes (document_id) VALUES ($1)",
-                &[&id],
-            )
-            .map_err(q("recording the change"))?;
+            record_change(&mut tx, &self.target, id, None)?;
         }
         tx.commit().map_err(q("removing a document"))?;
         Ok(n > 0)
@@ -186,13 +196,182 @@ impl PgStore {
             return Ok(false);
         };
         let (doc, card): (String, i64) = (row.get(0), row.get(1));
-        tx.execute(
-            "INSERT INTO situate.changes (document_id, card) VALUES ($1, $2)",
-            &[&doc, &card],
-        )
-        .map_err(q("recording the change"))?;
+        record_change(&mut tx, &self.target, &doc, Some(card))?;
         tx.commit().map_err(q("updating a context"))?;
         Ok(true)
+    }
+
+    /// A worker's finished context, all in one transaction: the card `chunk_id` gets
+    /// `context`, the change is recorded, the embedding of its new text is queued
+    /// (`embed`: the text hash, when the store's embeddings are wanted) and the work item
+    /// is closed (`failed` for a failed context). Nothing is written, and `None` is
+    /// returned, when the item is no longer open (a re-ingest replaced its document, or
+    /// another worker finished it after this one's lease ran out); otherwise the feed
+    /// position of the write.
+    pub fn complete_context(
+        &mut self,
+        item: i64,
+        chunk_id: &str,
+        context: &ChunkContext,
+        embed: Option<&str>,
+    ) -> Result<Option<u64>> {
+        let p = columns(context);
+        let q = |op| query_failed(&self.target, op);
+        let mut tx = self.client.transaction().map_err(q("writing a context"))?;
+        let open = tx
+            .query_opt(
+                "SELECT 1 FROM situate.work WHERE id = $1 AND state = 'queued' FOR UPDATE",
+                &[&item],
+            )
+            .map_err(q("checking the work item"))?
+            .is_some();
+        if !open {
+            return Ok(None);
+        }
+        let row = tx
+            .query_opt(
+                "UPDATE situate.chunks SET generated_context = $2, context_status = $3, context_method = $4,
+                   context_model = $5, context_prompt_version = $6, context_input_hash = $7,
+                   context_notes = $8::text::jsonb, context_strategy = $9, context_parts = $10::text::jsonb
+                 WHERE chunk_id = $1
+                 RETURNING document_id, id",
+                &[
+                    &chunk_id,
+                    &context.text,
+                    &context.status.as_str(),
+                    &p.method,
+                    &p.model,
+                    &p.prompt_version,
+                    &p.input_hash,
+                    &p.notes,
+                    &p.strategy,
+                    &p.parts,
+                ],
+            )
+            .map_err(q("writing a context"))?;
+        let failed = context.status == ContextStatus::Failed;
+        let state = if failed { "failed" } else { "done" };
+        tx.execute(
+            "UPDATE situate.work SET state = $2, lease_until = NULL WHERE id = $1",
+            &[&item, &state],
+        )
+        .map_err(q("closing the work item"))?;
+        let Some(row) = row else {
+            tx.commit().map_err(q("closing the work item"))?;
+            return Ok(None);
+        };
+        let (doc, card): (String, i64) = (row.get(0), row.get(1));
+        let position = record_change(&mut tx, &self.target, &doc, Some(card))?;
+        if let Some(hash) = embed {
+            tx.execute(
+                "INSERT INTO situate.work (role, chunk_id, input_hash) VALUES ('embed', $1, $2)
+                 ON CONFLICT (role, chunk_id, input_hash) DO NOTHING",
+                &[&chunk_id, &hash],
+            )
+            .map_err(q("queueing the embedding"))?;
+        }
+        tx.commit().map_err(q("writing a context"))?;
+        Ok(Some(position))
+    }
+
+    /// The document each of these chunk ids belongs to (ids with no card are absent).
+    pub fn documents_of(&mut self, chunk_ids: &[&str]) -> Result<HashMap<String, String>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT chunk_id, document_id FROM situate.chunks WHERE chunk_id = ANY($1)",
+                &[&chunk_ids],
+            )
+            .map_err(query_failed(&self.target, "reading the chunks' documents"))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Every stored document id, and the feed position of that view: a reader that takes
+    /// these documents as they are now and then follows the feed from the position misses
+    /// no change (rows written after the view are at or past it).
+    pub fn document_ids(&mut self) -> Result<(Vec<String>, u64)> {
+        let q = |op| query_failed(&self.target, op);
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(q("listing documents"))?;
+        let xmin: String = tx
+            .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+            .map_err(q("listing documents"))?
+            .get(0);
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT document_id FROM situate.documents ORDER BY document_id",
+                &[],
+            )
+            .map_err(q("listing documents"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit().map_err(q("listing documents"))?;
+        let upto = xmin.parse::<u64>().map_err(|_| PgError::Unreadable {
+            target: self.target.to_string(),
+            what: format!("a transaction id {xmin:?} that is not a number"),
+        })?;
+        Ok((ids, upto))
+    }
+
+    /// A document as it is now: its fields and text, its ingest key and its cards, read in
+    /// one snapshot (never half of a write). `None` when it is not stored.
+    pub fn read_document(&mut self, id: &str) -> Result<Option<SharedDocument>> {
+        let target = self.target.clone();
+        let q = |op| query_failed(&target, op);
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(q("reading a document"))?;
+        let row = tx
+            .query_opt(
+                "SELECT source, title, language, kind, content_hash, ingest_key, metadata::text, text
+                 FROM situate.documents WHERE document_id = $1",
+                &[&id],
+            )
+            .map_err(q("reading a document"))?;
+        let Some(row) = row else {
+            tx.commit().map_err(q("reading a document"))?;
+            return Ok(None);
+        };
+        let damaged = |what: String| PgError::Unreadable {
+            target: target.to_string(),
+            what: format!("the document {id}: {what}"),
+        };
+        let language: String = row.get(2);
+        let metadata: String = row.get(6);
+        let metadata = match serde_json::from_str::<serde_json::Value>(&metadata) {
+            Ok(serde_json::Value::Object(m)) => m,
+            Ok(_) => return Err(damaged("metadata that is not an object".into())),
+            Err(e) => return Err(damaged(e.to_string())),
+        };
+        let doc = Document {
+            id: id.to_string(),
+            source: row.get(0),
+            title: row.get(1),
+            language: Language::from_str(&language).map_err(|e| damaged(e.to_string()))?,
+            kind: DocKind::from_stored(row.get(3)),
+            text: row.get(7),
+            content_hash: row.get(4),
+            metadata,
+            preset_chunks: None,
+        };
+        let ingest_key: String = row.get(5);
+        let cards = cards_in(&mut tx, &target, id)?;
+        tx.commit().map_err(q("reading a document"))?;
+        Ok(Some(SharedDocument {
+            doc,
+            ingest_key,
+            cards,
+        }))
     }
 
     /// The stored state of a document (to decide whether it changed), if it is stored.
@@ -212,8 +391,53 @@ impl PgStore {
 
     /// A document's cards, in order.
     pub fn cards_of(&mut self, document_id: &str) -> Result<Vec<ChunkCard>> {
-        let rows = self
-            .client
+        cards_in(&mut self.client, &self.target, document_id)
+    }
+}
+
+/// A stored document as a reader takes it: the document (text and fields), its ingest key
+/// and its cards in order.
+#[derive(Debug, Clone)]
+pub struct SharedDocument {
+    /// The document.
+    pub doc: Document,
+    /// Its ingest key (the content with the chunker and contextualizer settings).
+    pub ingest_key: String,
+    /// Its cards, in order.
+    pub cards: Vec<ChunkCard>,
+}
+
+/// Records a change of `document` (and `card`, for a context replaced in place) in the
+/// transaction `tx`, and returns the feed position past it (this transaction's id + 1).
+fn record_change(
+    tx: &mut postgres::Transaction<'_>,
+    target: &crate::Target,
+    document: &str,
+    card: Option<i64>,
+) -> Result<u64> {
+    let xid: String = tx
+        .query_one(
+            "INSERT INTO situate.changes (document_id, card) VALUES ($1, $2) RETURNING xid::text",
+            &[&document, &card],
+        )
+        .map_err(query_failed(target, "recording the change"))?
+        .get(0);
+    xid.parse::<u64>()
+        .map(|x| x + 1)
+        .map_err(|_| PgError::Unreadable {
+            target: target.to_string(),
+            what: format!("a transaction id {xid:?} that is not a number"),
+        })
+}
+
+/// The cards of `document_id`, in order, through `client` (a connection or a transaction).
+fn cards_in(
+    client: &mut impl postgres::GenericClient,
+    target: &crate::Target,
+    document_id: &str,
+) -> Result<Vec<ChunkCard>> {
+    {
+        let rows = client
             .query(
                 "SELECT id, document_id, chunk_id, ordinal, char_start, char_end, heading_path::text,
                         original_text, generated_context, context_status, context_method, context_model,
@@ -222,12 +446,12 @@ impl PgStore {
                  FROM situate.chunks WHERE document_id = $1 ORDER BY ordinal",
                 &[&document_id],
             )
-            .map_err(query_failed(&self.target, "reading cards"))?;
+            .map_err(query_failed(target, "reading cards"))?;
         rows.iter()
             .map(|r| {
                 let chunk_id: String = r.get(2);
                 let damaged = |what: String| PgError::Unreadable {
-                    target: self.target.to_string(),
+                    target: target.to_string(),
                     what: format!("the card {chunk_id}: {what}"),
                 };
                 let list = |s: String| {

@@ -531,7 +531,7 @@ fn put(
     d: &situate_core::Document,
     parts: &[&str],
     contexts: &[situate_core::ChunkContext],
-) -> Result<()> {
+) -> Result<u64> {
     let heading = vec!["Экспорт".to_string()];
     let chunks: Vec<situate_store::NewChunk<'_>> = parts
         .iter()

@@ -31,6 +31,7 @@
 
 mod ask;
 pub mod auth;
+pub mod follow;
 pub mod jobs;
 pub mod mcp;
 pub mod metrics;
@@ -81,6 +82,11 @@ pub struct ServeOptions {
     pub mcp_allow_write: bool,
     /// Limits of one request.
     pub limits: Limits,
+    /// A shared store to follow (`--store`): the index is then a query node, a copy of the
+    /// store kept current from its change feed.
+    pub store: Option<String>,
+    /// The embedder of a query node's index when it is created (`auto` when `None`).
+    pub node_embedder: Option<String>,
 }
 
 /// Limits of one request; each has a clear error when exceeded.
@@ -155,6 +161,8 @@ struct AppState {
     index: PathBuf,
     evals: PathBuf,
     started: Instant,
+    /// The follower, when the index is a query node of a shared store.
+    follow: Option<Arc<follow::FollowState>>,
 }
 
 type AppResult<T> = Result<T, Problem>;
@@ -165,6 +173,8 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
     if !opts.bind.ip().is_loopback() && opts.keys.is_empty() {
         return Err(ServeError::OpenWithoutKeys(opts.bind));
     }
+    // Outside the async runtime: the follower's PostgreSQL client blocks.
+    let followed = start_follower(&opts)?;
     runtime()?.block_on(async move {
         let readers = start_readers(&opts).await?;
         let listener = tokio::net::TcpListener::bind(opts.bind)
@@ -175,7 +185,7 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
             })?;
         let addr = listener.local_addr()?;
         let allow_write = opts.mcp_allow_write;
-        let state = app_state(opts, readers, addr)?;
+        let state = app_state(opts, readers, addr, followed)?;
         let app = router(state, allow_write);
         on_listening(addr);
         axum::serve(listener, app)
@@ -193,7 +203,7 @@ pub fn run_mcp_stdio(opts: ServeOptions, allow_write: bool) -> Result<(), ServeE
     runtime()?.block_on(async move {
         let readers = start_readers(&opts).await?;
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let state = app_state(opts, readers, addr)?;
+        let state = app_state(opts, readers, addr, None)?;
         let server = mcp::SituateMcp::new(state, allow_write)
             .serve(rmcp::transport::stdio())
             .await
@@ -228,10 +238,23 @@ async fn start_readers(opts: &ServeOptions) -> Result<Readers, ServeError> {
     Ok(readers)
 }
 
+/// With `--store`: builds the query node's index and starts following the store.
+fn start_follower(opts: &ServeOptions) -> Result<Option<Arc<follow::FollowState>>, ServeError> {
+    let Some(url) = &opts.store else {
+        return Ok(None);
+    };
+    let create = opts
+        .settings
+        .create_settings(None, opts.node_embedder.as_deref(), None)
+        .map_err(|e| ServeError::Index(e.to_string()))?;
+    follow::start(&opts.index, url, create).map(Some)
+}
+
 fn app_state(
     opts: ServeOptions,
     readers: Readers,
     addr: SocketAddr,
+    follow: Option<Arc<follow::FollowState>>,
 ) -> Result<Arc<AppState>, ServeError> {
     let jobs = Jobs::start(
         opts.index.clone(),
@@ -250,6 +273,7 @@ fn app_state(
         index: opts.index,
         evals: opts.evals,
         started: Instant::now(),
+        follow,
     }))
 }
 
@@ -518,6 +542,9 @@ async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Valu
         "readers": s.readers.threads(),
         "auth": if s.keys.is_empty() { "none (loopback only)" } else { "api keys" },
         "uptime_s": s.started.elapsed().as_secs(),
+        "store": s.follow.as_ref().map(|f| serde_json::json!({
+            "store": f.store, "position": f.position(), "error": f.error(),
+        })),
     })))
 }
 
@@ -562,6 +589,9 @@ pub(crate) struct SearchBody {
     /// Only documents that match: ids, path globs, languages, `KEY=VALUE` metadata.
     #[serde(default)]
     filter: FilterSettings,
+    /// On a query node of a shared store: first wait until the node has applied this
+    /// feed position (`position` of `situate ingest --store`: read your writes).
+    after: Option<u64>,
 }
 
 async fn search(
@@ -610,12 +640,42 @@ async fn search(
         ));
     }
     let filter = b.filter.filter()?;
+    if let Some(after) = b.after {
+        wait_for_position(&s, after).await?;
+    }
     let query = b.query;
     let r = s
         .readers
         .run(move |e| e.query(&query, &plan, &filter))
         .await?;
     Ok(Json(r))
+}
+
+/// Waits (within the request's time limit) until the node has applied the feed position
+/// `after`.
+async fn wait_for_position(s: &AppState, after: u64) -> AppResult<()> {
+    let Some(f) = &s.follow else {
+        return Err(Problem::invalid(
+            "after: this service follows no shared store (start it with --store)",
+        ));
+    };
+    let deadline = Instant::now() + Duration::from_millis(s.limits.timeout_ms);
+    while f.position() < after {
+        if Instant::now() >= deadline {
+            return Err(Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "position-not-reached",
+                format!(
+                    "this node has applied the store's changes up to position {}, not {after}, within {} ms{}",
+                    f.position(),
+                    s.limits.timeout_ms,
+                    f.error().map(|e| format!(" ({e})")).unwrap_or_default()
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,277 @@
+//! The shared store's commands: `ingest --store`, `worker`, `status --store` and the query
+//! node side of `search --store` (each a thin call into the engine).
+
+use crate::{Out, output};
+use anyhow::Result;
+use clap::Args;
+use situate_engine::follow::{FollowReport, Follower};
+use situate_engine::settings::Settings;
+use situate_engine::worker::{WorkerEvent, WorkerRequest, prepare_worker, run_worker};
+use situate_engine::{Engine, IngestEvent, IngestRequest};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// The shared store: postgres://USER@HOST:PORT/DATABASE [default: `[store] url`];
+    /// PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE fill what it leaves out
+    #[arg(long)]
+    store: Option<String>,
+    /// What to do: contextualize (write the queued contexts), embed (embed cards whose
+    /// context is final, into the store's pgvector cache) or all [default: all]
+    #[arg(long)]
+    role: Option<String>,
+    /// Context method [default: the one the store's last ingest recorded]
+    #[arg(long)]
+    context: Option<String>,
+    /// The LLM [default: the one the store's last ingest recorded, then `[llm] model`]
+    #[arg(long)]
+    llm: Option<String>,
+    /// Embedder of the embed role [default: the default for the store's languages]
+    #[arg(long)]
+    embedder: Option<String>,
+    /// Items claimed at a time [default: 8]
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Seconds a claim holds without a heartbeat (a killed worker's items are claimed
+    /// again after this) [default: 60]
+    #[arg(long)]
+    lease: Option<f64>,
+    /// Stop when no item of its roles is left open, instead of waiting for more
+    #[arg(long)]
+    until_idle: bool,
+    /// Its name in the queue [default: HOST:PID]
+    #[arg(long)]
+    name: Option<String>,
+}
+
+/// The query-node flags of `search`.
+#[derive(Args)]
+pub struct NodeArgs {
+    /// Search as a query node of this shared store: the index directory (--index) follows
+    /// the store (built on first use, then kept current from its change feed) [default:
+    /// `[store] url`]
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Wait until the node has applied this feed position (printed by `ingest --store`):
+    /// read your writes
+    #[arg(long, requires = "store")]
+    after: Option<u64>,
+    /// The longest to wait for --after, in seconds
+    #[arg(long, default_value_t = 30.0, requires = "after")]
+    wait: f64,
+    /// Embedder of a node's index when it is created [default: auto]
+    #[arg(long = "node-embedder", requires = "store")]
+    embedder: Option<String>,
+}
+
+/// The store URL given or set, if any (`None`: the embedded index).
+pub fn store_of(given: Option<&str>, settings: &Settings) -> Option<String> {
+    given
+        .map(str::to_string)
+        .or_else(|| settings.store.url.clone())
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// `situate ingest --store`: read, chunk, queue; with `--workers N`, also write the queued
+/// contexts with N local workers before returning.
+pub fn ingest(
+    out: Out,
+    settings: &Settings,
+    url: &str,
+    req: IngestRequest,
+    workers: Option<usize>,
+    strict: bool,
+) -> Result<ExitCode> {
+    let bar = output::progress_bar(out.quiet || out.json, None, "queueing");
+    let (mut docs, mut chunks) = (0u64, 0u64);
+    let report = situate_engine::ingest_into_store(url, settings, req, &mut |ev| {
+        if let IngestEvent::Document { chunks: c, .. } = ev {
+            docs += 1;
+            chunks += c as u64;
+            bar.set_message(format!("{docs} documents, {chunks} chunks"));
+            bar.tick();
+        }
+    })?;
+    bar.finish_and_clear();
+    let mut worked = Vec::new();
+    if let Some(n) = workers {
+        if n == 0 {
+            anyhow::bail!("--workers must be at least 1");
+        }
+        let results: Vec<Result<situate_engine::worker::WorkerReport>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    s.spawn(move || -> Result<_> {
+                        let req = WorkerRequest {
+                            role: Some("contextualize".into()),
+                            until_idle: true,
+                            name: Some(format!(
+                                "{}:{}:{i}",
+                                std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into()),
+                                std::process::id()
+                            )),
+                            ..Default::default()
+                        };
+                        let opts = prepare_worker(url, settings, &req)?;
+                        Ok(run_worker(url, opts, &mut |_| {})?)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker thread panicked")))
+                })
+                .collect()
+        });
+        for r in results {
+            worked.push(r?);
+        }
+    }
+    if out.json {
+        output::print_json(&serde_json::json!({"report": report, "workers": worked}))?;
+    } else {
+        let mut o = String::new();
+        o.push_str(&format!(
+            "{} added, {} replaced, {} unchanged, {} skipped: {} chunks into {}\n",
+            report.added,
+            report.replaced,
+            report.unchanged,
+            report.skipped.len(),
+            report.chunks,
+            report.store
+        ));
+        o.push_str(&format!(
+            "queued {} contexts for the workers ({} from the shared cache), {} embeddings; feed position {}\n",
+            report.queued_contexts, report.contexts_cached, report.queued_embeddings, report.position
+        ));
+        for s in &report.skipped {
+            o.push_str(&format!("  skipped {}: {}\n", s.source, s.reason));
+        }
+        for w in &worked {
+            o.push_str(&format!(
+                "worker {}: {} contexts ({} cached, {} failed)\n",
+                w.worker, w.contexts, w.contexts_cached, w.context_failures
+            ));
+        }
+        print!("{o}");
+    }
+    let nothing = report.added + report.replaced + report.unchanged == 0;
+    Ok(if nothing || (strict && !report.skipped.is_empty()) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `situate worker`.
+pub fn worker(out: Out, settings: &Settings, a: WorkerArgs) -> Result<ExitCode> {
+    let url = situate_engine::shared_store::store_url(a.store.as_deref(), settings)?;
+    let req = WorkerRequest {
+        role: a.role,
+        context: a.context,
+        llm: a.llm,
+        embedder: a.embedder,
+        batch: a.batch,
+        lease: a.lease,
+        until_idle: a.until_idle,
+        name: a.name,
+    };
+    // A worker stopped by a signal (or killed) keeps nothing: its leases run out and its
+    // items are claimed again; what it had paid for is in the shared context cache.
+    let opts = prepare_worker(&url, settings, &req)?;
+    let quiet = out.quiet || out.json;
+    let report = run_worker(&url, opts, &mut |ev| {
+        if quiet {
+            return;
+        }
+        if let WorkerEvent::Progress(r) = ev {
+            eprintln!(
+                "worker {}: {} contexts ({} cached, {} failed), {} embedded",
+                r.worker, r.contexts, r.contexts_cached, r.context_failures, r.embedded
+            );
+        }
+    })?;
+    output::message(
+        out.json,
+        &format!(
+            "worker {} stopped: {} contexts ({} cached, {} failed, {} rejected), {} embedded, {} superseded; tokens in {} out {}",
+            report.worker,
+            report.contexts,
+            report.contexts_cached,
+            report.context_failures,
+            report.contexts_rejected,
+            report.embedded,
+            report.superseded,
+            report.usage.input_tokens,
+            report.usage.output_tokens
+        ),
+        &serde_json::to_value(&report)?,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate status --store`.
+pub fn status(out: Out, url: &str) -> Result<ExitCode> {
+    let s = situate_engine::shared_store::status(url)?;
+    if out.json {
+        output::print_json(&serde_json::to_value(&s)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut o = format!(
+        "store {}: {} documents, {} chunks; feed position {}\n",
+        s.store, s.documents, s.chunks, s.position
+    );
+    let statuses: Vec<String> = s
+        .context_status
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    o.push_str(&format!("contexts: {}\n", statuses.join(", ")));
+    o.push_str(&format!(
+        "context cache: {} contexts, {} input and {} output tokens paid (method {}{})\n",
+        s.contexts_cached,
+        s.input_tokens,
+        s.output_tokens,
+        s.context_method.as_deref().unwrap_or("-"),
+        s.context_llm
+            .as_deref()
+            .map(|l| format!(", llm {l}"))
+            .unwrap_or_default()
+    ));
+    for w in &s.work {
+        o.push_str(&format!(
+            "{}: {} open ({} leased by {} workers), {} done, {} failed\n",
+            w.role, w.queued, w.leased, w.workers, w.done, w.failed
+        ));
+    }
+    for (model, n) in &s.embeddings {
+        o.push_str(&format!("embeddings: {n} of {model}\n"));
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Brings the query node at `index` up to the store (waiting for `--after` when given)
+/// and returns it open, with what the catch-up did.
+pub fn node(
+    settings: &Settings,
+    index: &Path,
+    url: &str,
+    a: &NodeArgs,
+) -> Result<(Engine, FollowReport)> {
+    if !(a.wait.is_finite() && a.wait >= 0.0) {
+        anyhow::bail!("--wait must be a number of seconds, 0 or more");
+    }
+    let create = settings.create_settings(None, a.embedder.as_deref(), None)?;
+    let mut e = Engine::open_or_create(index, create)?;
+    let mut f = Follower::connect(url)?;
+    let r = match a.after {
+        Some(p) => f.wait_for(&mut e, p, Duration::from_secs_f64(a.wait))?,
+        None => f.catch_up(&mut e)?,
+    };
+    Ok((e, r))
+}

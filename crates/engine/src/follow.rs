@@ -1,0 +1,307 @@
+//! Query nodes: an index directory that follows the shared store (`situate search|serve
+//! --store`).
+//!
+//! A node keeps a copy of the store's cards in its own embedded store, and BM25 and the
+//! vector index derived from them as any index does; searches run on the node alone. It is
+//! built from a consistent view of the store (every document as of one snapshot, with that
+//! snapshot's feed position) and kept current by following the change feed from there.
+//! The feed is read only below the snapshot's xmin (every transaction under it has ended),
+//! so a change committed out of order is never skipped. Applying a change re-reads the
+//! document as it is now, so applying one twice (after a crash between the write and the
+//! recorded position) changes nothing. Embeddings come from the store's cache when an
+//! `embed` worker has written them, and are computed on the node otherwise (the node never
+//! writes to the store, so it can follow a read-only replica).
+
+use crate::vectors::embedding_input;
+use crate::{Engine, EngineError, Result};
+use serde::Serialize;
+use situate_core::ChunkContext;
+use situate_pg::{Env, PgStore, SharedDocument};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// The node's settings keys in its own store.
+const STORE_ID: &str = "shared_store_id";
+const POSITION: &str = "shared_position";
+
+/// Documents applied per store batch.
+const BATCH: usize = 64;
+
+/// What one catch-up did, in its `--json` shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct FollowReport {
+    /// The server and database followed.
+    pub store: String,
+    /// The feed position the node has applied: every change below it is in its indexes.
+    pub position: u64,
+    /// Documents (re)written from the store.
+    pub applied: u64,
+    /// Documents removed because the store no longer has them.
+    pub removed: u64,
+    /// Embeddings taken from the store's cache.
+    pub embeddings_from_store: u64,
+    /// Texts the node embedded itself (the store had no vector for them yet).
+    pub embedded: u64,
+}
+
+/// A connection to the shared store that an index follows.
+pub struct Follower {
+    store: PgStore,
+}
+
+impl Follower {
+    /// Connects to the shared store at `url`.
+    pub fn connect(url: &str) -> Result<Follower> {
+        Ok(Follower {
+            store: PgStore::connect(url, &Env::from_process())?,
+        })
+    }
+
+    /// The server and database (`user@host:port/database`).
+    pub fn target(&self) -> String {
+        self.store.target().to_string()
+    }
+
+    /// Brings `engine`'s index up to the store: the first time from a snapshot of every
+    /// document, then from the change feed.
+    pub fn catch_up(&mut self, engine: &mut Engine) -> Result<FollowReport> {
+        engine.require_writer()?;
+        let store_id = self.store.meta("store_id")?.unwrap_or_default();
+        match engine.store.meta(STORE_ID)? {
+            Some(id) if id != store_id => {
+                return Err(EngineError::Invalid(format!(
+                    "the index at {} follows another store (id {id}; this one is {store_id}): give the node another directory",
+                    engine.dir.display()
+                )));
+            }
+            Some(_) => {}
+            None if engine.store.generation()? > 0 => {
+                return Err(EngineError::Invalid(format!(
+                    "the index at {} is not a query node of this store (it has documents of its own): give the node an empty directory",
+                    engine.dir.display()
+                )));
+            }
+            None => {}
+        }
+        let mut report = FollowReport {
+            store: self.target(),
+            ..Default::default()
+        };
+        let position = engine
+            .store
+            .meta(POSITION)?
+            .and_then(|p| p.parse::<u64>().ok());
+        let (changed, removed_locally, upto) = match position {
+            None => {
+                let (ids, upto) = self.store.document_ids()?;
+                let local = engine.document_ids()?;
+                let keep: BTreeSet<&String> = ids.iter().collect();
+                let gone: Vec<String> = local.into_iter().filter(|d| !keep.contains(d)).collect();
+                (ids, gone, upto)
+            }
+            Some(from) => {
+                let feed = self.store.changes_since(from)?;
+                let ids: BTreeSet<String> =
+                    feed.changes.into_iter().map(|c| c.document_id).collect();
+                (ids.into_iter().collect(), Vec::new(), feed.upto)
+            }
+        };
+        if !changed.is_empty() || !removed_locally.is_empty() {
+            self.choose_embedder(engine)?;
+        }
+        for part in changed.chunks(BATCH) {
+            let mut docs = Vec::with_capacity(part.len());
+            let mut gone = Vec::new();
+            for id in part {
+                match self.store.read_document(id)? {
+                    // Written again only when it differs: a replaced document leaves
+                    // deleted rows in BM25's statistics until a merge, and a node should
+                    // score as an index that ingested the corpus once.
+                    Some(d) if !same_as_local(engine, &d)? => docs.push(d),
+                    Some(_) => {}
+                    None => gone.push(id.clone()),
+                }
+            }
+            self.apply(engine, &docs, &gone, &mut report)?;
+        }
+        if !removed_locally.is_empty() {
+            self.apply(engine, &[], &removed_locally, &mut report)?;
+        }
+        engine.save_vectors()?;
+        engine
+            .store
+            .set_metas(&[(STORE_ID, &store_id), (POSITION, &upto.to_string())])?;
+        report.position = upto;
+        Ok(report)
+    }
+
+    /// Catches up until the node has applied `position` (read-your-writes: a writer's
+    /// position, from `ingest --store`), or fails after `timeout` naming how far it got.
+    pub fn wait_for(
+        &mut self,
+        engine: &mut Engine,
+        position: u64,
+        timeout: Duration,
+    ) -> Result<FollowReport> {
+        let started = Instant::now();
+        loop {
+            let r = self.catch_up(engine)?;
+            if r.position >= position {
+                return Ok(r);
+            }
+            if started.elapsed() >= timeout {
+                return Err(EngineError::Invalid(format!(
+                    "the node has applied the store's changes up to position {}, not {position}, after {:.1} s: \
+                     a transaction left open on the server holds the feed back (see pg_stat_activity)",
+                    r.position,
+                    started.elapsed().as_secs_f64()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Chooses an `auto` node's embedder from the languages of the whole store (not of the
+    /// first documents applied), as the embedded ingest does from its corpus.
+    fn choose_embedder(&mut self, engine: &mut Engine) -> Result<()> {
+        let s = engine.embed_settings()?;
+        if s.spec == "none" || s.model.is_some() {
+            return Ok(());
+        }
+        let languages = self.store.languages()?;
+        engine.choose_embedder(&languages)
+    }
+
+    /// Writes `docs` as the store has them and removes `gone`, in one batch of the node's
+    /// store, then brings its indexes up to date.
+    fn apply(
+        &mut self,
+        engine: &mut Engine,
+        docs: &[SharedDocument],
+        gone: &[String],
+        report: &mut FollowReport,
+    ) -> Result<()> {
+        let contexts: Vec<Vec<ChunkContext>> = docs
+            .iter()
+            .map(|d| {
+                d.cards
+                    .iter()
+                    .map(|c| ChunkContext {
+                        text: c.generated_context.clone(),
+                        status: c.context_status,
+                        provenance: c.provenance.clone(),
+                        notes: c.context_notes.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let model = engine.embed_settings()?.model;
+        let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
+        if let Some(model) = &model {
+            let texts: Vec<(String, String)> = docs
+                .iter()
+                .zip(&contexts)
+                .flat_map(|(d, cs)| {
+                    d.cards.iter().zip(cs).map(|(card, c)| {
+                        let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
+                        embedding_input(ctx, &card.original_text)
+                    })
+                })
+                .collect();
+            let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
+            let kept = self.store.embeddings(model, &hashes)?;
+            report.embeddings_from_store += kept.len() as u64;
+            let rest: Vec<(String, String)> = texts
+                .into_iter()
+                .filter(|(h, _)| !kept.contains_key(h))
+                .collect();
+            let (fresh, failed, reason) =
+                engine.embed_missing(engine.runtime()?, rest, &mut |_, _| {})?;
+            if failed > 0 {
+                tracing::warn!(
+                    "{failed} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
+                    reason.unwrap_or_default()
+                );
+            }
+            report.embedded += fresh.len() as u64;
+            vectors.extend(kept);
+            vectors.extend(fresh);
+        }
+        let mut batch = engine.store.batch()?;
+        if let Some(model) = &model {
+            let items: Vec<(&str, &[f32])> = vectors
+                .iter()
+                .map(|(h, v)| (h.as_str(), v.as_slice()))
+                .collect();
+            batch.put_embeddings(model, &items)?;
+        }
+        for (d, cs) in docs.iter().zip(&contexts) {
+            let chunks: Vec<situate_store::NewChunk<'_>> = d
+                .cards
+                .iter()
+                .zip(cs)
+                .map(|(c, context)| situate_store::NewChunk {
+                    chunk_id: c.chunk_id.clone(),
+                    ordinal: c.ordinal,
+                    char_start: c.char_start as usize,
+                    char_end: c.char_end as usize,
+                    heading_path: &c.heading_path,
+                    original_text: &c.original_text,
+                    context,
+                })
+                .collect();
+            batch.put_document(&d.doc, &d.ingest_key, &chunks)?;
+            report.applied += 1;
+        }
+        for id in gone {
+            if batch.remove_document(id)? {
+                report.removed += 1;
+            }
+        }
+        batch.commit()?;
+        engine.sync_index()
+    }
+}
+
+/// Whether the node already holds `d` as the store has it (same ingest key, same cards
+/// with the same contexts).
+fn same_as_local(engine: &Engine, d: &SharedDocument) -> Result<bool> {
+    if engine
+        .store
+        .document_state(&d.doc.id)?
+        .is_none_or(|s| s.ingest_key != d.ingest_key)
+    {
+        return Ok(false);
+    }
+    let local = engine.store.cards_of(&d.doc.id)?;
+    Ok(local.len() == d.cards.len()
+        && local.iter().zip(&d.cards).all(|(a, b)| {
+            a.chunk_id == b.chunk_id
+                && a.original_text == b.original_text
+                && a.generated_context == b.generated_context
+                && a.context_status == b.context_status
+                && a.provenance == b.provenance
+                && a.context_notes == b.context_notes
+        }))
+}
+
+impl Engine {
+    /// The shared store's feed position this index (a query node) has applied, `None` for
+    /// an index that follows no store.
+    pub fn store_position(&self) -> Result<Option<u64>> {
+        Ok(self.store.meta(POSITION)?.and_then(|p| p.parse().ok()))
+    }
+
+    /// Every document id in the index.
+    fn document_ids(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.store.documents_after(after.as_deref(), 1000)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            out.extend(page.into_iter().map(|d| d.id));
+        }
+        Ok(out)
+    }
+}

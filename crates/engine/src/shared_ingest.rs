@@ -1,0 +1,249 @@
+//! `situate ingest --store`: read, chunk and queue into the shared store on PostgreSQL.
+//!
+//! The ingest writes each document with its cards in one transaction. A card whose
+//! context an LLM must write is stored `pending` and queued for the `contextualize`
+//! workers, unless the shared context cache already holds it (then it is written at once:
+//! a context is paid for once across the cluster). Contexts that cost nothing (`none`,
+//! `structural`) are written by the ingest itself. Every card whose context is final is
+//! queued for the `embed` workers. Nothing here calls an LLM.
+
+use crate::Result;
+use crate::ingest::{ContextCache, IngestEvent, IngestOptions, contextualize_many, ingest_key};
+use crate::shared_store::PgCache;
+use crate::vectors::embedding_input;
+use serde::Serialize;
+use situate_core::{ChunkContext, ChunkView, ContextStatus, DocumentView};
+use situate_ingest::{Chunker, Skipped, SourceItem, read_sources};
+use situate_store::NewChunk;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// What the workers are to use, recorded in the store by the ingest so that a worker
+/// started without `--context`/`--llm` writes the contexts the ingest queued.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ContextSpec {
+    /// The context method (`none`, `structural`, `llm`, `document`, `document+llm`).
+    pub method: String,
+    /// The LLM (`--llm`), when one was given.
+    pub llm: Option<String>,
+}
+
+/// What `situate ingest --store` did, in its `--json` shape.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct SharedIngestReport {
+    /// The server and database (`user@host:port/database`; never the password).
+    pub store: String,
+    /// New documents.
+    pub added: u64,
+    /// Documents whose content or settings changed: their cards were replaced.
+    pub replaced: u64,
+    /// Documents already stored as they are.
+    pub unchanged: u64,
+    /// Cards written.
+    pub chunks: u64,
+    /// Cards queued for a `contextualize` worker.
+    pub queued_contexts: u64,
+    /// Cards whose context the shared cache already held (no model call).
+    pub contexts_cached: u64,
+    /// Cards queued for an `embed` worker.
+    pub queued_embeddings: u64,
+    /// Inputs skipped, with reasons.
+    pub skipped: Vec<SkippedInput>,
+    /// The feed position past this ingest's writes: a query node that has applied it
+    /// (`search --after`) sees them.
+    pub position: u64,
+}
+
+/// An input that was not ingested, and why.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SkippedInput {
+    /// Where it came from.
+    pub source: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// Reads `paths`, chunks every new or changed document and writes it to the shared store
+/// at `url` (see the module documentation). A document that cannot be written (a chunk
+/// id another document's card has) is skipped with the reason; the rest goes on.
+pub fn shared_ingest(
+    url: &str,
+    paths: &[PathBuf],
+    opts: IngestOptions,
+    spec: &ContextSpec,
+    on_event: &mut dyn FnMut(IngestEvent<'_>),
+) -> Result<SharedIngestReport> {
+    let env = situate_pg::Env::from_process();
+    let mut store = situate_pg::PgStore::connect(url, &env)?;
+    let cache = PgCache::connect(url, &env)?;
+    let chunker = Chunker::new(opts.chunker.clone())?;
+    let ctx = opts.contextualizer.as_ref();
+    let remembers = ctx.remembers();
+    let runtime = crate::vectors::runtime()?;
+    let mut pairs = vec![("context_method", spec.method.as_str())];
+    if let Some(l) = &spec.llm {
+        pairs.push(("context_llm", l.as_str()));
+    }
+    store.set_metas(&pairs)?;
+    let mut report = SharedIngestReport {
+        store: store.target().to_string(),
+        ..Default::default()
+    };
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let skip =
+        |report: &mut SharedIngestReport, s: Skipped, on_event: &mut dyn FnMut(IngestEvent<'_>)| {
+            on_event(IngestEvent::Skipped(&s));
+            report.skipped.push(SkippedInput {
+                source: s.source,
+                reason: s.reason,
+            });
+        };
+    for item in read_sources(paths, &opts.sources) {
+        let mut doc = match item {
+            SourceItem::Skipped(s) => {
+                skip(&mut report, s, on_event);
+                continue;
+            }
+            SourceItem::Document(d) => *d,
+        };
+        if let Some(first) = seen.get(&doc.id) {
+            let reason = format!(
+                "duplicate document id {:?} (first read from {first})",
+                doc.id
+            );
+            let source = doc.source.clone();
+            skip(&mut report, Skipped { source, reason }, on_event);
+            continue;
+        }
+        seen.insert(doc.id.clone(), doc.source.clone());
+        for (k, v) in &opts.metadata {
+            doc.metadata
+                .insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+        let key = ingest_key(&doc, &chunker, ctx);
+        let stored = store.document_state(&doc.id)?;
+        if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
+            report.unchanged += 1;
+            on_event(IngestEvent::Document {
+                id: &doc.id,
+                outcome: "unchanged",
+                chunks: 0,
+            });
+            continue;
+        }
+        let spans = match doc.preset_chunks.take() {
+            Some(s) => s,
+            None => chunker.chunk(&doc.text, &doc.kind),
+        };
+        if spans.is_empty() {
+            let source = doc.source.clone();
+            skip(
+                &mut report,
+                Skipped {
+                    source,
+                    reason: "no text to chunk".into(),
+                },
+                on_event,
+            );
+            continue;
+        }
+        // Contexts: those that cost nothing are written here; an LLM's come from the
+        // shared cache or are left pending for the workers, with their input hashes.
+        let (contexts, hashes): (Vec<ChunkContext>, Vec<Option<String>>) = if remembers {
+            let view = DocumentView::of(&doc);
+            let chunks = ChunkView::all(&doc.text, &spans);
+            let hashes: Vec<String> = chunks.iter().map(|c| ctx.input_hash(&view, c)).collect();
+            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+            let cached = cache.cached(&refs)?;
+            chunks
+                .iter()
+                .zip(hashes)
+                .map(|(c, h)| match cached.get(&h) {
+                    Some(found) => {
+                        report.contexts_cached += 1;
+                        (ctx.recheck(&view, c, found.clone()), None)
+                    }
+                    None => (
+                        ChunkContext {
+                            text: None,
+                            status: ContextStatus::Pending,
+                            provenance: None,
+                            notes: vec!["queued for a contextualize worker".into()],
+                        },
+                        Some(h),
+                    ),
+                })
+                .unzip()
+        } else {
+            let mut ignored = crate::IngestReport::default();
+            let all = contextualize_many(runtime, ctx, &cache, &[(&doc, &spans)], &mut ignored)?;
+            let contexts = all.into_iter().next().unwrap_or_default();
+            let n = contexts.len();
+            (contexts, vec![None; n])
+        };
+        let ids: Vec<String> = spans.iter().map(|s| s.id_in(&doc.id)).collect();
+        let chunks: Vec<NewChunk<'_>> = spans
+            .iter()
+            .zip(&contexts)
+            .zip(&ids)
+            .map(|((s, c), id)| NewChunk {
+                chunk_id: id.clone(),
+                ordinal: s.ordinal,
+                char_start: s.char_start,
+                char_end: s.char_end,
+                heading_path: &s.heading_path,
+                original_text: &doc.text[s.byte_start..s.byte_end],
+                context: c,
+            })
+            .collect();
+        match store.put_document(&doc, &key, &chunks) {
+            Ok(position) => report.position = report.position.max(position),
+            Err(situate_pg::PgError::Conflict(reason)) => {
+                let source = doc.source.clone();
+                skip(&mut report, Skipped { source, reason }, on_event);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let contextualize: Vec<(&str, &str)> = ids
+            .iter()
+            .zip(&hashes)
+            .filter_map(|(id, h)| Some((id.as_str(), h.as_deref()?)))
+            .collect();
+        report.queued_contexts += store.enqueue("contextualize", &contextualize)?;
+        let embed_hashes: Vec<(String, String)> = chunks
+            .iter()
+            .filter(|c| c.context.status != ContextStatus::Pending)
+            .map(|c| {
+                let context = c
+                    .context
+                    .text
+                    .as_deref()
+                    .filter(|_| c.context.status.is_indexed());
+                (
+                    c.chunk_id.clone(),
+                    embedding_input(context, c.original_text).0,
+                )
+            })
+            .collect();
+        let embed: Vec<(&str, &str)> = embed_hashes
+            .iter()
+            .map(|(id, h)| (id.as_str(), h.as_str()))
+            .collect();
+        report.queued_embeddings += store.enqueue("embed", &embed)?;
+        report.chunks += spans.len() as u64;
+        let outcome = if stored.is_some() {
+            report.replaced += 1;
+            "replaced"
+        } else {
+            report.added += 1;
+            "added"
+        };
+        on_event(IngestEvent::Document {
+            id: &doc.id,
+            outcome,
+            chunks: spans.len(),
+        });
+    }
+    Ok(report)
+}

@@ -1,0 +1,87 @@
+//! The embedding cache on PostgreSQL: vectors by (model id, hash of the embedded text) in a
+//! pgvector column, written by `embed` workers and read by query nodes, so that no text is
+//! embedded twice across the cluster.
+
+use crate::{PgStore, Result, query_failed};
+use pgvector::Vector;
+use std::collections::HashMap;
+use std::str::FromStr;
+
+/// What an `embed` worker reads of a card to embed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedInput {
+    /// The card's chunk id.
+    pub chunk_id: String,
+    /// Its context, when it is of an indexed status.
+    pub context: Option<String>,
+    /// Its original text.
+    pub original: String,
+}
+
+impl PgStore {
+    /// Keeps these vectors of `model` by text hash; a hash already kept is left as it is
+    /// (`ON CONFLICT DO NOTHING`). Returns how many were new.
+    pub fn put_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<u64> {
+        let q = |op| query_failed(&self.target, op);
+        let mut tx = self.client.transaction().map_err(q("writing embeddings"))?;
+        let insert = tx
+            .prepare(
+                "INSERT INTO situate.embeddings (model, text_hash, embedding) VALUES ($1, $2, $3)
+                 ON CONFLICT (model, text_hash) DO NOTHING",
+            )
+            .map_err(q("writing embeddings"))?;
+        let mut added = 0;
+        for (hash, v) in items {
+            added += tx
+                .execute(&insert, &[&model, hash, &Vector::from(v.to_vec())])
+                .map_err(q("writing embeddings"))?;
+        }
+        tx.commit().map_err(q("writing embeddings"))?;
+        Ok(added)
+    }
+
+    /// The kept vectors of `model` for these text hashes (those not kept are absent).
+    pub fn embeddings(
+        &mut self,
+        model: &str,
+        hashes: &[&str],
+    ) -> Result<HashMap<String, Vec<f32>>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT text_hash, embedding FROM situate.embeddings
+                 WHERE model = $1 AND text_hash = ANY($2)",
+                &[&model, &hashes],
+            )
+            .map_err(query_failed(&self.target, "reading embeddings"))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, Vector>(1).to_vec()))
+            .collect())
+    }
+
+    /// What each of these cards embeds (cards that are gone are absent).
+    pub fn embed_inputs(&mut self, chunk_ids: &[&str]) -> Result<Vec<EmbedInput>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT chunk_id, generated_context, context_status, original_text
+                 FROM situate.chunks WHERE chunk_id = ANY($1)",
+                &[&chunk_ids],
+            )
+            .map_err(query_failed(&self.target, "reading the texts to embed"))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let status: String = r.get(2);
+                let indexed =
+                    situate_core::ContextStatus::from_str(&status).is_ok_and(|s| s.is_indexed());
+                EmbedInput {
+                    chunk_id: r.get(0),
+                    context: r.get::<_, Option<String>>(1).filter(|_| indexed),
+                    original: r.get(3),
+                }
+            })
+            .collect())
+    }
+}
