@@ -47,12 +47,15 @@ export SITUATE_TEST_PYTHON="$py/bin/python"
 step "postgresql"
 # A real PostgreSQL 18 + pgvector server for the store's tests (the pinned wheel, loopback
 # only, its own data directory), stopped at exit whatever happens; a server named by
-# SITUATE_TEST_PG_URL is used instead.
+# SITUATE_TEST_PG_URL (started by scripts/postgres.sh in SITUATE_TEST_PG_DIR, which the
+# replica test copies) is used instead. The tests start their own second servers (a
+# replica, one without pgvector) with the same script, and stop them.
 if [ -z "${SITUATE_TEST_PG_URL:-}" ]; then
   pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/situate-pg.XXXXXX")
   trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
   SITUATE_TEST_PG_URL=$(scripts/postgres.sh start "$pg_dir")
-  export SITUATE_TEST_PG_URL
+  SITUATE_TEST_PG_DIR=$pg_dir
+  export SITUATE_TEST_PG_URL SITUATE_TEST_PG_DIR
 fi
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then

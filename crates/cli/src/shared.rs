@@ -267,8 +267,9 @@ pub fn node(
         anyhow::bail!("--wait must be a number of seconds, 0 or more");
     }
     let create = settings.create_settings(None, a.embedder.as_deref(), None)?;
-    let mut e = Engine::open_or_create(index, create)?;
+    // The store first: a wrong URL or a database without a store leaves no node behind.
     let mut f = Follower::connect(url)?;
+    let mut e = Engine::open_or_create(index, create)?;
     let r = match a.after {
         Some(p) => f.wait_for(&mut e, p, Duration::from_secs_f64(a.wait))?,
         None => f.catch_up(&mut e)?,

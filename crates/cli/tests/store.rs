@@ -540,3 +540,210 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
     );
     assert_eq!(ranking(&cli), ranking(&want));
 }
+
+/// A second PostgreSQL server a test starts with `scripts/postgres.sh` (a replica of the
+/// test server, or one without pgvector), stopped when dropped.
+struct SecondServer {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+/// `scripts/postgres.sh` with its arguments and the wheel cache the test server used.
+fn pg_script(args: &[&std::ffi::OsStr]) -> std::process::Command {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh");
+    let mut c = std::process::Command::new("bash");
+    c.arg(script).args(args);
+    if std::env::var_os("SITUATE_WHEELS").is_none() {
+        c.env("SITUATE_WHEELS", primary_dir().join("wheels"));
+    }
+    c
+}
+
+/// The test server's directory (for its binaries, port and wheel).
+fn primary_dir() -> std::path::PathBuf {
+    std::env::var_os("SITUATE_TEST_PG_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!("SITUATE_TEST_PG_DIR is not set: scripts/test.sh sets it to the directory scripts/postgres.sh started the test server in")
+        })
+}
+
+impl SecondServer {
+    /// `scripts/postgres.sh CMD [PRIMARY] DIR`; the URL it prints.
+    fn start(cmd: &str, primary: Option<&std::path::Path>) -> SecondServer {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tmp");
+        // The server may run as `nobody`, which must reach its directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let data = dir.path().join("server");
+        let mut args: Vec<&std::ffi::OsStr> = vec![cmd.as_ref()];
+        if let Some(p) = primary {
+            args.push(p.as_os_str());
+        }
+        args.push(data.as_os_str());
+        let out = pg_script(&args).output().expect("scripts/postgres.sh");
+        assert!(
+            out.status.success(),
+            "scripts/postgres.sh {cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        SecondServer { dir, url }
+    }
+
+    /// The URL of `database` on this server.
+    fn database(&self, database: &str) -> String {
+        format!(
+            "{}/{database}",
+            self.url.rsplit_once('/').expect("a database").0
+        )
+    }
+}
+
+impl Drop for SecondServer {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("server");
+        let _ = pg_script(&["stop".as_ref(), data.as_os_str()]).output();
+    }
+}
+
+#[test]
+fn a_streaming_replica_serves_a_query_node_which_keeps_serving_after_promotion() {
+    use crate::serve::Server;
+    let db = Database::new("replica");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = tmp.path();
+    let mut rng = Lcg(11);
+    for p in ["one", "two", "three"] {
+        write_words(&base.join(p), 4, 3, &mut rng);
+    }
+    std::fs::write(
+        base.join("two/zeppelin.txt"),
+        "The zeppelin hangar stands on the heath.",
+    )
+    .expect("w");
+    std::fs::write(
+        base.join("three/quokka.txt"),
+        "A quokka rests under the pier.",
+    )
+    .expect("w");
+    let index = base.join("idx");
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    let ingest = |url: &str, part: &str| {
+        json(situate(&index).args(["ingest", "--store", url, part]), 0)["report"]["position"]
+            .as_u64()
+            .expect("position")
+    };
+    ingest(&db.url, "one");
+    // A hot standby of the test server: the node reads only from it.
+    let replica = SecondServer::start("replica", Some(&primary_dir()));
+    let replica_url = replica.database(&db.name);
+    let node = Server::start(
+        &base.join("node"),
+        &["--store", &replica_url, "--node-embedder", "hash:64"],
+        &[],
+    );
+    let top = |q: &str, after: u64| {
+        let r = node.post(
+            "/v1/search",
+            &serde_json::json!({"query": q, "k": 1, "mode": "bm25", "after": after}),
+        );
+        assert_eq!(r.status, 200, "{:#}", r.body);
+        r.body["hits"][0]["document_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    // Written on the primary, read through the replica's stream.
+    let p2 = ingest(&db.url, "two");
+    assert_eq!(top("zeppelin hangar", p2), "two/zeppelin.txt");
+    // The standby refuses writes: an ingest there is an error, and nothing changes.
+    let out = run(
+        situate(&index).args(["ingest", "--store", &replica_url, "three"]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("read-only"), "{err}");
+    // Promoted, the former replica takes writes, and the node, on the same URL, follows.
+    let out = pg_script(&[
+        "promote".as_ref(),
+        replica.dir.path().join("server").as_os_str(),
+    ])
+    .output()
+    .expect("promote");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let p3 = loop {
+        let out = situate(&index)
+            .args(["--json", "ingest", "--store", &replica_url, "three"])
+            .output()
+            .expect("ingest");
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            break v["report"]["position"].as_u64().expect("position");
+        }
+        // Promotion takes a moment to open the server for writes.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the promoted server never took writes: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(top("quokka pier", p3), "three/quokka.txt");
+    assert_eq!(top("zeppelin hangar", p3), "two/zeppelin.txt");
+}
+
+#[test]
+fn a_server_without_pgvector_is_refused_with_a_clear_error_and_nothing_written() {
+    let server = SecondServer::start("start-without-pgvector", None);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    let out = run(
+        situate(&index).args(["store", "migrate", "--store", &server.url]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the pgvector extension is not installed on this server"),
+        "{err}"
+    );
+    let mut c = Client::connect(&server.url, NoTls).expect("connect");
+    let schemas: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'situate'",
+            &[],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(schemas, 0, "nothing written");
+    // The other commands say the store is missing, and write nothing either.
+    std::fs::create_dir_all(tmp.path().join("docs")).expect("mkdir");
+    std::fs::write(tmp.path().join("docs/a.txt"), "text").expect("w");
+    for args in [
+        vec!["ingest", "--store", &server.url, "docs"],
+        vec![
+            "worker",
+            "--store",
+            &server.url,
+            "--role",
+            "contextualize",
+            "--until-idle",
+        ],
+        vec!["status", "--store", &server.url],
+        vec!["search", "text", "--store", &server.url],
+    ] {
+        let out = run(situate(&index).args(&args), 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("situate store migrate"), "{args:?}: {err}");
+    }
+    assert!(!index.join("cards.db").exists(), "no node index was made");
+}

@@ -45,8 +45,8 @@ pub fn start(
     create: CreateSettings,
 ) -> Result<Arc<FollowState>, ServeError> {
     let fail = |e: situate_engine::EngineError| ServeError::Index(e.to_string());
-    let mut engine = Engine::open_or_create(index, create).map_err(fail)?;
     let mut follower = Follower::connect(url).map_err(fail)?;
+    let mut engine = Engine::open_or_create(index, create).map_err(fail)?;
     let first = follower.catch_up(&mut engine).map_err(fail)?;
     let state = Arc::new(FollowState {
         store: follower.target(),
