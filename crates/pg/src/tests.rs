@@ -3,6 +3,7 @@
 //! stops it at the end). Each test works in a database of its own.
 
 use super::*;
+use situate_core::{ChunkContext, ContextStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The test server's URL; its absence is a failure, not a skip.
@@ -643,4 +644,149 @@ fn cards_keep_the_original_and_the_context_apart_and_every_write_is_in_the_feed(
         feed.iter().filter_map(|c| c.card).collect::<Vec<_>>(),
         [cards[0].card as i64]
     );
+}
+
+#[test]
+fn the_shared_store_keeps_the_store_contract() {
+    let db = Database::new();
+    let env = Env::default();
+    migrate(&db.url, &env).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &env).expect("connect");
+    situate_store::contract::check(&mut store);
+}
+
+#[test]
+fn a_finished_context_is_written_once_and_a_replaced_documents_work_writes_nothing() {
+    let db = Database::new();
+    let env = Env::default();
+    migrate(&db.url, &env).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &env).expect("connect");
+    let d = doc("guide", "First part. Second part.");
+    let pending = ChunkContext::none();
+    put(
+        &mut store,
+        &d,
+        &["First part. ", "Second part."],
+        std::slice::from_ref(&pending),
+    )
+    .expect("put");
+    store
+        .enqueue("contextualize", &[("guide#0", "h0"), ("guide#1", "h1")])
+        .expect("queue");
+    let claimed = store
+        .claim("contextualize", "w", 2, Duration::from_secs(30))
+        .expect("claim");
+    assert_eq!(claimed.len(), 2);
+    let written = ChunkContext {
+        text: Some("From the guide.".into()),
+        status: ContextStatus::Verified,
+        provenance: None,
+        notes: vec![],
+    };
+    // The card, its change, the embedding's work and the item's end, together.
+    let at = store
+        .complete_context(claimed[0].id, "guide#0", &written, Some("t0"))
+        .expect("complete")
+        .expect("written");
+    assert!(at > 0);
+    let cards = store.cards_of("guide").expect("cards");
+    assert_eq!(
+        cards[0].generated_context.as_deref(),
+        Some("From the guide.")
+    );
+    assert_eq!(
+        store.work_counts("embed").expect("counts").0,
+        1,
+        "the embedding queued"
+    );
+    // Finishing the same item again writes nothing (another worker after a lost lease).
+    let again = ChunkContext {
+        text: Some("A second answer.".into()),
+        ..written.clone()
+    };
+    assert_eq!(
+        store
+            .complete_context(claimed[0].id, "guide#0", &again, Some("t0b"))
+            .expect("complete"),
+        None
+    );
+    assert_eq!(
+        store.cards_of("guide").expect("cards")[0]
+            .generated_context
+            .as_deref(),
+        Some("From the guide.")
+    );
+    // The document is re-ingested: its queued work goes with its old cards, and a worker
+    // finishing an old item writes nothing into the new card.
+    put(
+        &mut store,
+        &d,
+        &["First part. ", "Second part."],
+        &[pending],
+    )
+    .expect("again");
+    assert_eq!(
+        store
+            .complete_context(claimed[1].id, "guide#1", &written, None)
+            .expect("complete"),
+        None
+    );
+    assert_eq!(
+        store.cards_of("guide").expect("cards")[1].generated_context,
+        None
+    );
+}
+
+#[test]
+fn a_reader_takes_a_whole_document_and_the_position_past_its_view() {
+    let db = Database::new();
+    let env = Env::default();
+    migrate(&db.url, &env).expect("migrate");
+    let mut store = PgStore::connect(&db.url, &env).expect("connect");
+    let mut d = doc("notes", "Alpha beta. Gamma delta.");
+    d.metadata.insert("team".into(), "search".into());
+    let at = put(
+        &mut store,
+        &d,
+        &["Alpha beta. ", "Gamma delta."],
+        &[ChunkContext::none()],
+    )
+    .expect("put");
+    let read = store.read_document("notes").expect("read").expect("stored");
+    assert_eq!(read.doc.text, d.text);
+    assert_eq!(read.doc.metadata, d.metadata);
+    assert_eq!(read.doc.language, d.language);
+    assert_eq!(read.ingest_key, "key-1");
+    assert_eq!(read.cards.len(), 2);
+    assert!(store.read_document("missing").expect("read").is_none());
+    // Every document, with a position at or past every write they show.
+    let (ids, upto) = ids_until(&mut store, at);
+    assert_eq!(ids, vec!["notes".to_string()]);
+    assert!(upto >= at);
+    // Embeddings round-trip through pgvector, per model; a second write keeps the first.
+    let v = [0.5f32, -0.25, 1.0];
+    assert_eq!(store.put_embeddings("m", &[("t", &v)]).expect("put"), 1);
+    assert_eq!(
+        store
+            .put_embeddings("m", &[("t", &[9.0, 9.0, 9.0])])
+            .expect("put"),
+        0
+    );
+    assert_eq!(store.embeddings("m", &["t"]).expect("get")["t"], v.to_vec());
+    let inputs = store.embed_inputs(&["notes#1"]).expect("inputs");
+    assert_eq!(inputs[0].original, "Gamma delta.");
+    assert_eq!(inputs[0].context, None);
+}
+
+/// [`PgStore::document_ids`] until its position reaches `at` (another test's open
+/// transaction may hold the cluster-wide xmin back for a moment).
+fn ids_until(store: &mut PgStore, at: u64) -> (Vec<String>, u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ids, upto) = store.document_ids().expect("ids");
+        if upto >= at || std::time::Instant::now() > deadline {
+            return (ids, upto);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

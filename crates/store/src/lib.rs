@@ -14,6 +14,7 @@
 mod batch;
 mod cards;
 mod context_cache;
+pub mod contract;
 mod embeddings;
 mod filter;
 mod journal;

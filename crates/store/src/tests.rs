@@ -423,3 +423,10 @@ fn cards_are_listed_by_status_page_by_page() {
         ["a#1", "b#0"]
     );
 }
+
+#[test]
+fn the_embedded_store_keeps_the_store_contract() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut s = Store::open(&dir.path().join("s.db")).expect("open");
+    crate::contract::check(&mut s);
+}
