@@ -57,6 +57,13 @@ enum StoreCommand {
         #[arg(long)]
         store: Option<String>,
     },
+    /// Check a query node (--index) against the store card by card, and its indexes
+    /// against its cards, after catching up; exits 1 when anything differs
+    Check {
+        /// postgres://USER@HOST:PORT/DATABASE [default: `[store] url`]
+        #[arg(long)]
+        store: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -638,6 +645,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &serde_json::to_value(&r)?,
             )?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Store(StoreCommand::Check { store }) => {
+            shared::check(out, &settings, &index, store)
         }
         Command::Serve(a) => serve(out, settings, index, a),
         Command::Mcp { allow_write, evals } => {

@@ -276,3 +276,58 @@ pub fn node(
     };
     Ok((e, r))
 }
+
+/// `situate store check`: the node at `index` against the store, card by card.
+pub fn check(
+    out: Out,
+    settings: &Settings,
+    index: &Path,
+    store: Option<String>,
+) -> Result<ExitCode> {
+    let url = situate_engine::shared_store::store_url(store.as_deref(), settings)?;
+    let mut f = Follower::connect(&url)?;
+    if !Engine::exists(index) {
+        anyhow::bail!(
+            "no query node at {}: `situate search|serve --store … --index {}` builds one",
+            index.display(),
+            index.display()
+        );
+    }
+    let mut e = Engine::open(index, situate_engine::Access::Write)?;
+    let r = f.check(&mut e)?;
+    if out.json {
+        output::print_json(&serde_json::to_value(&r)?)?;
+    } else {
+        let mut o = format!(
+            "node {} against {} at position {}: {} documents, {} cards compared\n",
+            index.display(),
+            r.store,
+            r.position,
+            r.documents,
+            r.cards
+        );
+        for d in &r.missing {
+            o.push_str(&format!("  missing on the node: {d}\n"));
+        }
+        for d in &r.extra {
+            o.push_str(&format!("  on the node, not in the store: {d}\n"));
+        }
+        for c in &r.differing {
+            o.push_str(&format!("  differs: {c}\n"));
+        }
+        if !r.indexes_consistent {
+            o.push_str("  the node's indexes disagree with its cards (`situate stats` shows how; `situate rebuild` repairs)\n");
+        }
+        o.push_str(if r.is_consistent() {
+            "consistent\n"
+        } else {
+            "NOT consistent\n"
+        });
+        print!("{o}");
+    }
+    Ok(if r.is_consistent() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

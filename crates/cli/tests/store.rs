@@ -539,6 +539,38 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
         0,
     );
     assert_eq!(ranking(&cli), ranking(&want));
+    // `store check`: the node agrees with the store card by card...
+    let node_cli = base.join("node-cli");
+    let v = json(
+        situate(&node_cli).args(["store", "check", "--store", &db.url]),
+        0,
+    );
+    assert_eq!(v["missing"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["differing"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["indexes_consistent"], true, "{v:#}");
+    assert_eq!(v["cards"], want_chunks(&embedded), "{v:#}");
+    // ...and finds a card changed behind the feed's back (a write with no change row).
+    let mut c = Client::connect(&db.url, NoTls).expect("connect");
+    c.execute(
+        "UPDATE situate.chunks SET generated_context = 'changed' WHERE chunk_id = 'beta/doc-03.txt#0'",
+        &[],
+    )
+    .expect("update");
+    let out = run(
+        situate(&node_cli).args(["store", "check", "--store", &db.url]),
+        1,
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("differs: beta/doc-03.txt#0: context"),
+        "{said}"
+    );
+    assert!(said.contains("NOT consistent"), "{said}");
+}
+
+/// The chunk count of an index.
+fn want_chunks(index: &std::path::Path) -> serde_json::Value {
+    json(situate(index).arg("stats"), 0)["stats"]["store"]["chunks"].clone()
 }
 
 /// A second PostgreSQL server a test starts with `scripts/postgres.sh` (a replica of the

@@ -44,6 +44,37 @@ pub struct FollowReport {
     pub embedded: u64,
 }
 
+/// What `situate store check` found, in its `--json` shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct StoreCheck {
+    /// The server and database followed.
+    pub store: String,
+    /// The feed position the node had applied when it was checked.
+    pub position: u64,
+    /// Documents compared.
+    pub documents: u64,
+    /// Cards compared.
+    pub cards: u64,
+    /// Documents of the store the node does not have.
+    pub missing: Vec<String>,
+    /// Documents the node has and the store does not.
+    pub extra: Vec<String>,
+    /// Cards that differ (`chunk id: what`), at most 100.
+    pub differing: Vec<String>,
+    /// Whether the node's own indexes (BM25, vectors) agree with its cards.
+    pub indexes_consistent: bool,
+}
+
+impl StoreCheck {
+    /// Whether the node agrees with the store card by card and its indexes with its cards.
+    pub fn is_consistent(&self) -> bool {
+        self.missing.is_empty()
+            && self.extra.is_empty()
+            && self.differing.is_empty()
+            && self.indexes_consistent
+    }
+}
+
 /// A connection to the shared store that an index follows.
 pub struct Follower {
     store: PgStore,
@@ -159,6 +190,88 @@ impl Follower {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// `situate store check`: catches up, then compares every document and card of the
+    /// store with the node's, and the node's indexes with its cards. A document that
+    /// differs is read again after another catch-up before it is reported (a write may
+    /// have landed between the two reads).
+    pub fn check(&mut self, engine: &mut Engine) -> Result<StoreCheck> {
+        let caught = self.catch_up(engine)?;
+        let (ids, _) = self.store.document_ids()?;
+        let mut report = StoreCheck {
+            store: self.target(),
+            position: caught.position,
+            ..Default::default()
+        };
+        let mut suspects = Vec::new();
+        for id in &ids {
+            if let Some(d) = self.store.read_document(id)? {
+                report.documents += 1;
+                report.cards += d.cards.len() as u64;
+                if !same_as_local(engine, &d)? {
+                    suspects.push(d.doc.id.clone());
+                }
+            }
+        }
+        if !suspects.is_empty() {
+            report.position = self.catch_up(engine)?.position;
+        }
+        for id in suspects {
+            let Some(d) = self.store.read_document(&id)? else {
+                continue;
+            };
+            if same_as_local(engine, &d)? {
+                continue;
+            }
+            let local = engine.store.cards_of(&id)?;
+            if engine.store.document_state(&id)?.is_none() {
+                report.missing.push(id);
+                continue;
+            }
+            let mut said = false;
+            for (i, card) in d.cards.iter().enumerate() {
+                let why = match local.get(i) {
+                    None => Some("absent on the node".to_string()),
+                    Some(l) if l.chunk_id != card.chunk_id => {
+                        Some(format!("the node has {} here", l.chunk_id))
+                    }
+                    Some(l) if l.original_text != card.original_text => {
+                        Some("original text".into())
+                    }
+                    Some(l)
+                        if l.generated_context != card.generated_context
+                            || l.provenance != card.provenance =>
+                    {
+                        Some("context".into())
+                    }
+                    Some(l) if l.context_status != card.context_status => Some(format!(
+                        "status {} on the node, {} in the store",
+                        l.context_status, card.context_status
+                    )),
+                    Some(_) => None,
+                };
+                if let Some(w) = why {
+                    said = true;
+                    if report.differing.len() < 100 {
+                        report.differing.push(format!("{}: {w}", card.chunk_id));
+                    }
+                }
+            }
+            if !said && report.differing.len() < 100 {
+                report
+                    .differing
+                    .push(format!("{id}: its ingest key or card count"));
+            }
+        }
+        let known: BTreeSet<&String> = ids.iter().collect();
+        report.extra = engine
+            .document_ids()?
+            .into_iter()
+            .filter(|d| !known.contains(d))
+            .collect();
+        report.indexes_consistent = engine.check()?.is_consistent();
+        Ok(report)
     }
 
     /// Chooses an `auto` node's embedder from the languages of the whole store (not of the
