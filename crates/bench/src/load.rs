@@ -93,12 +93,20 @@ pub async fn run(
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut workers = Vec::new();
-    for _ in 0..concurrency {
+    let urls: Vec<&str> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    if urls.is_empty() {
+        bail!("no service URL");
+    }
+    for w in 0..concurrency {
         let (client, queries, next, url) = (
             client.clone(),
             Arc::clone(&queries),
             Arc::clone(&next),
-            url.to_string(),
+            urls[w % urls.len()].to_string(),
         );
         workers.push(tokio::spawn(async move {
             let mut lat = Vec::new();

@@ -214,7 +214,8 @@ enum BenchCommand {
     /// Many searches at once against a running `situate serve`: requests/s, errors and
     /// latency percentiles, over the JSON API or over MCP (bench/serve_load.sh)
     Load {
-        /// The service, http://HOST:PORT
+        /// The service, http://HOST:PORT; several, comma-separated, share the load (each
+        /// client keeps to one)
         #[arg(long)]
         url: String,
         /// Queries: a BEIR queries.jsonl or one per line (cycled)
@@ -233,6 +234,14 @@ enum BenchCommand {
         /// POST /v1/search
         #[arg(long)]
         mcp: bool,
+    },
+    /// A stand-in for a hosted LLM: an Anthropic-style server on loopback that answers every
+    /// request with a fixed context after a fixed latency; prints its URL, then the number
+    /// of requests it has answered every second, until killed
+    FakeLlm {
+        /// Milliseconds before each answer
+        #[arg(long, default_value_t = 100)]
+        latency_ms: u64,
     },
     /// Writes a synthetic corpus of N chunk-sized documents (Zipf-distributed words) as a
     /// BEIR corpus.jsonl, and queries drawn from it
@@ -330,6 +339,22 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
                 "POST /v1/search"
             });
             Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::FakeLlm { latency_ms } => {
+            use situate_http::fake::{FakeServer, Reply};
+            let server = FakeServer::start(move |_, _| {
+                Reply::json(serde_json::json!({
+                    "content": [{"type": "text", "text": "This passage belongs to the study the document reports."}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 400, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 12}
+                }))
+                .delay(std::time::Duration::from_millis(latency_ms))
+            })?;
+            println!("{}", server.url());
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                println!("requests {}", server.calls());
+            }
         }
         BenchCommand::Generate {
             model,

