@@ -519,6 +519,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let plan = flags.over(&settings.search).plan(&settings.default_llm())?;
             let filter = a.filter.settings().filter()?;
+            if a.node.pgvector {
+                let url = shared::store_of(a.node.store.as_deref(), &settings).unwrap_or_default();
+                return shared::pgvector(out, &settings, &index, &url, &a.node, &a.query, plan.k);
+            }
             let e = match shared::store_of(a.node.store.as_deref(), &settings) {
                 Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
                 None => Engine::open(&index, Access::Read)?,

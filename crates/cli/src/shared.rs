@@ -64,6 +64,13 @@ pub struct NodeArgs {
     /// Embedder of a node's index when it is created [default: auto]
     #[arg(long = "node-embedder", requires = "store")]
     embedder: Option<String>,
+    /// The vector leg served by pgvector itself (the store's HNSW index) instead of the
+    /// node's hybrid search, for comparison: nearest chunks by cosine similarity
+    #[arg(long, requires = "store")]
+    pub pgvector: bool,
+    /// Candidates pgvector's HNSW search keeps (hnsw.ef_search; more is slower and finds more)
+    #[arg(long, default_value_t = 100, requires = "pgvector")]
+    ef_search: i32,
 }
 
 /// The store URL given or set, if any (`None`: the embedded index).
@@ -252,6 +259,49 @@ pub fn status(out: Out, url: &str) -> Result<ExitCode> {
         o.push_str(&format!("embeddings: {n} of {model}\n"));
     }
     print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `search --store … --pgvector`: the node caught up, then its query's nearest chunks from
+/// pgvector.
+pub fn pgvector(
+    out: Out,
+    settings: &Settings,
+    index: &Path,
+    url: &str,
+    a: &NodeArgs,
+    query: &str,
+    k: usize,
+) -> Result<ExitCode> {
+    if !(1..=10_000).contains(&a.ef_search) {
+        anyhow::bail!("--ef-search must be from 1 to 10000");
+    }
+    let (e, _) = node(settings, index, url, a)?;
+    let mut f = Follower::connect(url)?;
+    let started = std::time::Instant::now();
+    let hits = f.pgvector_search(&e, query, k, a.ef_search)?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if out.json {
+        output::print_json(
+            &serde_json::json!({"query": query, "leg": "pgvector", "hits": hits, "took_ms": ms}),
+        )?;
+    } else {
+        let mut o = String::new();
+        for (i, h) in hits.iter().enumerate() {
+            o.push_str(&format!(
+                "{:>2}. {}  [{}]  cosine {:.3}\n",
+                i + 1,
+                h.chunk_id,
+                h.document_id,
+                h.score
+            ));
+        }
+        o.push_str(&format!(
+            "{} hits, pgvector (the store's HNSW index), {ms:.1} ms\n",
+            hits.len()
+        ));
+        print!("{o}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

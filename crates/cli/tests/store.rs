@@ -539,6 +539,69 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
         0,
     );
     assert_eq!(ranking(&cli), ranking(&want));
+    // The vector leg served by pgvector (the HNSW index the embed worker made) finds what
+    // the node's own vector leg finds.
+    let pg = json(
+        situate(&base.join("node-cli")).args([
+            "search",
+            "copper violin furnace",
+            "-k",
+            "10",
+            "--store",
+            &db.url,
+            "--pgvector",
+        ]),
+        0,
+    );
+    let own = json(
+        situate(&embedded).args([
+            "search",
+            "copper violin furnace",
+            "-k",
+            "10",
+            "--mode",
+            "vector",
+        ]),
+        0,
+    );
+    let ids = |v: &serde_json::Value| {
+        let mut ids: Vec<String> = v["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| h["chunk_id"].as_str().expect("id").to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&pg).len(), 10, "{pg:#}");
+    assert_eq!(
+        ids(&pg),
+        ids(&own),
+        "pgvector against the node's vector leg"
+    );
+    let mut c = Client::connect(&db.url, NoTls).expect("connect");
+    // The index serves the leg's query shape (on so small a table the planner would
+    // rather sort; without sorting, only the HNSW index gives the order).
+    let mut tx = c.transaction().expect("tx");
+    tx.batch_execute("SET LOCAL enable_sort = off")
+        .expect("set");
+    let plan: Vec<String> = tx
+        .query(
+            "EXPLAIN SELECT text_hash FROM situate.embeddings WHERE model = 'hash:64'
+             ORDER BY embedding::vector(64) <=> array_fill(0.1, ARRAY[64])::vector(64) LIMIT 10",
+            &[],
+        )
+        .expect("explain")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Index Scan using embeddings_hnsw_")),
+        "{plan:#?}"
+    );
+    tx.rollback().expect("rollback");
     // `store check`: the node agrees with the store card by card...
     let node_cli = base.join("node-cli");
     let v = json(
@@ -550,7 +613,6 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
     assert_eq!(v["indexes_consistent"], true, "{v:#}");
     assert_eq!(v["cards"], want_chunks(&embedded), "{v:#}");
     // ...and finds a card changed behind the feed's back (a write with no change row).
-    let mut c = Client::connect(&db.url, NoTls).expect("connect");
     c.execute(
         "UPDATE situate.chunks SET generated_context = 'changed' WHERE chunk_id = 'beta/doc-03.txt#0'",
         &[],

@@ -75,6 +75,17 @@ impl StoreCheck {
     }
 }
 
+/// A hit of the `pgvector` leg (`search --store … --pgvector`).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct PgvectorHit {
+    /// The chunk.
+    pub chunk_id: String,
+    /// Its document.
+    pub document_id: String,
+    /// Cosine similarity (1 − pgvector's cosine distance).
+    pub score: f32,
+}
+
 /// A connection to the shared store that an index follows.
 pub struct Follower {
     store: PgStore,
@@ -272,6 +283,47 @@ impl Follower {
             .collect();
         report.indexes_consistent = engine.check()?.is_consistent();
         Ok(report)
+    }
+
+    /// The vector leg served by pgvector itself, for comparison with the node's own: the
+    /// query embedded by the node's embedder, the `k` nearest texts of its model from the
+    /// store's HNSW index (`ef_search` candidates), mapped to the node's cards (a text two
+    /// cards share is a hit for both).
+    pub fn pgvector_search(
+        &mut self,
+        engine: &Engine,
+        query: &str,
+        k: usize,
+        ef_search: i32,
+    ) -> Result<Vec<PgvectorHit>> {
+        let Some(model) = engine.embed_settings()?.model else {
+            return Err(EngineError::Invalid(
+                "this node has no embedder (created with --node-embedder none)".into(),
+            ));
+        };
+        let v = engine.embed_query(query)?;
+        let near = self.store.nearest(&model, &v, k as i64, ef_search)?;
+        let mut by_hash: std::collections::HashMap<String, Vec<u64>> = Default::default();
+        engine.store.for_each_index_row(|row| {
+            by_hash
+                .entry(crate::vectors::text_hash(&row))
+                .or_default()
+                .push(row.card);
+            Ok(())
+        })?;
+        let mut hits = Vec::new();
+        for (hash, distance) in near {
+            let keys = by_hash.get(&hash).cloned().unwrap_or_default();
+            for rec in engine.cards(&keys)? {
+                hits.push(PgvectorHit {
+                    chunk_id: rec.card.chunk_id.clone(),
+                    document_id: rec.card.document_id.clone(),
+                    score: 1.0 - distance,
+                });
+            }
+        }
+        hits.truncate(k);
+        Ok(hits)
     }
 
     /// Chooses an `auto` node's embedder from the languages of the whole store (not of the

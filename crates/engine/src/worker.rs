@@ -435,6 +435,10 @@ fn write_embeddings(
             }
             vectors.extend(part.iter().map(|(h, _)| h.clone()).zip(vs));
         }
+        if let Some((_, v)) = vectors.first() {
+            // The model's HNSW index in pgvector, for the `pgvector` search leg.
+            store.ensure_vector_index(&model, v.len())?;
+        }
         let items: Vec<(&str, &[f32])> = vectors
             .iter()
             .map(|(h, v)| (h.as_str(), v.as_slice()))

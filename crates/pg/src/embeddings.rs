@@ -60,6 +60,70 @@ impl PgStore {
             .collect())
     }
 
+    /// Makes sure `model`'s vectors have an HNSW index (cosine): one partial index per model
+    /// on `embedding::vector(dim)`, since an HNSW index needs a fixed dimension and the
+    /// column holds every model's. Created the first time a model's vectors are written
+    /// (cheap on an empty model); the statement is built by the server (`format` with `%I`
+    /// and `%L`), never by pasting the model's name into SQL here.
+    pub fn ensure_vector_index(&mut self, model: &str, dim: usize) -> Result<()> {
+        let name = format!(
+            "embeddings_hnsw_{}",
+            &situate_core::content_hash(model.as_bytes())[..12]
+        );
+        let exists: bool = self
+            .client
+            .query_one("SELECT to_regclass('situate.' || $1) IS NOT NULL", &[&name])
+            .map_err(query_failed(&self.target, "looking for the vector index"))?
+            .get(0);
+        if exists {
+            return Ok(());
+        }
+        let ddl: String = self
+            .client
+            .query_one(
+                "SELECT format('CREATE INDEX IF NOT EXISTS %I ON situate.embeddings USING hnsw \
+                 ((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L', $1::text, $2::int, $3::text)",
+                &[&name, &(dim as i32), &model],
+            )
+            .map_err(query_failed(&self.target, "creating the vector index"))?
+            .get(0);
+        self.client
+            .batch_execute(&ddl)
+            .map_err(query_failed(&self.target, "creating the vector index"))
+    }
+
+    /// The `k` kept texts of `model` nearest to `query` by cosine distance, served by
+    /// pgvector (its HNSW index, [`PgStore::ensure_vector_index`], with `ef_search`
+    /// candidates): `(text hash, distance)`, nearest first.
+    pub fn nearest(
+        &mut self,
+        model: &str,
+        query: &[f32],
+        k: i64,
+        ef_search: i32,
+    ) -> Result<Vec<(String, f32)>> {
+        let q = |op| query_failed(&self.target, op);
+        let dim = query.len();
+        let mut tx = self.client.transaction().map_err(q("searching vectors"))?;
+        tx.execute(
+            "SELECT set_config('hnsw.ef_search', $1, true)",
+            &[&ef_search.to_string()],
+        )
+        .map_err(q("searching vectors"))?;
+        // The dimension is a type modifier, which cannot be a parameter: it is a number
+        // this code computed, written into the statement as digits.
+        let sql = format!(
+            "SELECT text_hash, (embedding::vector({dim}) <=> $2::vector({dim}))::float4
+             FROM situate.embeddings WHERE model = $1
+             ORDER BY embedding::vector({dim}) <=> $2::vector({dim}) LIMIT $3"
+        );
+        let rows = tx
+            .query(&sql, &[&model, &Vector::from(query.to_vec()), &k])
+            .map_err(q("searching vectors"))?;
+        tx.commit().map_err(q("searching vectors"))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// What each of these cards embeds (cards that are gone are absent).
     pub fn embed_inputs(&mut self, chunk_ids: &[&str]) -> Result<Vec<EmbedInput>> {
         let rows = self
