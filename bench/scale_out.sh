@@ -5,7 +5,8 @@
 #      ingest, then `ingest --store` with 1, 2 and 4 `situate worker`s;
 #   2. query throughput and latency with one and with two query nodes (`serve --store`),
 #      after an embed worker has put the vectors in the store;
-#   3. the lag from a committed card to a node's search seeing it (`after`).
+#   3. the lag from a committed card to a node's search seeing it (`after`);
+#   4. the vector leg served by pgvector (the store's HNSW index) against a node's own.
 # A PostgreSQL 18 + pgvector server is started from the pinned wheel (scripts/postgres.sh)
 # and stopped at the end.
 #
@@ -93,6 +94,7 @@ n1=$(start_node node1)
 "$bin/situate-bench" load --url "$n1" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
 n2=$(start_node node2)
 "$bin/situate-bench" load --url "$n1,$n2" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 
 # 3. Commit-to-visible lag: a document written through `ingest --store`, then a search on a
 # node that waits for its position; the lag is from the ingest's exit (its commit is a
@@ -117,3 +119,7 @@ for i in range(30):
 lags.sort()
 print(f"commit-to-visible lag ({len(lags)} writes, node polling every 100 ms): p50 {lags[len(lags)//2]:.0f} ms, p90 {lags[int(len(lags)*0.9)]:.0f} ms, max {lags[-1]:.0f} ms")
 PY
+
+# 4. pgvector's HNSW leg against the node's own vector leg (node2's directory, not served
+# any more), on the same queries.
+"$bin/situate-bench" --index "$out/node2" pgvector --store "$store" --queries "$corpus/queries.jsonl" --k 10 --ef-search 40,100,400

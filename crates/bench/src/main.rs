@@ -235,6 +235,26 @@ enum BenchCommand {
         #[arg(long)]
         mcp: bool,
     },
+    /// The vector leg served by pgvector (the store's HNSW index) against a query node's own
+    /// vector leg (--index, a node of --store): per query, the time of each and the share of
+    /// the node's top k that pgvector finds, at each ef_search
+    Pgvector {
+        /// The shared store
+        #[arg(long)]
+        store: String,
+        /// Queries: a BEIR queries.jsonl or one per line
+        #[arg(long)]
+        queries: PathBuf,
+        /// Hits compared
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// hnsw.ef_search values, comma-separated
+        #[arg(long, default_value = "40,100")]
+        ef_search: String,
+        /// At most this many queries
+        #[arg(long, default_value_t = 300)]
+        limit: usize,
+    },
     /// A stand-in for a hosted LLM: an Anthropic-style server on loopback that answers every
     /// request with a fixed context after a fixed latency; prints its URL, then the number
     /// of requests it has answered every second, until killed
@@ -338,6 +358,77 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
             } else {
                 "POST /v1/search"
             });
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Pgvector {
+            store,
+            queries,
+            k,
+            ef_search,
+            limit,
+        } => {
+            let qs: Vec<String> = crate::load::read_queries(&queries)?
+                .into_iter()
+                .take(limit)
+                .collect();
+            let mut engine = Engine::open(index, Access::Write)?;
+            let mut follower = situate_engine::follow::Follower::connect(&store)?;
+            follower.catch_up(&mut engine)?;
+            let plan = situate_engine::SearchSettings {
+                mode: Some("vector".into()),
+                k: Some(k),
+                ..Default::default()
+            }
+            .over(&Default::default())
+            .plan(default_llm)?;
+            let filter = situate_core::DocumentFilter::default();
+            let pct = |v: &mut Vec<f64>, p: f64| {
+                v.sort_by(f64::total_cmp);
+                v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
+            };
+            // Warm both (the model, the connection, the index pages).
+            engine.query(&qs[0], &plan, &filter)?;
+            let mut node_ms = Vec::new();
+            let mut truth = Vec::new();
+            for q in &qs {
+                let t = Instant::now();
+                let r = engine.query(q, &plan, &filter)?;
+                node_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                truth.push(
+                    r.hits
+                        .iter()
+                        .map(|h| h.chunk_id.clone())
+                        .collect::<Vec<_>>(),
+                );
+            }
+            println!(
+                "node's own vector leg ({} queries, query embedding included): p50 {:.1} ms, p99 {:.1} ms",
+                qs.len(),
+                pct(&mut node_ms.clone(), 50.0),
+                pct(&mut node_ms, 99.0)
+            );
+            for ef in ef_search.split(',') {
+                let ef: i32 = ef.trim().parse()?;
+                follower.pgvector_search(&engine, &qs[0], k, ef)?;
+                let (mut ms, mut found) = (Vec::new(), 0usize);
+                let mut total = 0usize;
+                for (q, want) in qs.iter().zip(&truth) {
+                    let t = Instant::now();
+                    let hits = follower.pgvector_search(&engine, q, k, ef)?;
+                    ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                    found += want
+                        .iter()
+                        .filter(|id| hits.iter().any(|h| &h.chunk_id == *id))
+                        .count();
+                    total += want.len();
+                }
+                println!(
+                    "pgvector HNSW, ef_search {ef}: p50 {:.1} ms, p99 {:.1} ms (query embedding and the node's card map included); {:.3} of the node's top {k} found",
+                    pct(&mut ms.clone(), 50.0),
+                    pct(&mut ms, 99.0),
+                    found as f64 / total.max(1) as f64
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::FakeLlm { latency_ms } => {
