@@ -841,3 +841,90 @@ fn a_server_without_pgvector_is_refused_with_a_clear_error_and_nothing_written()
     }
     assert!(!index.join("cards.db").exists(), "no node index was made");
 }
+
+#[test]
+fn a_worker_with_other_context_settings_stops_and_leaves_the_work_and_local_workers_finish_it() {
+    use situate_http::fake::{FakeServer, Reply};
+    let db = Database::new("settings");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    let docs = tmp.path().join("docs");
+    write_corpus(&docs, 3, "mix");
+    let server = FakeServer::start(|_, _| {
+        Reply::json(serde_json::json!({
+            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
+        }))
+    })
+    .expect("server");
+    let llm = format!("anthropic:claude-test?base_url={}", server.url());
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    let ingest = || {
+        let mut c = situate(&index);
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args([
+                "ingest",
+                "--store",
+                &db.url,
+                "--context",
+                "llm",
+                "--llm",
+                &llm,
+            ])
+            .args(["--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs);
+        c
+    };
+    assert_eq!(json(&mut ingest(), 0)["report"]["queued_contexts"], 12);
+    // A worker told to write another kind of context would mix two settings: it stops,
+    // names the fix, and gives its claims back at once.
+    let out = run(
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .args(["worker", "--store", &db.url, "--role", "contextualize"])
+            .args(["--context", "document", "--llm", &llm, "--until-idle"]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("queued for a context with other settings"),
+        "{err}"
+    );
+    let status = json(situate(&index).args(["status", "--store", &db.url]), 0);
+    let work = &status["work"][0];
+    assert_eq!(work["role"], "contextualize", "{status:#}");
+    assert_eq!(work["queued"], 12, "{status:#}");
+    assert_eq!(work["leased"], 0, "released: {status:#}");
+    assert_eq!(
+        status["context_status"],
+        serde_json::json!([["pending", 12]])
+    );
+    assert_eq!(server.calls(), 0, "nothing was paid for");
+    // The same ingest again, with two local workers: nothing to read again, the queue done.
+    let v = json(ingest().args(["--workers", "2"]), 0);
+    assert_eq!(v["report"]["unchanged"], 3, "{v:#}");
+    let done: u64 = v["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["contexts"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(done, 12, "{v:#}");
+    let status = json(situate(&index).args(["status", "--store", &db.url]), 0);
+    assert_eq!(
+        status["context_status"],
+        serde_json::json!([["verified", 12]]),
+        "{status:#}"
+    );
+    assert_eq!(
+        status["input_tokens"],
+        12 * 30,
+        "the cost, from any machine: {status:#}"
+    );
+    assert_eq!(server.calls(), 12);
+}
