@@ -497,6 +497,10 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
             }
         }
     }
+    // A node's index is the feed's copy: jobs that would write to it are refused.
+    let r = a.post("/v1/jobs", &serde_json::json!({"kind": "rebuild"}));
+    assert_eq!(r.status, 409, "{:#}", r.body);
+    assert_eq!(r.body["type"], "urn:situate:problem:query-node", "{:#}", r.body);
     // Each node reports the position it has applied.
     for s in [&a, &b] {
         let info = s.get("/v1/info").body;

@@ -374,6 +374,9 @@ pub struct Jobs {
     table: Arc<Mutex<Table>>,
     tx: mpsc::Sender<Queued>,
     prefix: String,
+    /// The shared store, when the index is a query node: its cards are a copy, written by
+    /// the follower alone, so the jobs that write are refused (evaluations still run).
+    node_of: Option<String>,
 }
 
 #[derive(Default)]
@@ -387,6 +390,12 @@ struct Table {
 const KEEP_FINISHED: usize = 1000;
 
 impl Jobs {
+    /// Marks the index as a query node of `store` (write jobs are refused).
+    pub fn on_node(mut self, store: String) -> Jobs {
+        self.node_of = Some(store);
+        self
+    }
+
     /// Starts the writer thread for the index at `index`.
     pub fn start(index: PathBuf, settings: Settings, evals: PathBuf) -> std::io::Result<Jobs> {
         let (tx, rx) = mpsc::channel::<Queued>();
@@ -411,11 +420,27 @@ impl Jobs {
                 .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
                 .unwrap_or(0)
         );
-        Ok(Jobs { table, tx, prefix })
+        Ok(Jobs {
+            table,
+            tx,
+            prefix,
+            node_of: None,
+        })
     }
 
     /// Queues a job; returns its status.
     pub fn submit(&self, spec: JobSpec) -> Result<JobStatus, Problem> {
+        if let Some(store) = &self.node_of
+            && !matches!(spec, JobSpec::Eval { .. })
+        {
+            return Err(Problem::new(
+                axum::http::StatusCode::CONFLICT,
+                "query-node",
+                format!(
+                    "this service is a query node of the shared store {store}: its index is a copy the store's change feed writes; ingest, contextualize, review, delete and rebuild through the store (`situate ingest --store`, `situate worker --store`)"
+                ),
+            ));
+        }
         spec.check()?;
         let uploads = match &spec {
             JobSpec::Ingest { files, .. } if !files.is_empty() => Some(write_uploads(files)?),

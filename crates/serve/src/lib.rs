@@ -256,11 +256,14 @@ fn app_state(
     addr: SocketAddr,
     follow: Option<Arc<follow::FollowState>>,
 ) -> Result<Arc<AppState>, ServeError> {
-    let jobs = Jobs::start(
+    let mut jobs = Jobs::start(
         opts.index.clone(),
         opts.settings.clone(),
         opts.evals.clone(),
     )?;
+    if let Some(f) = &follow {
+        jobs = jobs.on_node(f.store.clone());
+    }
     Ok(Arc::new(AppState {
         readers,
         jobs,
