@@ -500,7 +500,11 @@ fn two_query_nodes_fed_during_an_ingest_return_the_embedded_engines_rankings() {
     // A node's index is the feed's copy: jobs that would write to it are refused.
     let r = a.post("/v1/jobs", &serde_json::json!({"kind": "rebuild"}));
     assert_eq!(r.status, 409, "{:#}", r.body);
-    assert_eq!(r.body["type"], "urn:situate:problem:query-node", "{:#}", r.body);
+    assert_eq!(
+        r.body["type"], "urn:situate:problem:query-node",
+        "{:#}",
+        r.body
+    );
     // Each node reports the position it has applied.
     for s in [&a, &b] {
         let info = s.get("/v1/info").body;
@@ -931,4 +935,55 @@ fn a_worker_with_other_context_settings_stops_and_leaves_the_work_and_local_work
         "the cost, from any machine: {status:#}"
     );
     assert_eq!(server.calls(), 12);
+}
+
+#[test]
+fn a_query_node_killed_while_it_builds_resumes_and_agrees_with_the_store() {
+    let db = Database::new("resume");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = tmp.path();
+    let mut rng = Lcg(3);
+    write_words(&base.join("docs"), 6, 3, &mut rng);
+    let index = base.join("idx");
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    run(
+        situate(&index).args(["ingest", "--store", &db.url, "docs"]),
+        0,
+    );
+    let node = base.join("node");
+    let search = || {
+        let mut c = situate(&node);
+        c.args(["search", "harbour", "--store", &db.url, "--mode", "bm25"]);
+        c
+    };
+    // Killed after the first batch of the first catch-up is committed, before its
+    // position is recorded.
+    let out = search()
+        .env("SITUATE_CRASH_AT", "follow-apply")
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "the crash point was not reached");
+    json(&mut search(), 0);
+    let v = json(
+        situate(&node).args(["store", "check", "--store", &db.url]),
+        0,
+    );
+    assert_eq!(v["documents"], 6, "{v:#}");
+    assert_eq!(v["missing"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["indexes_consistent"], true, "{v:#}");
+    // A directory that follows one store refuses another.
+    let other = Database::new("resume_other");
+    run(
+        situate(&index).args(["store", "migrate", "--store", &other.url]),
+        0,
+    );
+    let out = run(
+        situate(&node).args(["search", "harbour", "--store", &other.url]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("follows another store"), "{err}");
 }

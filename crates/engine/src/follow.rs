@@ -123,7 +123,8 @@ impl Follower {
                     engine.dir.display()
                 )));
             }
-            None => {}
+            // Named before anything is applied: a first catch-up cut short is resumed.
+            None => engine.store.set_meta(STORE_ID, &store_id)?,
         }
         let mut report = FollowReport {
             store: self.target(),
@@ -165,6 +166,7 @@ impl Follower {
                 }
             }
             self.apply(engine, &docs, &gone, &mut report)?;
+            crate::crash_point("follow-apply");
         }
         if !removed_locally.is_empty() {
             self.apply(engine, &[], &removed_locally, &mut report)?;
