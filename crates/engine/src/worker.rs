@@ -528,7 +528,11 @@ pub fn prepare_worker(
             )));
         }
         let embedder = situate_embed::resolve(&spec)
-            .map_err(|e| EngineError::Invalid(format!("--embedder {spec}: {e}")))?;
+            .map_err(|e| {
+                EngineError::Invalid(format!(
+                    "the embed role's embedder {spec}: {e} (--role contextualize writes contexts only)"
+                ))
+            })?;
         opts.embedder = Some(Arc::from(embedder));
     }
     Ok(opts)
