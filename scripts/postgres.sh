@@ -23,6 +23,10 @@ if [ "$cmd" = replica ]; then
   primary=$dir
   dir=${3:?$usage}
 fi
+# Absolute: the server runs in its data directory, and its socket path is given relative
+# to nothing.
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 version=18.6.3
 sha256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
 as_server=()
