@@ -12,9 +12,11 @@
 #
 #   bench/scale_out.sh [SHARED_DATA_DIR]         (default ../shared/data)
 #   LATENCY_MS=100 CONCURRENCY=4 REQUESTS=3000 bench/scale_out.sh
+#   PHASES=queries bench/scale_out.sh            (2-4 only, on structural contexts)
 #
-# Expected running time on 2 cores: ~20 minutes (four contextualization runs of a few
-# minutes each at 100 ms a request, embedding SciFact once, two load runs).
+# Expected running time on 2 cores: ~45 minutes: contextualization ~25 (the embedded
+# ingest and 1 worker ~8 each at 100 ms a request, 2 and 4 workers ~4 and ~2), embedding
+# SciFact's 13.6k chunks once ~8, the rest ~5. PHASES=queries: ~15.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-../shared/data}
@@ -49,7 +51,10 @@ calls() { tail -n 1 "$out/fake.log" | awk '{print $2}'; }
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 
+phases=${PHASES:-contexts queries}
+
 # 1. Contextualization.
+if [[ $phases == *contexts* ]]; then
 t0=$(now); c0=$(calls)
 "$bin/situate" --index "$out/embedded" ingest "$corpus" --embedder none --context llm --llm "$llm" --quiet --json > "$out/embedded.json"
 t1=$(now); sleep 1.1; c1=$(calls)
@@ -73,13 +78,22 @@ for n in 1 2 4; do
   echo "store, $n worker(s): ingest (read, chunk, queue) $(elapsed "$t0" "$t1") s, contexts $(elapsed "$t1" "$t2") s, total $(elapsed "$t0" "$t2") s, $((c2 - c0)) LLM requests"
 done
 "$bin/situate" status --store "postgres://situate@127.0.0.1:$port/scale_4"
+store="postgres://situate@127.0.0.1:$port/scale_4"
+else
+  # The query phases alone: SciFact with structural contexts.
+  "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U situate scale_q
+  store="postgres://situate@127.0.0.1:$port/scale_q"
+  "$bin/situate" store migrate --store "$store" > /dev/null
+  "$bin/situate" ingest --store "$store" "$corpus" --quiet > /dev/null
+fi
+[[ $phases == *queries* ]] || exit 0
 
 # 2. Query nodes, on the store the four workers wrote.
-store="postgres://situate@127.0.0.1:$port/scale_4"
 t0=$(now)
 "$bin/situate" worker --store "$store" --role embed --until-idle --quiet --json > "$out/embed.json"
 t1=$(now)
 echo "embed worker: $(python3 -c "import json; print(json.load(open('$out/embed.json'))['embedded'])") texts in $(elapsed "$t0" "$t1") s"
+# Starts a node (serve --store) in the background; its URL in $node_url.
 start_node() {
   local name=$1
   local t0
@@ -87,14 +101,16 @@ start_node() {
   "$bin/situate" --index "$out/$name" --json serve --store "$store" --bind 127.0.0.1:0 --readers 2 > "$out/$name.json" 2> "$out/$name.log" &
   pids+=($!)
   for _ in $(seq 1 3000); do [ -s "$out/$name.json" ] && break; sleep 0.1; done
-  echo "node $name: built from the store and listening in $(elapsed "$t0" "$(now)") s" >&2
-  python3 -c "import json; print(json.load(open('$out/$name.json'))['url'])"
+  echo "node $name: built from the store and listening in $(elapsed "$t0" "$(now)") s"
+  node_url=$(python3 -c "import json; print(json.load(open('$out/$name.json'))['url'])")
 }
-n1=$(start_node node1)
+start_node node1
+n1=$node_url
 "$bin/situate-bench" load --url "$n1" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
-n2=$(start_node node2)
+start_node node2
+n2=$node_url
 "$bin/situate-bench" load --url "$n1,$n2" --queries "$corpus/queries.jsonl" --requests "$requests" --concurrency 16
-kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+node2_pid=${pids[-1]}
 
 # 3. Commit-to-visible lag: a document written through `ingest --store`, then a search on a
 # node that waits for its position; the lag is from the ingest's exit (its commit is a
@@ -120,6 +136,7 @@ lags.sort()
 print(f"commit-to-visible lag ({len(lags)} writes, node polling every 100 ms): p50 {lags[len(lags)//2]:.0f} ms, p90 {lags[int(len(lags)*0.9)]:.0f} ms, max {lags[-1]:.0f} ms")
 PY
 
-# 4. pgvector's HNSW leg against the node's own vector leg (node2's directory, not served
-# any more), on the same queries.
+# 4. pgvector's HNSW leg against the node's own vector leg (node2's directory, no longer
+# served), on the same queries.
+kill "$node2_pid"; wait "$node2_pid" 2>/dev/null || true
 "$bin/situate-bench" --index "$out/node2" pgvector --store "$store" --queries "$corpus/queries.jsonl" --k 10 --ef-search 40,100,400

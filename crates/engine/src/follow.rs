@@ -89,13 +89,22 @@ pub struct PgvectorHit {
 /// A connection to the shared store that an index follows.
 pub struct Follower {
     store: PgStore,
+    /// When this follower last wrote the node's vector snapshot.
+    saved: Option<Instant>,
 }
+
+/// How often a following node rewrites its vector snapshot. The snapshot is derived (an
+/// index opened behind it replays the journal from the generation it reflects), so it is
+/// written now and then, not after every catch-up: on a large index it is the slowest
+/// part of applying a change.
+const SAVE_EVERY: Duration = Duration::from_secs(60);
 
 impl Follower {
     /// Connects to the shared store at `url`.
     pub fn connect(url: &str) -> Result<Follower> {
         Ok(Follower {
             store: PgStore::connect(url, &Env::from_process())?,
+            saved: None,
         })
     }
 
@@ -171,7 +180,10 @@ impl Follower {
         if !removed_locally.is_empty() {
             self.apply(engine, &[], &removed_locally, &mut report)?;
         }
-        engine.save_vectors()?;
+        if self.saved.is_none_or(|t| t.elapsed() >= SAVE_EVERY) {
+            engine.save_vectors()?;
+            self.saved = Some(Instant::now());
+        }
         engine
             .store
             .set_metas(&[(STORE_ID, &store_id), (POSITION, &upto.to_string())])?;

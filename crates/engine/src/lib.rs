@@ -430,8 +430,13 @@ impl Engine {
         self.chinese
     }
 
+    /// Whether BM25 or the vector snapshot reflects an older generation than the store
+    /// (a writer committed since; the vector snapshot is written at the end of a run, or
+    /// now and then by a query node's follower, so a reader catches its vectors up in
+    /// memory from the journal).
     fn index_is_behind(&self) -> Result<bool> {
-        Ok(self.bm25.generation()? < self.store.generation()?)
+        let store = self.store.generation()?;
+        Ok(self.bm25.generation()? < store || (self.vectors.is_some() && self.vector_gen < store))
     }
 
     fn remove_stale_index_dirs(&self, current: &str) {

@@ -155,6 +155,8 @@ pub fn run_worker(
         ));
     }
     let cache = PgCache::connect(url, &env)?;
+    // The heartbeat's own connection (leases are renewed while the other one works).
+    let mut beat = PgStore::connect(url, &env)?;
     let mut report = WorkerReport {
         store: store.target().to_string(),
         worker: opts.name.clone(),
@@ -176,8 +178,7 @@ pub fn run_worker(
         let mut did = 0;
         if let Some(ctx) = opts.contextualizer.as_deref() {
             did += contextualize_round(
-                url,
-                &env,
+                &mut beat,
                 &mut store,
                 &cache,
                 ctx,
@@ -190,8 +191,7 @@ pub fn run_worker(
             && let Some(embedder) = &opts.embedder
         {
             did += embed_round(
-                url,
-                &env,
+                &mut beat,
                 &mut store,
                 embedder.as_ref(),
                 &opts,
@@ -217,17 +217,15 @@ pub fn run_worker(
     Ok(report)
 }
 
-/// Renews `owner`'s leases on `ids` every third of `lease` from a thread of its own (with
-/// its own connection) while `work` runs.
+/// Renews `owner`'s leases on `ids` every third of `lease` from a thread of its own (on
+/// the connection `beat`) while `work` runs.
 fn under_lease<T>(
-    url: &str,
-    env: &Env,
+    beat: &mut PgStore,
     owner: &str,
     ids: &[i64],
     lease: Duration,
     work: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    let mut beat = PgStore::connect(url, env)?;
     let (done, wait) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -247,8 +245,7 @@ fn under_lease<T>(
 /// Claims and writes one batch of contexts; returns how many items it handled.
 #[allow(clippy::too_many_arguments)]
 fn contextualize_round(
-    url: &str,
-    env: &Env,
+    beat: &mut PgStore,
     store: &mut PgStore,
     cache: &PgCache,
     ctx: &dyn Contextualizer,
@@ -266,7 +263,7 @@ fn contextualize_round(
     });
     let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
     let n = claimed.len();
-    let result = under_lease(url, env, &opts.name, &ids, opts.lease, || {
+    let result = under_lease(beat, &opts.name, &ids, opts.lease, || {
         write_contexts(store, cache, ctx, claimed, report)
     });
     if result.is_err() {
@@ -363,8 +360,7 @@ fn write_contexts(
 
 /// Claims and embeds one batch; returns how many items it handled.
 fn embed_round(
-    url: &str,
-    env: &Env,
+    beat: &mut PgStore,
     store: &mut PgStore,
     embedder: &dyn Embedder,
     opts: &WorkerOptions,
@@ -382,7 +378,7 @@ fn embed_round(
     });
     let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
     let n = claimed.len();
-    let result = under_lease(url, env, &opts.name, &ids, opts.lease, || {
+    let result = under_lease(beat, &opts.name, &ids, opts.lease, || {
         write_embeddings(store, embedder, &claimed, report)
     });
     if result.is_err() {
@@ -527,12 +523,11 @@ pub fn prepare_worker(
                 "--embedder {spec}: an embed worker needs a model (or --role contextualize)"
             )));
         }
-        let embedder = situate_embed::resolve(&spec)
-            .map_err(|e| {
-                EngineError::Invalid(format!(
-                    "the embed role's embedder {spec}: {e} (--role contextualize writes contexts only)"
-                ))
-            })?;
+        let embedder = situate_embed::resolve(&spec).map_err(|e| {
+            EngineError::Invalid(format!(
+                "the embed role's embedder {spec}: {e} (--role contextualize writes contexts only)"
+            ))
+        })?;
         opts.embedder = Some(Arc::from(embedder));
     }
     Ok(opts)
