@@ -949,9 +949,16 @@ fn a_query_node_killed_while_it_builds_resumes_and_agrees_with_the_store() {
         situate(&index).args(["store", "migrate", "--store", &db.url]),
         0,
     );
-    run(
-        situate(&index).args(["ingest", "--store", &db.url, "docs"]),
+    // No contexts at all: every card is final at once, so every one is queued for its
+    // embedding.
+    let v = json(
+        situate(&index).args(["ingest", "--store", &db.url, "--context", "none", "docs"]),
         0,
+    );
+    assert_eq!(v["report"]["queued_contexts"], 0, "{v:#}");
+    assert_eq!(
+        v["report"]["queued_embeddings"], v["report"]["chunks"],
+        "{v:#}"
     );
     let node = base.join("node");
     let search = || {

@@ -91,6 +91,9 @@ pub struct Follower {
     store: PgStore,
     /// When this follower last wrote the node's vector snapshot.
     saved: Option<Instant>,
+    /// The node's cards by the hash of their embedded text, and the node's generation it
+    /// reflects (for the `pgvector` leg, whose answers are text hashes).
+    by_hash: Option<(u64, std::collections::HashMap<String, Vec<u64>>)>,
 }
 
 /// How often a following node rewrites its vector snapshot. The snapshot is derived (an
@@ -105,6 +108,7 @@ impl Follower {
         Ok(Follower {
             store: PgStore::connect(url, &Env::from_process())?,
             saved: None,
+            by_hash: None,
         })
     }
 
@@ -302,7 +306,7 @@ impl Follower {
     /// The vector leg served by pgvector itself, for comparison with the node's own: the
     /// query embedded by the node's embedder, the `k` nearest texts of its model from the
     /// store's HNSW index (`ef_search` candidates), mapped to the node's cards (a text two
-    /// cards share is a hit for both).
+    /// cards share is a hit for both; the map is built once per node generation).
     pub fn pgvector_search(
         &mut self,
         engine: &Engine,
@@ -317,17 +321,24 @@ impl Follower {
         };
         let v = engine.embed_query(query)?;
         let near = self.store.nearest(&model, &v, k as i64, ef_search)?;
-        let mut by_hash: std::collections::HashMap<String, Vec<u64>> = Default::default();
-        engine.store.for_each_index_row(|row| {
-            by_hash
-                .entry(crate::vectors::text_hash(&row))
-                .or_default()
-                .push(row.card);
-            Ok(())
-        })?;
+        let generation = engine.store.generation()?;
+        if self.by_hash.as_ref().is_none_or(|(g, _)| *g != generation) {
+            let mut map: std::collections::HashMap<String, Vec<u64>> = Default::default();
+            engine.store.for_each_index_row(|row| {
+                map.entry(crate::vectors::text_hash(&row))
+                    .or_default()
+                    .push(row.card);
+                Ok(())
+            })?;
+            self.by_hash = Some((generation, map));
+        }
+        let by_hash = self.by_hash.as_ref().map(|(_, m)| m);
         let mut hits = Vec::new();
         for (hash, distance) in near {
-            let keys = by_hash.get(&hash).cloned().unwrap_or_default();
+            let keys = by_hash
+                .and_then(|m| m.get(&hash))
+                .cloned()
+                .unwrap_or_default();
             for rec in engine.cards(&keys)? {
                 hits.push(PgvectorHit {
                     chunk_id: rec.card.chunk_id.clone(),

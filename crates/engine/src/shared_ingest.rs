@@ -211,10 +211,13 @@ pub fn shared_ingest(
             .filter_map(|(id, h)| Some((id.as_str(), h.as_deref()?)))
             .collect();
         report.queued_contexts += store.enqueue("contextualize", &contextualize)?;
+        // Every card whose context is final (not queued for a worker: a context of no
+        // method is final too, and `pending` for want of one).
         let embed_hashes: Vec<(String, String)> = chunks
             .iter()
-            .filter(|c| c.context.status != ContextStatus::Pending)
-            .map(|c| {
+            .zip(&hashes)
+            .filter(|(_, queued)| queued.is_none())
+            .map(|(c, _)| {
                 let context = c
                     .context
                     .text
