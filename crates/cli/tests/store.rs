@@ -152,6 +152,21 @@ fn chunk_of(body: &serde_json::Value) -> String {
         .to_string()
 }
 
+/// A fake Anthropic server that answers every request with the same context (30 input and
+/// 9 output tokens), a request that carries a chunk after `delay`.
+fn fake_anthropic(delay: std::time::Duration) -> situate_http::fake::FakeServer {
+    use situate_http::fake::{FakeServer, Reply};
+    FakeServer::start(move |req, _| {
+        Reply::json(serde_json::json!({
+            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
+        }))
+        .delay(if chunk_of(&req.json()).is_empty() { std::time::Duration::ZERO } else { delay })
+    })
+    .expect("a fake Anthropic server")
+}
+
 /// `n` documents of four paragraphs each (a chunk per paragraph at `--max-tokens 40`).
 fn write_corpus(dir: &std::path::Path, n: usize, tag: &str) {
     std::fs::create_dir_all(dir).expect("mkdir");
@@ -179,22 +194,13 @@ impl Lcg {
 
 #[test]
 fn four_workers_killed_ten_times_pay_for_each_context_once() {
-    use situate_http::fake::{FakeServer, Reply};
     use std::time::{Duration, Instant};
     let db = Database::new("workers");
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
     let docs = tmp.path().join("docs");
     write_corpus(&docs, 20, "kill");
-    let server = FakeServer::start(|req, _| {
-        Reply::json(serde_json::json!({
-            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
-        }))
-        .delay(Duration::from_millis(if chunk_of(&req.json()).is_empty() { 0 } else { 120 }))
-    })
-    .expect("server");
+    let server = fake_anthropic(Duration::from_millis(120));
     let llm = format!(
         "anthropic:claude-test?base_url={}&concurrency=1&retries=2",
         server.url()
@@ -852,20 +858,12 @@ fn a_server_without_pgvector_is_refused_with_a_clear_error_and_nothing_written()
 
 #[test]
 fn a_worker_with_other_context_settings_stops_and_leaves_the_work_and_local_workers_finish_it() {
-    use situate_http::fake::{FakeServer, Reply};
     let db = Database::new("settings");
     let tmp = tempfile::tempdir().expect("tmp");
     let index = tmp.path().join("idx");
     let docs = tmp.path().join("docs");
     write_corpus(&docs, 3, "mix");
-    let server = FakeServer::start(|_, _| {
-        Reply::json(serde_json::json!({
-            "content": [{"type": "text", "text": "This passage belongs to the document described."}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9}
-        }))
-    })
-    .expect("server");
+    let server = fake_anthropic(std::time::Duration::ZERO);
     let llm = format!("anthropic:claude-test?base_url={}", server.url());
     run(
         situate(&index).args(["store", "migrate", "--store", &db.url]),

@@ -168,34 +168,11 @@ impl PgStore {
     /// card keeping its key, and records the card in the change feed; `false` when there
     /// is no such card.
     pub fn update_context(&mut self, chunk_id: &str, context: &ChunkContext) -> Result<bool> {
-        let p = columns(context);
         let q = |op| query_failed(&self.target, op);
         let mut tx = self.client.transaction().map_err(q("updating a context"))?;
-        let row = tx
-            .query_opt(
-                "UPDATE situate.chunks SET generated_context = $2, context_status = $3, context_method = $4,
-                   context_model = $5, context_prompt_version = $6, context_input_hash = $7,
-                   context_notes = $8::text::jsonb, context_strategy = $9, context_parts = $10::text::jsonb
-                 WHERE chunk_id = $1
-                 RETURNING document_id, id",
-                &[
-                    &chunk_id,
-                    &context.text,
-                    &context.status.as_str(),
-                    &p.method,
-                    &p.model,
-                    &p.prompt_version,
-                    &p.input_hash,
-                    &p.notes,
-                    &p.strategy,
-                    &p.parts,
-                ],
-            )
-            .map_err(q("updating a context"))?;
-        let Some(row) = row else {
+        let Some((doc, card)) = write_context(&mut tx, &self.target, chunk_id, context)? else {
             return Ok(false);
         };
-        let (doc, card): (String, i64) = (row.get(0), row.get(1));
         record_change(&mut tx, &self.target, &doc, Some(card))?;
         tx.commit().map_err(q("updating a context"))?;
         Ok(true)
@@ -215,7 +192,6 @@ impl PgStore {
         context: &ChunkContext,
         embed: Option<&str>,
     ) -> Result<Option<u64>> {
-        let p = columns(context);
         let q = |op| query_failed(&self.target, op);
         let mut tx = self.client.transaction().map_err(q("writing a context"))?;
         let open = tx
@@ -228,27 +204,7 @@ impl PgStore {
         if !open {
             return Ok(None);
         }
-        let row = tx
-            .query_opt(
-                "UPDATE situate.chunks SET generated_context = $2, context_status = $3, context_method = $4,
-                   context_model = $5, context_prompt_version = $6, context_input_hash = $7,
-                   context_notes = $8::text::jsonb, context_strategy = $9, context_parts = $10::text::jsonb
-                 WHERE chunk_id = $1
-                 RETURNING document_id, id",
-                &[
-                    &chunk_id,
-                    &context.text,
-                    &context.status.as_str(),
-                    &p.method,
-                    &p.model,
-                    &p.prompt_version,
-                    &p.input_hash,
-                    &p.notes,
-                    &p.strategy,
-                    &p.parts,
-                ],
-            )
-            .map_err(q("writing a context"))?;
+        let written = write_context(&mut tx, &self.target, chunk_id, context)?;
         let failed = context.status == ContextStatus::Failed;
         let state = if failed { "failed" } else { "done" };
         tx.execute(
@@ -256,11 +212,10 @@ impl PgStore {
             &[&item, &state],
         )
         .map_err(q("closing the work item"))?;
-        let Some(row) = row else {
+        let Some((doc, card)) = written else {
             tx.commit().map_err(q("closing the work item"))?;
             return Ok(None);
         };
-        let (doc, card): (String, i64) = (row.get(0), row.get(1));
         let position = record_change(&mut tx, &self.target, &doc, Some(card))?;
         if let Some(hash) = embed {
             tx.execute(
@@ -405,6 +360,39 @@ pub struct SharedDocument {
     pub ingest_key: String,
     /// Its cards, in order.
     pub cards: Vec<ChunkCard>,
+}
+
+/// Replaces the context of the card `chunk_id` in `tx` (the card keeps its key); its
+/// document and key, `None` when there is no such card.
+fn write_context(
+    tx: &mut postgres::Transaction<'_>,
+    target: &crate::Target,
+    chunk_id: &str,
+    context: &ChunkContext,
+) -> Result<Option<(String, i64)>> {
+    let p = columns(context);
+    let row = tx
+        .query_opt(
+            "UPDATE situate.chunks SET generated_context = $2, context_status = $3, context_method = $4,
+               context_model = $5, context_prompt_version = $6, context_input_hash = $7,
+               context_notes = $8::text::jsonb, context_strategy = $9, context_parts = $10::text::jsonb
+             WHERE chunk_id = $1
+             RETURNING document_id, id",
+            &[
+                &chunk_id,
+                &context.text,
+                &context.status.as_str(),
+                &p.method,
+                &p.model,
+                &p.prompt_version,
+                &p.input_hash,
+                &p.notes,
+                &p.strategy,
+                &p.parts,
+            ],
+        )
+        .map_err(query_failed(target, "writing a context"))?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 /// Records a change of `document` (and `card`, for a context replaced in place) in the
