@@ -323,8 +323,13 @@ impl Engine {
                 engine.bm25.close_writer();
                 engine._lock = None;
             } else {
-                // A writer is busy: catch the vectors up in memory only.
+                // A writer is busy: catch the vectors up in memory only. BM25 stays as
+                // loaded: the engine counts as of BM25's generation, so `is_stale` sends
+                // its reader to reopen once the writer has committed BM25 too (a reader
+                // opened between a writer's store commit and its BM25 commit would
+                // otherwise keep the older BM25 view).
                 engine.sync_vectors()?;
+                engine.opened.0 = engine.opened.0.min(engine.bm25.generation()?);
             }
         }
         Ok(engine)
