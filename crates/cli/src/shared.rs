@@ -230,9 +230,10 @@ pub fn status(out: Out, url: &str) -> Result<ExitCode> {
     }
     let mut o = format!(
         "store {}: {} documents, {} chunks; feed position {}\n",
-        s.store, s.documents, s.chunks, s.position
+        s.store, s.counts.documents, s.counts.chunks, s.counts.position
     );
     let statuses: Vec<String> = s
+        .counts
         .context_status
         .iter()
         .map(|(k, n)| format!("{k} {n}"))
@@ -240,22 +241,22 @@ pub fn status(out: Out, url: &str) -> Result<ExitCode> {
     o.push_str(&format!("contexts: {}\n", statuses.join(", ")));
     o.push_str(&format!(
         "context cache: {} contexts, {} input and {} output tokens paid (method {}{})\n",
-        s.contexts_cached,
-        s.input_tokens,
-        s.output_tokens,
+        s.counts.contexts_cached,
+        s.counts.input_tokens,
+        s.counts.output_tokens,
         s.context_method.as_deref().unwrap_or("-"),
         s.context_llm
             .as_deref()
             .map(|l| format!(", llm {l}"))
             .unwrap_or_default()
     ));
-    for w in &s.work {
+    for w in &s.counts.work {
         o.push_str(&format!(
             "{}: {} open ({} leased by {} workers), {} done, {} failed\n",
             w.role, w.queued, w.leased, w.workers, w.done, w.failed
         ));
     }
-    for (model, n) in &s.embeddings {
+    for (model, n) in &s.counts.embeddings {
         o.push_str(&format!("embeddings: {n} of {model}\n"));
     }
     print!("{o}");
@@ -276,8 +277,7 @@ pub fn pgvector(
     if !(1..=10_000).contains(&a.ef_search) {
         anyhow::bail!("--ef-search must be from 1 to 10000");
     }
-    let (e, _) = node(settings, index, url, a)?;
-    let mut f = Follower::connect(url)?;
+    let (e, mut f, _) = node(settings, index, url, a)?;
     let started = std::time::Instant::now();
     let hits = f.pgvector_search(&e, query, k, a.ef_search)?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -306,13 +306,13 @@ pub fn pgvector(
 }
 
 /// Brings the query node at `index` up to the store (waiting for `--after` when given)
-/// and returns it open, with what the catch-up did.
+/// and returns it open, with its connection to the store and what the catch-up did.
 pub fn node(
     settings: &Settings,
     index: &Path,
     url: &str,
     a: &NodeArgs,
-) -> Result<(Engine, FollowReport)> {
+) -> Result<(Engine, Follower, FollowReport)> {
     if !(a.wait.is_finite() && a.wait >= 0.0) {
         anyhow::bail!("--wait must be a number of seconds, 0 or more");
     }
@@ -324,7 +324,7 @@ pub fn node(
         Some(p) => f.wait_for(&mut e, p, Duration::from_secs_f64(a.wait))?,
         None => f.catch_up(&mut e)?,
     };
-    Ok((e, r))
+    Ok((e, f, r))
 }
 
 /// `situate store check`: the node at `index` against the store, card by card.

@@ -157,7 +157,6 @@ impl Engine {
             None
         };
         let mut report = IngestReport::default();
-        let mut seen: HashMap<String, String> = HashMap::new();
         let mut pending: Vec<Prepared> = Vec::new();
         let mut pending_bytes = 0usize;
         // Documents read and chunked, waiting for their contexts: up to `in_flight` are
@@ -165,36 +164,19 @@ impl Engine {
         let mut waiting: Vec<Waiting<Fresh>> = Vec::new();
         let in_flight = ctx.documents_in_flight().max(1);
 
-        for item in read_sources(paths, &opts.sources) {
+        for item in read_documents(paths, &opts) {
             if self.cancel_requested() {
                 report.cancelled = true;
                 break;
             }
             let mut doc = match item {
-                SourceItem::Skipped(s) => {
+                Ok(d) => d,
+                Err(s) => {
                     on_event(IngestEvent::Skipped(&s));
                     report.skipped.push(s);
                     continue;
                 }
-                SourceItem::Document(d) => *d,
             };
-            if let Some(first) = seen.get(&doc.id) {
-                let s = Skipped {
-                    source: doc.source.clone(),
-                    reason: format!(
-                        "duplicate document id {:?} (first read from {first})",
-                        doc.id
-                    ),
-                };
-                on_event(IngestEvent::Skipped(&s));
-                report.skipped.push(s);
-                continue;
-            }
-            seen.insert(doc.id.clone(), doc.source.clone());
-            for (k, v) in &opts.metadata {
-                doc.metadata
-                    .insert(k.clone(), serde_json::Value::String(v.clone()));
-            }
             let key = ingest_key(&doc, &chunker, ctx);
             let stored = self.store.document_state(&doc.id)?;
             if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
@@ -206,19 +188,14 @@ impl Engine {
                 });
                 continue;
             }
-            let spans = match doc.preset_chunks.take() {
-                Some(s) => s,
-                None => chunker.chunk(&doc.text, &doc.kind),
+            let spans = match chunk_spans(&mut doc, &chunker) {
+                Ok(s) => s,
+                Err(s) => {
+                    on_event(IngestEvent::Skipped(&s));
+                    report.skipped.push(s);
+                    continue;
+                }
             };
-            if spans.is_empty() {
-                let s = Skipped {
-                    source: doc.source.clone(),
-                    reason: "no text to chunk".into(),
-                };
-                on_event(IngestEvent::Skipped(&s));
-                report.skipped.push(s);
-                continue;
-            }
             waiting.push(Waiting {
                 doc,
                 spans,
@@ -438,6 +415,56 @@ impl Engine {
         on_event(IngestEvent::Committed { generation });
         Ok(())
     }
+}
+
+/// The documents of `paths` as an ingest takes them: each id once (a second document with
+/// an id already read is skipped, naming the first), with the ingest's `--meta` added;
+/// inputs that cannot be read are skipped with their reason.
+pub(crate) fn read_documents<'a>(
+    paths: &[PathBuf],
+    opts: &'a IngestOptions,
+) -> impl Iterator<Item = std::result::Result<Document, Skipped>> + 'a {
+    let mut seen: HashMap<String, String> = HashMap::new();
+    read_sources(paths, &opts.sources).map(move |item| {
+        let mut doc = match item {
+            SourceItem::Skipped(s) => return Err(s),
+            SourceItem::Document(d) => *d,
+        };
+        if let Some(first) = seen.get(&doc.id) {
+            return Err(Skipped {
+                source: doc.source.clone(),
+                reason: format!(
+                    "duplicate document id {:?} (first read from {first})",
+                    doc.id
+                ),
+            });
+        }
+        seen.insert(doc.id.clone(), doc.source.clone());
+        for (k, v) in &opts.metadata {
+            doc.metadata
+                .insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+        Ok(doc)
+    })
+}
+
+/// A document's chunks: the source's own, or the chunker's; a document with no text to
+/// chunk is skipped.
+pub(crate) fn chunk_spans(
+    doc: &mut Document,
+    chunker: &Chunker,
+) -> std::result::Result<Vec<ChunkSpan>, Skipped> {
+    let spans = match doc.preset_chunks.take() {
+        Some(s) => s,
+        None => chunker.chunk(&doc.text, &doc.kind),
+    };
+    if spans.is_empty() {
+        return Err(Skipped {
+            source: doc.source.clone(),
+            reason: "no text to chunk".into(),
+        });
+    }
+    Ok(spans)
 }
 
 /// A document's ingest key: its content with everything that decides its cards (chunker,

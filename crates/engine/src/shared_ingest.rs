@@ -8,14 +8,16 @@
 //! queued for the `embed` workers. Nothing here calls an LLM.
 
 use crate::Result;
-use crate::ingest::{ContextCache, IngestEvent, IngestOptions, contextualize_many, ingest_key};
+use crate::ingest::{
+    ContextCache, IngestEvent, IngestOptions, chunk_spans, contextualize_many, ingest_key,
+    read_documents,
+};
 use crate::shared_store::PgCache;
 use crate::vectors::embedding_input;
 use serde::Serialize;
 use situate_core::{ChunkContext, ChunkView, ContextStatus, DocumentView};
-use situate_ingest::{Chunker, Skipped, SourceItem, read_sources};
+use situate_ingest::{Chunker, Skipped};
 use situate_store::NewChunk;
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// What the workers are to use, recorded in the store by the ingest so that a worker
@@ -89,7 +91,6 @@ pub fn shared_ingest(
         store: store.target().to_string(),
         ..Default::default()
     };
-    let mut seen: HashMap<String, String> = HashMap::new();
     let skip =
         |report: &mut SharedIngestReport, s: Skipped, on_event: &mut dyn FnMut(IngestEvent<'_>)| {
             on_event(IngestEvent::Skipped(&s));
@@ -98,28 +99,14 @@ pub fn shared_ingest(
                 reason: s.reason,
             });
         };
-    for item in read_sources(paths, &opts.sources) {
+    for item in read_documents(paths, &opts) {
         let mut doc = match item {
-            SourceItem::Skipped(s) => {
+            Ok(d) => d,
+            Err(s) => {
                 skip(&mut report, s, on_event);
                 continue;
             }
-            SourceItem::Document(d) => *d,
         };
-        if let Some(first) = seen.get(&doc.id) {
-            let reason = format!(
-                "duplicate document id {:?} (first read from {first})",
-                doc.id
-            );
-            let source = doc.source.clone();
-            skip(&mut report, Skipped { source, reason }, on_event);
-            continue;
-        }
-        seen.insert(doc.id.clone(), doc.source.clone());
-        for (k, v) in &opts.metadata {
-            doc.metadata
-                .insert(k.clone(), serde_json::Value::String(v.clone()));
-        }
         let key = ingest_key(&doc, &chunker, ctx);
         let stored = store.document_state(&doc.id)?;
         if stored.as_ref().is_some_and(|s| s.ingest_key == key) {
@@ -131,22 +118,13 @@ pub fn shared_ingest(
             });
             continue;
         }
-        let spans = match doc.preset_chunks.take() {
-            Some(s) => s,
-            None => chunker.chunk(&doc.text, &doc.kind),
+        let spans = match chunk_spans(&mut doc, &chunker) {
+            Ok(s) => s,
+            Err(s) => {
+                skip(&mut report, s, on_event);
+                continue;
+            }
         };
-        if spans.is_empty() {
-            let source = doc.source.clone();
-            skip(
-                &mut report,
-                Skipped {
-                    source,
-                    reason: "no text to chunk".into(),
-                },
-                on_event,
-            );
-            continue;
-        }
         // Contexts: those that cost nothing are written here; an LLM's come from the
         // shared cache or are left pending for the workers, with their input hashes.
         let (contexts, hashes): (Vec<ChunkContext>, Vec<Option<String>>) = if remembers {

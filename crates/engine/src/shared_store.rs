@@ -128,73 +128,22 @@ pub fn migrate(url: &str) -> Result<MigrateReport> {
 pub struct StoreStatus {
     /// The server and database (`user@host:port/database`; never the password).
     pub store: String,
-    /// Documents.
-    pub documents: i64,
-    /// Chunk cards.
-    pub chunks: i64,
-    /// Cards per context status (`pending` ones wait for a worker).
-    pub context_status: Vec<(String, i64)>,
-    /// Contexts in the shared cache, each paid for once.
-    pub contexts_cached: i64,
-    /// Input tokens those contexts cost.
-    pub input_tokens: i64,
-    /// Output tokens those contexts cost.
-    pub output_tokens: i64,
-    /// Kept embeddings per model.
-    pub embeddings: Vec<(String, i64)>,
-    /// The work queue per role.
-    pub work: Vec<WorkStatus>,
-    /// The feed position below which every change is final (what a node can reach now).
-    pub position: u64,
-    /// The context method and LLM the last ingest recorded for the workers.
+    /// Documents, cards per context status (`pending` ones wait for a worker), contexts
+    /// and the tokens they cost, embeddings, the work queue per role, the feed position.
+    #[serde(flatten)]
+    pub counts: situate_pg::StoreCounts,
+    /// The context method the last ingest recorded for the workers.
     pub context_method: Option<String>,
     /// The LLM the last ingest recorded, when one was given.
     pub context_llm: Option<String>,
 }
 
-/// The work queue of one role.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct WorkStatus {
-    /// `contextualize` or `embed`.
-    pub role: String,
-    /// Items not finished (held or free).
-    pub queued: i64,
-    /// Of those, held by a worker under a live lease.
-    pub leased: i64,
-    /// Items done.
-    pub done: i64,
-    /// Items that ended in a failure recorded on the card.
-    pub failed: i64,
-    /// Workers holding leases now.
-    pub workers: i64,
-}
-
 /// The shared store's progress and cost ([`StoreStatus`]).
 pub fn status(url: &str) -> Result<StoreStatus> {
     let mut store = situate_pg::PgStore::connect(url, &situate_pg::Env::from_process())?;
-    let c = store.counts()?;
     Ok(StoreStatus {
         store: store.target().to_string(),
-        documents: c.documents,
-        chunks: c.chunks,
-        context_status: c.context_status,
-        contexts_cached: c.contexts_cached,
-        input_tokens: c.input_tokens,
-        output_tokens: c.output_tokens,
-        embeddings: c.embeddings,
-        work: c
-            .work
-            .into_iter()
-            .map(|w| WorkStatus {
-                role: w.role,
-                queued: w.queued,
-                leased: w.leased,
-                done: w.done,
-                failed: w.failed,
-                workers: w.workers,
-            })
-            .collect(),
-        position: c.position,
+        counts: store.counts()?,
         context_method: store.meta("context_method")?,
         context_llm: store.meta("context_llm")?,
     })

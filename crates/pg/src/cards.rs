@@ -54,12 +54,7 @@ impl PgStore {
             .client
             .transaction()
             .map_err(q("starting a document write"))?;
-        tx.execute(
-            "DELETE FROM situate.work WHERE chunk_id IN
-               (SELECT chunk_id FROM situate.chunks WHERE document_id = $1)",
-            &[&doc.id],
-        )
-        .map_err(q("removing replaced work"))?;
+        drop_work(&mut tx, &self.target, &doc.id)?;
         tx.execute(
             "DELETE FROM situate.chunks WHERE document_id = $1",
             &[&doc.id],
@@ -145,12 +140,7 @@ impl PgStore {
             .client
             .transaction()
             .map_err(q("removing a document"))?;
-        tx.execute(
-            "DELETE FROM situate.work WHERE chunk_id IN
-               (SELECT chunk_id FROM situate.chunks WHERE document_id = $1)",
-            &[&id],
-        )
-        .map_err(q("removing the document's work"))?;
+        drop_work(&mut tx, &self.target, id)?;
         let n = tx
             .execute(
                 "DELETE FROM situate.documents WHERE document_id = $1",
@@ -360,6 +350,22 @@ pub struct SharedDocument {
     pub ingest_key: String,
     /// Its cards, in order.
     pub cards: Vec<ChunkCard>,
+}
+
+/// Removes, in `tx`, the work queued for the cards of `document` (they are being replaced
+/// or removed: a worker finishing an item later finds it gone and writes nothing).
+fn drop_work(
+    tx: &mut postgres::Transaction<'_>,
+    target: &crate::Target,
+    document: &str,
+) -> Result<()> {
+    tx.execute(
+        "DELETE FROM situate.work WHERE chunk_id IN
+           (SELECT chunk_id FROM situate.chunks WHERE document_id = $1)",
+        &[&document],
+    )
+    .map_err(query_failed(target, "removing the document's queued work"))?;
+    Ok(())
 }
 
 /// Replaces the context of the card `chunk_id` in `tx` (the card keeps its key); its

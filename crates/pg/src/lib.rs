@@ -842,7 +842,7 @@ impl PgStore {
 }
 
 /// Counts over the shared store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct StoreCounts {
     /// Documents.
     pub documents: i64,
@@ -865,7 +865,7 @@ pub struct StoreCounts {
 }
 
 /// The work queue of one role.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkCounts {
     /// `contextualize` or `embed`.
     pub role: String,
