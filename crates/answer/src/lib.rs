@@ -50,6 +50,9 @@ pub struct Passage {
     pub context: Option<String>,
     /// Its original text (the source).
     pub original: String,
+    /// The pages or slides it covers, in a paged document (so an answer can cite
+    /// "report.pdf p. 12").
+    pub place: Option<situate_core::Place>,
     /// The retrieval score it was found with (the hit's final score).
     pub score: f32,
 }
@@ -129,6 +132,9 @@ pub fn passages_block(passages: &[Passage]) -> String {
         if let Some(title) = p.title.as_deref().filter(|t| !t.trim().is_empty()) {
             out.push_str(&format!("<title>{}</title>\n", section(title)));
         }
+        if let Some(place) = p.place {
+            out.push_str(&format!("<where>{place}</where>\n"));
+        }
         if let Some(context) = p.context.as_deref().filter(|c| !c.trim().is_empty()) {
             out.push_str(&format!("<context>\n{}\n</context>\n", section(context)));
         }
@@ -183,6 +189,8 @@ pub struct Citation {
     pub chunk_id: Option<String>,
     /// Its document.
     pub document_id: Option<String>,
+    /// The pages or slides of the passage cited, in a paged document.
+    pub place: Option<situate_core::Place>,
     /// The words quoted before the citation, if any.
     pub quote: Option<String>,
     /// Whether the citation holds: the passage was given, and the quote (if any) is in its
@@ -311,6 +319,7 @@ pub fn check(reply: &str, passages: &[Passage], language: Language) -> Checked {
                     passage: None,
                     chunk_id: None,
                     document_id: None,
+                    place: None,
                     quote: quoted.clone(),
                     valid: false,
                     problem: Some(format!(
@@ -324,6 +333,7 @@ pub fn check(reply: &str, passages: &[Passage], language: Language) -> Checked {
                         passage: Some(p.id),
                         chunk_id: Some(p.chunk_id.clone()),
                         document_id: Some(p.document_id.clone()),
+                        place: p.place,
                         quote: quoted.clone(),
                         valid: problem.is_none(),
                         problem,
@@ -497,6 +507,7 @@ mod tests {
                     i + 1
                 )),
                 original: t.to_string(),
+                place: None,
                 score: 1.0 / (i + 1) as f32,
             })
             .collect()

@@ -361,6 +361,9 @@ struct FilterArgs {
     /// Only documents with this metadata, KEY=VALUE (repeatable; all must match)
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
+    /// Only cards of this kind: text, table or image (repeatable)
+    #[arg(long)]
+    kind: Vec<String>,
 }
 
 impl FilterArgs {
@@ -371,6 +374,7 @@ impl FilterArgs {
             paths: self.path,
             languages: self.language,
             meta: self.meta,
+            kinds: self.kind,
         }
     }
 }
@@ -442,8 +446,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
+            // lopdf and pdf-extract log what the skip reason already says (an encrypted
+            // file, a font they guess at): errors only.
             tracing_subscriber::EnvFilter::try_from_env("SITUATE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,lopdf=error,pdf_extract=error".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(output::colour_on_stderr())

@@ -188,6 +188,12 @@ pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
             };
             writeln!(out, "    explain   {}{fused}{rerank}", legs.join(" · "))?;
         }
+        if let Some(place) = &h.place {
+            writeln!(out, "    cite      {} {place}", cite_name(&h.source))?;
+        }
+        if h.kind != situate_core::CardKind::Text {
+            writeln!(out, "    kind      {}", h.kind)?;
+        }
         if !h.heading_path.is_empty() {
             writeln!(out, "    section   {}", h.heading_path.join(" > "))?;
         }
@@ -238,6 +244,10 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
         writeln!(out, "title      {t}")?;
     }
     writeln!(out, "characters {}..{}", c.char_start, c.char_end)?;
+    writeln!(out, "kind       {}", c.kind)?;
+    if let Some(place) = &c.place {
+        writeln!(out, "cite       {} {place}", cite_name(&doc.source))?;
+    }
     if !c.heading_path.is_empty() {
         writeln!(out, "section    {}", c.heading_path.join(" > "))?;
     }
@@ -574,4 +584,9 @@ pub fn progress_message(
         "{done}{of} chunks contextualized ({cached} from the cache), {:.0} tokens/s, {hit:.0}% of input read from cache{dollars}",
         tokens as f64 / secs
     )
+}
+
+/// The file name a citation names (`report.pdf` of `/data/reports/report.pdf`).
+fn cite_name(source: &str) -> &str {
+    source.rsplit(['/', '\\']).next().unwrap_or(source)
 }

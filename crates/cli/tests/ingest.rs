@@ -44,7 +44,7 @@ fn bad_inputs_are_reported_and_the_rest_is_ingested() {
     assert!(reason("binary.txt").starts_with("binary file"));
     assert!(reason("latin1.md").starts_with("invalid UTF-8 at byte 5"));
     assert_eq!(reason("empty.txt"), "empty file");
-    assert_eq!(reason("photo.jpg"), "unsupported file type .jpg");
+    assert!(reason("photo.jpg").starts_with("unsupported file type .jpg"));
     assert!(reason("loop").starts_with("symlink loop"));
     assert!(reason("dangling.txt").starts_with("unreadable"));
     assert_eq!(skipped.len(), 6);

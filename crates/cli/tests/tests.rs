@@ -5,6 +5,7 @@ mod ask;
 mod browser;
 mod contexts;
 mod crash;
+mod documents;
 mod eval;
 mod hosted;
 mod ingest;

@@ -15,8 +15,8 @@ mod code;
 pub use code::{display_lang, looks_like_code};
 
 use situate_core::{
-    ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer, DocKind,
-    DocumentContexts, DocumentView, Provenance, hash_parts,
+    CardKind, ChunkContext, ChunkView, ContextError, ContextSink, ContextStatus, Contextualizer,
+    DocKind, DocumentContexts, DocumentView, Provenance, hash_parts,
 };
 
 /// Builds a contextualizer by name (`none` or `structural`).
@@ -111,15 +111,141 @@ impl Structural {
         if !enclosing.is_empty() {
             parts.push(format!("in {}", enclosing.join(" > ")));
         }
-        if parts.is_empty() {
+        // A figure or table is situated by where it sits and by the sentence that refers
+        // to it, so a question about what it shows finds it.
+        let what = match chunk.span.kind {
+            CardKind::Image => Some("Figure"),
+            CardKind::Table => Some("Table"),
+            CardKind::Text => None,
+        };
+        let reference = what.and_then(|_| referring_sentence(doc.text, chunk));
+        if parts.is_empty() && what.is_none() {
             return None;
         }
         let mut text = parts.join(", ");
+        if let Some(what) = what {
+            text = if text.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what} {}{}", text[..1].to_lowercase(), &text[1..])
+            };
+        }
         if let Some(first) = text.get(..1) {
             text = first.to_uppercase() + &text[1..];
         }
-        Some(format!("{text}."))
+        match reference {
+            Some(r) => Some(format!("{text}. Referred to in: \"{}\"", clip(&r, 240))),
+            None => Some(format!("{text}.")),
+        }
     }
+}
+
+/// The sentence of the document that refers to a figure or table chunk: the first sentence
+/// outside the chunk naming its label (`Figure 3`, `Table 2`, `Рис. 4`, `图 2`); without a
+/// label (or a mention), the last sentence of the text right before it.
+fn referring_sentence(text: &str, chunk: &ChunkView<'_>) -> Option<String> {
+    let (mut start, end) = (chunk.span.byte_start, chunk.span.byte_end);
+    // A piece of a table is situated as its whole table: back over the rows above it and
+    // the caption right above them.
+    let mut label = label_of(chunk.text);
+    if chunk.span.kind == CardKind::Table {
+        while start > 0 {
+            let line_start = text[..start - 1].rfind('\n').map_or(0, |i| i + 1);
+            let line = text[line_start..start].trim();
+            if line.starts_with('|') || line.is_empty() {
+                start = line_start;
+            } else {
+                if label.is_none() && !line.is_empty() {
+                    label = label_of(line);
+                    if label.is_some() {
+                        start = line_start;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    let sentence_at = |at: usize| -> String {
+        let ends = ['.', '!', '?', '\n', '。', '！', '？'];
+        let from = text[..at].rfind(ends).map_or(0, |i| {
+            i + text[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let to = text[at..].find(ends).map_or(text.len(), |i| {
+            at + i + text[at + i..].chars().next().map_or(0, char::len_utf8)
+        });
+        text[from..to].trim().to_string()
+    };
+    if let Some(label) = label {
+        let lower = text.to_lowercase();
+        // Byte offsets of the lowercase text match the original for the scripts labels use.
+        if lower.len() == text.len() {
+            let needle = label.to_lowercase();
+            let mut from = 0;
+            while let Some(i) = lower[from..].find(&needle) {
+                let at = from + i;
+                from = at + needle.len();
+                if (start..end).contains(&at) {
+                    continue;
+                }
+                let next = lower[from..].chars().next();
+                if next.is_some_and(|c| c.is_ascii_digit()) {
+                    continue;
+                }
+                let s = sentence_at(at);
+                if !s.is_empty()
+                    && !s
+                        .trim_start_matches(['*', '_'])
+                        .to_lowercase()
+                        .starts_with(&needle)
+                {
+                    return Some(s);
+                }
+            }
+        }
+    }
+    let before = text[..start].trim_end();
+    let para = before.rsplit("\n\n").next()?.trim();
+    if para.is_empty() || para.starts_with('#') || para.starts_with('|') || para.starts_with("![") {
+        return None;
+    }
+    let s = sentence_at(
+        before
+            .len()
+            .saturating_sub(1)
+            .max(before.len() - para.len()),
+    );
+    (!s.is_empty()).then_some(s)
+}
+
+/// A figure's or table's label, as its caption gives it (`Figure 3`, `Table 2`).
+fn label_of(chunk: &str) -> Option<String> {
+    for line in chunk.lines() {
+        let t = line.trim().trim_start_matches(['*', '_', '|', ' ']);
+        for label in [
+            "Figure",
+            "Fig.",
+            "Table",
+            "Рисунок",
+            "Рис.",
+            "Таблица",
+            "图",
+            "表",
+        ] {
+            if let Some(rest) = t.strip_prefix(label) {
+                let rest = rest.trim_start();
+                let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                if !n.is_empty() {
+                    let sep = if matches!(label, "图" | "表") {
+                        ""
+                    } else {
+                        " "
+                    };
+                    return Some(format!("{label}{sep}{n}"));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn is_code(doc: &DocumentView<'_>) -> bool {
@@ -204,6 +330,7 @@ mod tests {
             char_end: end,
             heading_path: headings.iter().map(|s| s.to_string()).collect(),
             chunk_id: None,
+            ..Default::default()
         }
     }
 

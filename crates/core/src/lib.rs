@@ -32,8 +32,8 @@ pub use context::{
 };
 pub use embed::{EmbedError, EmbedKind, Embedder};
 pub use model::{
-    CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextPart, ContextStatus, DocKind, Document,
-    Hit, Language, LegScore, PartKind, Provenance,
+    CardKind, CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextPart, ContextStatus, DocKind,
+    Document, Hit, Language, Layout, LegScore, PartKind, Place, PlaceUnit, Provenance,
 };
 pub use rerank::{RerankError, RerankPassage, Reranker};
 pub use vector::{CardSet, DocumentFilter, VectorIndex, VectorQuery};

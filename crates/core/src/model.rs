@@ -74,8 +74,14 @@ pub enum DocKind {
     Text,
     /// Markdown: chunks follow headings and record their heading path.
     Markdown,
-    /// HTML, stored as its extracted text.
+    /// HTML, stored as Markdown-like text (headings, lists, tables, images kept).
     Html,
+    /// A PDF's text layer, stored as Markdown-like text with the pages it came from.
+    Pdf,
+    /// A Word document (DOCX), stored as Markdown-like text.
+    Docx,
+    /// A slide deck (PPTX), one section per slide, stored as Markdown-like text.
+    Pptx,
     /// Source code in the named language (`rust`, `python`, ...).
     Code(String),
     /// A record of a corpus file (BEIR `corpus.jsonl`, Anthropic `codebase_chunks.json`).
@@ -89,6 +95,9 @@ impl DocKind {
             DocKind::Text => "text".into(),
             DocKind::Markdown => "markdown".into(),
             DocKind::Html => "html".into(),
+            DocKind::Pdf => "pdf".into(),
+            DocKind::Docx => "docx".into(),
+            DocKind::Pptx => "pptx".into(),
             DocKind::Code(l) => format!("code:{l}"),
             DocKind::Record => "record".into(),
         }
@@ -99,12 +108,168 @@ impl DocKind {
         match s {
             "markdown" => DocKind::Markdown,
             "html" => DocKind::Html,
+            "pdf" => DocKind::Pdf,
+            "docx" => DocKind::Docx,
+            "pptx" => DocKind::Pptx,
             "record" => DocKind::Record,
             _ => match s.strip_prefix("code:") {
                 Some(l) => DocKind::Code(l.to_string()),
                 None => DocKind::Text,
             },
         }
+    }
+}
+
+impl DocKind {
+    /// Whether the text is Markdown-like, so the chunker follows its headings and cuts its
+    /// tables and figures into cards of their own (Markdown, and every format read into
+    /// Markdown-like text: HTML, PDF, DOCX, PPTX).
+    pub fn is_structured(&self) -> bool {
+        matches!(
+            self,
+            DocKind::Markdown | DocKind::Html | DocKind::Pdf | DocKind::Docx | DocKind::Pptx
+        )
+    }
+}
+
+/// What a card holds: running text, a table (or a piece of one), or an image described by
+/// what its source says of it (alt text, caption, figure label, file name).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CardKind {
+    /// Running text.
+    #[default]
+    Text,
+    /// A table, or a run of its rows (each piece carries the header row).
+    Table,
+    /// An image or figure: its alt text, caption, label and file name.
+    Image,
+}
+
+impl CardKind {
+    /// `text`, `table`, `image`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardKind::Text => "text",
+            CardKind::Table => "table",
+            CardKind::Image => "image",
+        }
+    }
+}
+
+impl fmt::Display for CardKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CardKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(CardKind::Text),
+            "table" => Ok(CardKind::Table),
+            "image" | "figure" => Ok(CardKind::Image),
+            _ => Err(format!(
+                "unknown card kind {s:?}: expected text, table or image"
+            )),
+        }
+    }
+}
+
+/// The unit a [`Place`] counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PlaceUnit {
+    /// A PDF page (1-based, as the reader numbers them).
+    Page,
+    /// A slide of a deck (1-based).
+    Slide,
+}
+
+/// Where a chunk lies in a paged source: the first and last page (or slide) it covers, so an
+/// answer can cite "report.pdf p. 12".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Place {
+    /// Pages or slides.
+    pub unit: PlaceUnit,
+    /// The first one the chunk covers (1-based).
+    pub first: u32,
+    /// The last one (equal to `first` unless the chunk spans a break).
+    pub last: u32,
+}
+
+impl Place {
+    /// The stored form: `page:12`, `page:12-13`, `slide:4`.
+    pub fn as_stored(&self) -> String {
+        let unit = match self.unit {
+            PlaceUnit::Page => "page",
+            PlaceUnit::Slide => "slide",
+        };
+        if self.first == self.last {
+            format!("{unit}:{}", self.first)
+        } else {
+            format!("{unit}:{}-{}", self.first, self.last)
+        }
+    }
+
+    /// Parses [`Place::as_stored`]'s form (`None` for anything else).
+    pub fn from_stored(s: &str) -> Option<Place> {
+        let (unit, range) = s.split_once(':')?;
+        let unit = match unit {
+            "page" => PlaceUnit::Page,
+            "slide" => PlaceUnit::Slide,
+            _ => return None,
+        };
+        let (first, last) = match range.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+            None => {
+                let n = range.parse().ok()?;
+                (n, n)
+            }
+        };
+        (first <= last).then_some(Place { unit, first, last })
+    }
+}
+
+impl fmt::Display for Place {
+    /// `p. 12`, `pp. 12–13`, `slide 4`, `slides 4–5`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.unit, self.first == self.last) {
+            (PlaceUnit::Page, true) => write!(f, "p. {}", self.first),
+            (PlaceUnit::Page, false) => write!(f, "pp. {}\u{2013}{}", self.first, self.last),
+            (PlaceUnit::Slide, true) => write!(f, "slide {}", self.first),
+            (PlaceUnit::Slide, false) => write!(f, "slides {}\u{2013}{}", self.first, self.last),
+        }
+    }
+}
+
+/// Where the pages (or slides) of a paged document begin in its text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Layout {
+    /// Pages or slides.
+    pub unit: Option<PlaceUnit>,
+    /// `(byte offset, number)` of each page's first byte, in increasing order.
+    pub starts: Vec<(usize, u32)>,
+}
+
+impl Layout {
+    /// The place of the bytes `start..end` (`None` without pages).
+    pub fn place(&self, start: usize, end: usize) -> Option<Place> {
+        let unit = self.unit?;
+        let at = |b: usize| {
+            let i = self.starts.partition_point(|&(s, _)| s <= b);
+            self.starts.get(i.checked_sub(1)?).map(|&(_, n)| n)
+        };
+        let first = at(start)?;
+        let last = at(end.saturating_sub(1).max(start)).unwrap_or(first);
+        Some(Place {
+            unit,
+            first,
+            last: last.max(first),
+        })
     }
 }
 
@@ -130,11 +295,13 @@ pub struct Document {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Chunks fixed by the source (Anthropic's format); `None` lets the chunker decide.
     pub preset_chunks: Option<Vec<ChunkSpan>>,
+    /// Where pages or slides begin (PDF, PPTX); empty for other documents.
+    pub layout: Layout,
 }
 
 /// Where one chunk lies in its document. The text itself is `&doc.text[byte_start..byte_end]`:
 /// spans borrow nothing and copy nothing, so a large document is held once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ChunkSpan {
     /// Position of the chunk in its document, from 0.
     pub ordinal: u32,
@@ -150,6 +317,16 @@ pub struct ChunkSpan {
     pub heading_path: Vec<String>,
     /// A chunk id given by the source (Anthropic's `chunk_id`); otherwise derived.
     pub chunk_id: Option<String>,
+    /// What the chunk holds.
+    #[serde(default)]
+    pub kind: CardKind,
+    /// The pages or slides it covers, in a paged document.
+    #[serde(default)]
+    pub place: Option<Place>,
+    /// Text the chunk repeats from before its span so it reads on its own: the header row of
+    /// a table cut into pieces (the card's original is this, a line break, then the span).
+    #[serde(default)]
+    pub lead: Option<String>,
 }
 
 impl ChunkSpan {
@@ -158,6 +335,15 @@ impl ChunkSpan {
         self.chunk_id
             .clone()
             .unwrap_or_else(|| format!("{document_id}#{}", self.ordinal))
+    }
+
+    /// The chunk's original text: its span of `text`, after its [`ChunkSpan::lead`].
+    pub fn original<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let span = &text[self.byte_start..self.byte_end];
+        match &self.lead {
+            None => std::borrow::Cow::Borrowed(span),
+            Some(lead) => std::borrow::Cow::Owned(format!("{lead}\n{span}")),
+        }
     }
 }
 
@@ -370,7 +556,12 @@ pub struct ChunkCard {
     pub char_end: u64,
     /// Markdown heading path (outermost first).
     pub heading_path: Vec<String>,
-    /// The chunk's own text, exactly as in the document.
+    /// What the card holds (text, table, image).
+    pub kind: CardKind,
+    /// The pages or slides it covers, in a paged document.
+    pub place: Option<Place>,
+    /// The chunk's own text, exactly as in the document (a table piece after the first
+    /// starts with the table's header row).
     pub original_text: String,
     /// The situating context, if one was written.
     pub generated_context: Option<String>,
@@ -439,6 +630,10 @@ pub struct Hit {
     pub char_end: u64,
     /// Markdown heading path.
     pub heading_path: Vec<String>,
+    /// What the card holds (text, table, image).
+    pub kind: CardKind,
+    /// The pages or slides the chunk covers, in a paged document (PDF, PPTX).
+    pub place: Option<Place>,
     /// The context that was indexed with the chunk (`None` when it had none).
     pub context: Option<String>,
     /// The context's status.

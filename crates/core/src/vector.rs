@@ -81,6 +81,8 @@ pub struct DocumentFilter {
     pub languages: Vec<Language>,
     /// Metadata `key = value` (given at ingest with `--meta`, or from the source).
     pub metadata: Vec<(String, String)>,
+    /// Card kinds (text, table, image); empty allows every kind.
+    pub kinds: Vec<crate::CardKind>,
 }
 
 impl DocumentFilter {
@@ -90,6 +92,7 @@ impl DocumentFilter {
             && self.path_globs.is_empty()
             && self.languages.is_empty()
             && self.metadata.is_empty()
+            && self.kinds.is_empty()
     }
 }
 

@@ -143,6 +143,7 @@ impl Engine {
                         document_id: card.document_id,
                         title: doc.title.clone(),
                         context: None,
+                        place: card.place,
                         original: card.original_text,
                         score: 0.0,
                     });
@@ -211,6 +212,7 @@ impl Engine {
                         document_id: h.document_id,
                         title: h.title,
                         context: h.context,
+                        place: h.place,
                         original: h.original_text,
                         score: h.score,
                     })

@@ -157,6 +157,7 @@ impl Engine {
                 content_hash: stored.content_hash.clone(),
                 metadata: Default::default(),
                 preset_chunks: None,
+                layout: Default::default(),
             };
             waiting.push(Waiting {
                 doc,
@@ -269,6 +270,9 @@ pub(crate) fn spans_of(id: &str, text: &str, cards: &[ChunkCard]) -> Result<Vec<
                 char_end: c.char_end as usize,
                 heading_path: c.heading_path.clone(),
                 chunk_id: None,
+                kind: c.kind,
+                place: c.place,
+                lead: None,
             })
         })
         .collect();

@@ -436,6 +436,8 @@ impl Follower {
                     char_start: c.char_start as usize,
                     char_end: c.char_end as usize,
                     heading_path: &c.heading_path,
+                    kind: c.kind,
+                    place: c.place,
                     original_text: &c.original_text,
                     context,
                 })
@@ -468,6 +470,7 @@ fn same_as_local(engine: &Engine, d: &SharedDocument) -> Result<bool> {
         && local.iter().zip(&d.cards).all(|(a, b)| {
             a.chunk_id == b.chunk_id
                 && a.original_text == b.original_text
+                && (a.kind, a.place) == (b.kind, b.place)
                 && a.generated_context == b.generated_context
                 && a.context_status == b.context_status
                 && a.provenance == b.provenance

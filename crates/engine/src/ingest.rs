@@ -373,18 +373,21 @@ impl Engine {
         }
         for p in pending.iter() {
             let ids: Vec<String> = p.spans.iter().map(|s| s.id_in(&p.doc.id)).collect();
+            let originals: Vec<_> = p.spans.iter().map(|s| s.original(&p.doc.text)).collect();
             let chunks: Vec<NewChunk<'_>> = p
                 .spans
                 .iter()
                 .zip(&p.contexts)
-                .zip(&ids)
-                .map(|((s, c), id)| NewChunk {
+                .zip(ids.iter().zip(&originals))
+                .map(|((s, c), (id, original))| NewChunk {
                     chunk_id: id.clone(),
                     ordinal: s.ordinal,
                     char_start: s.char_start,
                     char_end: s.char_end,
                     heading_path: &s.heading_path,
-                    original_text: &p.doc.text[s.byte_start..s.byte_end],
+                    kind: s.kind,
+                    place: s.place,
+                    original_text: original,
                     context: c,
                 })
                 .collect();
@@ -456,7 +459,7 @@ pub(crate) fn chunk_spans(
 ) -> std::result::Result<Vec<ChunkSpan>, Skipped> {
     let spans = match doc.preset_chunks.take() {
         Some(s) => s,
-        None => chunker.chunk(&doc.text, &doc.kind),
+        None => chunker.chunk_document(doc),
     };
     if spans.is_empty() {
         return Err(Skipped {
@@ -472,10 +475,15 @@ pub(crate) fn chunk_spans(
 /// unchanged and is left alone.
 pub(crate) fn ingest_key(doc: &Document, chunker: &Chunker, ctx: &dyn Contextualizer) -> String {
     let metadata = serde_json::Value::Object(doc.metadata.clone()).to_string();
+    // Markdown-like kinds are cut by structure (tables and figures as cards of their own,
+    // places), so their keys carry that rule's version; the keys of other kinds are as
+    // before.
     let chunk_settings = if doc.preset_chunks.is_some() {
-        "preset"
+        "preset".to_string()
+    } else if doc.kind.is_structured() {
+        format!("{};structure-v1", chunker.fingerprint())
     } else {
-        chunker.fingerprint()
+        chunker.fingerprint().to_string()
     };
     hash_parts(&[
         doc.content_hash.as_bytes(),

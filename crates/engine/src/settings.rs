@@ -582,6 +582,9 @@ pub struct FilterSettings {
     /// Only documents with all of this metadata, `KEY=VALUE`.
     #[serde(default)]
     pub meta: Vec<String>,
+    /// Only cards of these kinds (`text`, `table`, `image`).
+    #[serde(default)]
+    pub kinds: Vec<String>,
 }
 
 impl FilterSettings {
@@ -592,11 +595,20 @@ impl FilterSettings {
             .iter()
             .map(|l| l.parse::<Language>().map_err(EngineError::Invalid))
             .collect::<Result<Vec<_>>>()?;
+        let kinds = self
+            .kinds
+            .iter()
+            .map(|k| {
+                k.parse::<situate_core::CardKind>()
+                    .map_err(EngineError::Invalid)
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(DocumentFilter {
             document_ids: self.documents.clone(),
             path_globs: self.paths.clone(),
             languages,
             metadata: key_values("--meta", &self.meta)?,
+            kinds,
         })
     }
 }

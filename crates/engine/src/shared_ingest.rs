@@ -160,17 +160,20 @@ pub fn shared_ingest(
             (contexts, vec![None; n])
         };
         let ids: Vec<String> = spans.iter().map(|s| s.id_in(&doc.id)).collect();
+        let originals: Vec<_> = spans.iter().map(|s| s.original(&doc.text)).collect();
         let chunks: Vec<NewChunk<'_>> = spans
             .iter()
             .zip(&contexts)
-            .zip(&ids)
-            .map(|((s, c), id)| NewChunk {
+            .zip(ids.iter().zip(&originals))
+            .map(|((s, c), (id, original))| NewChunk {
                 chunk_id: id.clone(),
                 ordinal: s.ordinal,
                 char_start: s.char_start,
                 char_end: s.char_end,
                 heading_path: &s.heading_path,
-                original_text: &doc.text[s.byte_start..s.byte_end],
+                kind: s.kind,
+                place: s.place,
+                original_text: original,
                 context: c,
             })
             .collect();

@@ -115,6 +115,7 @@ pub fn migrate(url: &str) -> Result<MigrateReport> {
         outcome: match outcome {
             situate_pg::Migration::Created => "created",
             situate_pg::Migration::Current => "current",
+            situate_pg::Migration::Upgraded { .. } => "upgraded",
         }
         .to_string(),
         format_version,

@@ -22,6 +22,10 @@ pub struct CardView {
     pub char_end: u64,
     /// Markdown heading path (outermost first).
     pub heading_path: Vec<String>,
+    /// What the card holds (text, table, image).
+    pub kind: situate_core::CardKind,
+    /// The pages or slides it covers, in a paged document (PDF, PPTX).
+    pub place: Option<situate_core::Place>,
     /// The chunk's own text, exactly as in the document: what answers are built from.
     pub original_text: String,
     /// The situating context, if one was written (whatever its status).
@@ -50,6 +54,8 @@ impl CardView {
             char_start: card.char_start,
             char_end: card.char_end,
             heading_path: card.heading_path,
+            kind: card.kind,
+            place: card.place,
             original_text: card.original_text,
             generated_context: card.generated_context,
             indexed_text: indexed,
@@ -70,6 +76,10 @@ pub struct Neighbour {
     pub ordinal: u32,
     /// Markdown heading path.
     pub heading_path: Vec<String>,
+    /// What the card holds (text, table, image).
+    pub kind: situate_core::CardKind,
+    /// The pages or slides it covers.
+    pub place: Option<situate_core::Place>,
     /// The chunk's own text.
     pub original_text: String,
     /// Its context, if one was written.
@@ -84,6 +94,8 @@ impl From<ChunkCard> for Neighbour {
             chunk_id: c.chunk_id,
             ordinal: c.ordinal,
             heading_path: c.heading_path,
+            kind: c.kind,
+            place: c.place,
             original_text: c.original_text,
             generated_context: c.generated_context,
             context_status: c.context_status,

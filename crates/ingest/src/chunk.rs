@@ -1,8 +1,13 @@
 //! The chunker: token-aware, preferring the largest natural boundary that fits.
 //!
 //! Boundaries, best first:
-//! - markdown: headings, then paragraphs, sentences, words (`text-splitter`'s
-//!   `MarkdownSplitter`), and each chunk records its heading path;
+//! - markdown (and every format read into Markdown-like text: HTML, PDF, DOCX, PPTX):
+//!   headings, then paragraphs, sentences, words (`text-splitter`'s `MarkdownSplitter`), and
+//!   each chunk records its heading path. Tables and figures are cut out first and become
+//!   cards of their own kind: a figure (an image with its alt text, file name and caption,
+//!   or a caption line such as `Figure 3: ...`) is one card; a table is one card when it
+//!   fits, else runs of whole rows, each after the table's header row
+//!   ([`ChunkSpan::lead`]), so every piece reads on its own;
 //! - prose (text, HTML, corpus records): paragraphs, lines, sentences (Unicode sentence
 //!   segmentation, so `。！？` and Russian punctuation end sentences), words;
 //! - code: top-level items (a line at column 0 that follows a blank line), then blank lines,
@@ -18,7 +23,7 @@
 //! loses. The overlap keeps a sentence cut at a boundary findable from both sides.
 
 use crate::IngestError;
-use situate_core::{ChunkSpan, DocKind};
+use situate_core::{CardKind, ChunkSpan, DocKind, Document};
 use std::path::PathBuf;
 use std::sync::Arc;
 use text_splitter::{ChunkConfig, ChunkSizer, MarkdownSplitter, TextSplitter};
@@ -168,29 +173,199 @@ impl Chunker {
         self.counter.count(text)
     }
 
-    /// Cuts `text` into chunk spans according to its kind.
-    pub fn chunk(&self, text: &str, kind: &DocKind) -> Vec<ChunkSpan> {
-        let mut raw: Vec<(usize, usize)> = Vec::new();
-        if let DocKind::Code(_) = kind {
-            raw = self.chunk_code(text);
-        } else {
-            // text-splitter's work grows faster than linearly on very long texts (measured:
-            // 5 MB/s at 10 MB, 2 MB/s at 100 MB), so long documents are cut into blocks at
-            // paragraph breaks first; no chunk spans two blocks.
-            for (b_start, b_end) in blocks(text, BLOCK_BYTES) {
-                let block = &text[b_start..b_end];
-                let offset = |(s, c): (usize, &str)| (b_start + s, b_start + s + c.len());
-                match kind {
-                    DocKind::Markdown => raw.extend(self.markdown.chunk_indices(block).map(offset)),
-                    _ => raw.extend(self.text.chunk_indices(block).map(offset)),
-                }
+    /// Cuts a document into chunk spans: by its kind, with the page (or slide) of each
+    /// chunk when the document has a [`situate_core::Layout`].
+    /// Slides are sections of their own: no chunk spans two (pages may be spanned).
+    pub fn chunk_document(&self, doc: &Document) -> Vec<ChunkSpan> {
+        let hard: Vec<usize> = match doc.layout.unit {
+            Some(situate_core::PlaceUnit::Slide) => {
+                doc.layout.starts.iter().map(|&(s, _)| s).collect()
             }
-        }
-        let headings = match kind {
-            DocKind::Markdown => markdown_headings(text),
             _ => Vec::new(),
         };
+        let mut spans = self.chunk_within(&doc.text, &doc.kind, &hard);
+        if doc.layout.unit.is_some() {
+            for s in &mut spans {
+                s.place = doc.layout.place(s.byte_start, s.byte_end);
+            }
+        }
+        spans
+    }
+
+    /// Cuts `text` into chunk spans according to its kind.
+    pub fn chunk(&self, text: &str, kind: &DocKind) -> Vec<ChunkSpan> {
+        self.chunk_within(text, kind, &[])
+    }
+
+    /// [`Chunker::chunk`] with byte offsets no running-text chunk may cross.
+    fn chunk_within(&self, text: &str, kind: &DocKind, hard: &[usize]) -> Vec<ChunkSpan> {
+        let mut raw: Vec<Piece> = Vec::new();
+        if let DocKind::Code(_) = kind {
+            raw = self.chunk_code(text).into_iter().map(Piece::text).collect();
+        } else if kind.is_structured() {
+            let mut at = 0;
+            let prose = |from: usize, to: usize, raw: &mut Vec<Piece>| {
+                let mut cuts: Vec<usize> = hard
+                    .iter()
+                    .copied()
+                    .filter(|&h| h > from && h < to)
+                    .collect();
+                cuts.push(to);
+                let mut a = from;
+                for b in cuts {
+                    self.chunk_prose(text, a, b, true, raw);
+                    a = b;
+                }
+            };
+            for (start, end, block_kind) in special_blocks(text) {
+                prose(at, start, &mut raw);
+                match block_kind {
+                    CardKind::Table => self.chunk_table(text, start, end, &mut raw),
+                    _ => self.chunk_whole(text, start, end, block_kind, &mut raw),
+                }
+                at = end;
+            }
+            prose(at, text.len(), &mut raw);
+        } else {
+            self.chunk_prose(text, 0, text.len(), false, &mut raw);
+        }
+        let headings = if kind.is_structured() {
+            markdown_headings(text)
+        } else {
+            Vec::new()
+        };
         spans_from_ranges(text, &raw, &headings)
+    }
+
+    /// Running text of `text[from..to]`, as markdown or as prose.
+    fn chunk_prose(
+        &self,
+        text: &str,
+        from: usize,
+        to: usize,
+        markdown: bool,
+        out: &mut Vec<Piece>,
+    ) {
+        if text[from..to].trim().is_empty() {
+            return;
+        }
+        // text-splitter's work grows faster than linearly on very long texts (measured:
+        // 5 MB/s at 10 MB, 2 MB/s at 100 MB), so long documents are cut into blocks at
+        // paragraph breaks first; no chunk spans two blocks.
+        for (b_start, b_end) in blocks(&text[from..to], BLOCK_BYTES) {
+            let b_start = from + b_start;
+            let block = &text[b_start..from + b_end];
+            let offset = |(s, c): (usize, &str)| Piece::text((b_start + s, b_start + s + c.len()));
+            if markdown {
+                out.extend(self.markdown.chunk_indices(block).map(offset));
+            } else {
+                out.extend(self.text.chunk_indices(block).map(offset));
+            }
+        }
+    }
+
+    /// A figure (or any block kept whole): one piece, or prose pieces of its kind when it is
+    /// larger than a chunk.
+    fn chunk_whole(
+        &self,
+        text: &str,
+        start: usize,
+        end: usize,
+        kind: CardKind,
+        out: &mut Vec<Piece>,
+    ) {
+        let (start, end) = trimmed(text, start, end);
+        if start >= end {
+            return;
+        }
+        if self.counter.count(&text[start..end]) <= self.config.max_tokens {
+            out.push(Piece {
+                range: (start, end),
+                kind,
+                lead: None,
+            });
+            return;
+        }
+        let first = out.len();
+        self.chunk_prose(text, start, end, false, out);
+        for p in &mut out[first..] {
+            p.kind = kind;
+        }
+    }
+
+    /// A table: whole when it fits; else runs of whole rows, each after the header row.
+    fn chunk_table(&self, text: &str, start: usize, end: usize, out: &mut Vec<Piece>) {
+        let (start, end) = trimmed(text, start, end);
+        if start >= end {
+            return;
+        }
+        if self.counter.count(&text[start..end]) <= self.config.max_tokens {
+            out.push(Piece {
+                range: (start, end),
+                kind: CardKind::Table,
+                lead: None,
+            });
+            return;
+        }
+        // Lines of the block, with their byte ranges (a caption line may come first).
+        let mut lines: Vec<(usize, usize)> = Vec::new();
+        let mut pos = start;
+        for line in text[start..end].split_inclusive('\n') {
+            lines.push((pos, pos + line.trim_end().len()));
+            pos += line.len();
+        }
+        // The header: the first table row and its delimiter row (`|---|`).
+        let head_at = lines
+            .iter()
+            .position(|&(s, e)| text[s..e].trim_start().starts_with('|'))
+            .unwrap_or(0);
+        let is_delimiter = |(s, e): (usize, usize)| {
+            let l = text[s..e].trim();
+            !l.is_empty() && l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+        };
+        let head_end = if lines.get(head_at + 1).is_some_and(|&l| is_delimiter(l)) {
+            head_at + 2
+        } else {
+            head_at + 1
+        };
+        let header = lines[head_at..head_end.min(lines.len())]
+            .iter()
+            .map(|&(s, e)| &text[s..e])
+            .collect::<Vec<_>>()
+            .join("\n");
+        let header_tokens = self.counter.count(&header);
+        let budget = self.config.max_tokens.saturating_sub(header_tokens).max(1);
+        let mut piece: Option<(usize, usize, usize)> = None; // (first line, last line, tokens)
+        let mut first_piece = true;
+        let flush = |from: usize, to: usize, first: &mut bool, out: &mut Vec<Piece>| {
+            let range = (if *first { lines[0].0 } else { lines[from].0 }, lines[to].1);
+            let lead = (!*first).then(|| header.clone());
+            *first = false;
+            out.push(Piece {
+                range,
+                kind: CardKind::Table,
+                lead,
+            });
+        };
+        for i in head_end.min(lines.len())..lines.len() {
+            let t = self.counter.count(&text[lines[i].0..lines[i].1]) + 1;
+            match piece {
+                Some((a, _, tokens)) if tokens + t <= budget => piece = Some((a, i, tokens + t)),
+                Some((a, b, _)) => {
+                    flush(a, b, &mut first_piece, out);
+                    piece = Some((i, i, t));
+                }
+                None => piece = Some((i, i, t)),
+            }
+        }
+        match piece {
+            Some((a, b, _)) => flush(a, b, &mut first_piece, out),
+            None => out.push(Piece {
+                range: (start, end),
+                kind: CardKind::Table,
+                lead: None,
+            }),
+        }
     }
 
     /// Code: pack top-level items greedily up to the size; an item too large alone is cut by
@@ -233,6 +408,169 @@ impl Chunker {
             })
             .collect()
     }
+}
+
+/// A chunk before its character offsets and heading path are known.
+#[derive(Debug, Clone)]
+struct Piece {
+    range: (usize, usize),
+    kind: CardKind,
+    lead: Option<String>,
+}
+
+impl Piece {
+    fn text(range: (usize, usize)) -> Piece {
+        Piece {
+            range,
+            kind: CardKind::Text,
+            lead: None,
+        }
+    }
+}
+
+/// `start..end` without the whitespace at its edges.
+fn trimmed(text: &str, start: usize, end: usize) -> (usize, usize) {
+    let piece = &text[start..end];
+    let lead = piece.len() - piece.trim_start().len();
+    let trail = piece.len() - piece.trim_end().len();
+    if lead + trail >= piece.len() {
+        return (start, start);
+    }
+    (start + lead, end - trail)
+}
+
+/// Whether a paragraph is a figure caption: a label and a number followed by `:` or `.`
+/// (`Figure 3:`, `Fig. 2.`, `Рис. 4.`, `Рисунок 1:`, `图 2：`), so running text that merely
+/// starts with "Figure 3 shows" is not one.
+pub fn is_figure_caption(text: &str) -> bool {
+    caption_label(
+        text,
+        &[
+            "figure",
+            "fig.",
+            "fig",
+            "рис.",
+            "рисунок",
+            "图",
+            "圖",
+            "image",
+        ],
+    )
+}
+
+/// Whether a paragraph is a table caption (`Table 2:`, `Таблица 1.`, `表 3：`).
+pub fn is_table_caption(text: &str) -> bool {
+    caption_label(text, &["table", "таблица", "табл.", "表"])
+}
+
+fn caption_label(text: &str, labels: &[&str]) -> bool {
+    let t = text.trim_start_matches(['*', '_', ' ']).trim_start();
+    let lower = t.to_lowercase();
+    labels.iter().any(|label| {
+        let Some(rest) = lower.strip_prefix(label) else {
+            return false;
+        };
+        let rest = rest.trim_start();
+        let digits = rest.len()
+            - rest
+                .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
+                .len();
+        if digits == 0 {
+            return false;
+        }
+        let after = rest[digits..].trim_start_matches(['*', '_']).trim_start();
+        // "Figure 3." ends in the number's own dot; "Figure 3: ..." or "Figure 3. ...".
+        rest[..digits].ends_with('.') || after.starts_with([':', '.', '：', '—', '-'])
+    })
+}
+
+/// Tables and figures of Markdown-like text, in order: `(start, end, kind)`. A figure is a
+/// short paragraph holding an image, or a caption paragraph, with an adjacent caption
+/// merged; a table takes a caption paragraph right above it.
+fn special_blocks(text: &str) -> Vec<(usize, usize, CardKind)> {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    // Paragraphs (start, end, has image, plain text) and tables, in order.
+    enum Block {
+        Para(usize, usize, bool, String),
+        Table(usize, usize),
+    }
+    let mut found: Vec<Block> = Vec::new();
+    let mut para: Option<(usize, bool, String)> = None;
+    let mut depth = 0usize; // inside list items, quotes, ...: not a figure of its own
+    for (event, range) in Parser::new_ext(text, Options::ENABLE_TABLES).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Table(_)) => found.push(Block::Table(range.start, range.end)),
+            Event::Start(Tag::Item | Tag::BlockQuote(_) | Tag::FootnoteDefinition(_)) => depth += 1,
+            Event::End(TagEnd::Item | TagEnd::BlockQuote(_) | TagEnd::FootnoteDefinition) => {
+                depth = depth.saturating_sub(1)
+            }
+            Event::Start(Tag::Paragraph) if depth == 0 => {
+                para = Some((range.start, false, String::new()))
+            }
+            Event::Start(Tag::Image { .. }) => {
+                if let Some(p) = para.as_mut() {
+                    p.1 = true;
+                }
+            }
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(p) = para.as_mut() {
+                    p.2.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::Paragraph) => {
+                if let Some((start, image, plain)) = para.take() {
+                    found.push(Block::Para(start, range.end, image, plain));
+                }
+            }
+            _ => {}
+        }
+    }
+    const FIGURE_CHARS: usize = 600;
+    let mut out: Vec<(usize, usize, CardKind)> = Vec::new();
+    let between_blank = |a: usize, b: usize| a <= b && text[a..b].trim().is_empty();
+    for (i, block) in found.iter().enumerate() {
+        match block {
+            Block::Table(s, e) => {
+                // A caption paragraph right above joins the table.
+                let mut start = *s;
+                if let Some(Block::Para(ps, pe, false, plain)) = i.checked_sub(1).map(|j| &found[j])
+                    && is_table_caption(plain)
+                    && between_blank(*pe, *s)
+                    && out.last().is_none_or(|l| l.1 <= *ps)
+                {
+                    start = *ps;
+                }
+                out.push((start, *e, CardKind::Table));
+            }
+            Block::Para(s, e, image, plain) => {
+                let figure =
+                    (*image || is_figure_caption(plain)) && plain.chars().count() <= FIGURE_CHARS;
+                if !figure {
+                    continue;
+                }
+                // An image and its caption in the next paragraph (or a caption and the image
+                // after it) are one figure.
+                if let Some(last) = out.last_mut()
+                    && last.2 == CardKind::Image
+                    && between_blank(last.1, *s)
+                {
+                    let last_text = &text[last.0..last.1];
+                    let last_image = last_text.contains("![");
+                    let last_caption =
+                        is_figure_caption(last_text) || last_text.lines().any(is_figure_caption);
+                    let caption = is_figure_caption(plain);
+                    if (last_image && !last_caption && caption && !*image)
+                        || (last_caption && !last_image && *image && !caption)
+                    {
+                        last.1 = *e;
+                        continue;
+                    }
+                }
+                out.push((*s, *e, CardKind::Image));
+            }
+        }
+    }
+    out
 }
 
 /// Largest block handed to text-splitter at once.
@@ -312,18 +650,19 @@ fn markdown_headings(text: &str) -> Vec<(usize, usize, String)> {
     out
 }
 
-/// Turns byte ranges into spans with character offsets and heading paths. Ranges arrive in
+/// Turns pieces into spans with character offsets and heading paths. Pieces arrive in
 /// document order (overlap allowed), so character offsets are counted incrementally.
 fn spans_from_ranges(
     text: &str,
-    ranges: &[(usize, usize)],
+    pieces: &[Piece],
     headings: &[(usize, usize, String)],
 ) -> Vec<ChunkSpan> {
-    let mut spans = Vec::with_capacity(ranges.len());
+    let mut spans = Vec::with_capacity(pieces.len());
     let (mut at_byte, mut at_char) = (0usize, 0usize);
     let mut stack: Vec<(usize, String)> = Vec::new();
     let mut next_heading = 0;
-    for (ordinal, &(start, end)) in ranges.iter().enumerate() {
+    for (ordinal, piece) in pieces.iter().enumerate() {
+        let (start, end) = piece.range;
         if start < at_byte {
             // Overlapping chunk: step back over the (short) overlap.
             at_char -= text[start..at_byte].chars().count();
@@ -346,6 +685,9 @@ fn spans_from_ranges(
             char_end: at_char + char_len,
             heading_path: stack.iter().map(|(_, h)| h.clone()).collect(),
             chunk_id: None,
+            kind: piece.kind,
+            place: None,
+            lead: piece.lead.clone(),
         });
     }
     spans

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod chunk;
+pub mod extract;
 pub mod lang;
 pub mod sources;
 

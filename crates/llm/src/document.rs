@@ -491,6 +491,7 @@ mod tests {
                     char_end: end,
                     heading_path: headings[i].clone(),
                     chunk_id: None,
+                    ..Default::default()
                 }
             })
             .collect()
@@ -601,6 +602,7 @@ mod tests {
             char_end: text.chars().count(),
             heading_path: vec![],
             chunk_id: None,
+            ..Default::default()
         }]
     }
 
@@ -759,6 +761,7 @@ mod tests {
             char_end: 20,
             heading_path: vec![],
             chunk_id: None,
+            ..Default::default()
         }];
         let chunks = ChunkView::all(&long, &spans);
         for (notes, whole) in [(false, false), (true, true)] {

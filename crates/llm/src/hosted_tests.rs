@@ -269,6 +269,7 @@ async fn hosted_contexts_are_checked_like_local_ones() {
                 char_end: s + t.len(),
                 heading_path: vec![],
                 chunk_id: None,
+                ..Default::default()
             }
         })
         .collect();
@@ -351,6 +352,7 @@ async fn chunks_of_a_long_document_share_windows_whatever_their_length() {
             char_end: s + p.len(),
             heading_path: vec![],
             chunk_id: None,
+            ..Default::default()
         });
         at = s + p.len();
     }

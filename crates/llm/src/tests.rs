@@ -68,6 +68,7 @@ fn sections() -> Vec<(ChunkSpan, &'static str)> {
             char_end: s + text.len(),
             heading_path: vec![],
             chunk_id: None,
+            ..Default::default()
         };
         out.push((span, text));
     }

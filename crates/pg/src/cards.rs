@@ -89,8 +89,9 @@ impl PgStore {
             .prepare(
                 "INSERT INTO situate.chunks (document_id, chunk_id, ordinal, char_start, char_end, heading_path,
                    original_text, generated_context, context_status, context_method, context_model,
-                   context_prompt_version, context_input_hash, context_notes, context_strategy, context_parts)
-                 VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb, $15, $16::text::jsonb)",
+                   context_prompt_version, context_input_hash, context_notes, context_strategy, context_parts,
+                   card_kind, place)
+                 VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8, $9, $10, $11, $12, $13, $14::text::jsonb, $15, $16::text::jsonb, $17, $18)",
             )
             .map_err(q("writing chunks"))?;
         for c in chunks {
@@ -114,6 +115,8 @@ impl PgStore {
                     &p.notes,
                     &p.strategy,
                     &p.parts,
+                    &c.kind.as_str(),
+                    &c.place.map(|p| p.as_stored()),
                 ],
             )
             .map_err(|source| {
@@ -308,6 +311,7 @@ impl PgStore {
             content_hash: row.get(4),
             metadata,
             preset_chunks: None,
+            layout: Default::default(),
         };
         let ingest_key: String = row.get(5);
         let cards = cards_in(&mut tx, &target, id)?;
@@ -436,7 +440,7 @@ fn cards_in(
                 "SELECT id, document_id, chunk_id, ordinal, char_start, char_end, heading_path::text,
                         original_text, generated_context, context_status, context_method, context_model,
                         context_prompt_version, context_input_hash, context_notes::text, context_strategy,
-                        context_parts::text
+                        context_parts::text, card_kind, place
                  FROM situate.chunks WHERE document_id = $1 ORDER BY ordinal",
                 &[&document_id],
             )
@@ -476,6 +480,10 @@ fn cards_in(
                     char_start: r.get::<_, i64>(4) as u64,
                     char_end: r.get::<_, i64>(5) as u64,
                     heading_path: list(r.get(6))?,
+                    kind: r.get::<_, String>(17).parse().map_err(damaged)?,
+                    place: r
+                        .get::<_, Option<String>>(18)
+                        .and_then(|p| situate_core::Place::from_stored(&p)),
                     original_text: r.get(7),
                     generated_context: r.get(8),
                     context_status: ContextStatus::from_str(&status)

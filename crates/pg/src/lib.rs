@@ -27,7 +27,7 @@ use std::time::Duration;
 
 /// Bumped on every incompatible change of the PostgreSQL schema; a store of another
 /// version is refused, never written.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The schema situate's tables live in, apart from whatever else the database holds.
 pub const SCHEMA: &str = "situate";
@@ -301,7 +301,17 @@ pub enum Migration {
     Created,
     /// It was already at [`FORMAT_VERSION`]: nothing changed.
     Current,
+    /// It was of an older format and was brought to [`FORMAT_VERSION`] in place.
+    Upgraded {
+        /// The format it had.
+        from: String,
+    },
 }
+
+/// Format 2 added each card's kind (text, table, image) and place (pages or slides).
+const V2_COLUMNS: &str =
+    "ALTER TABLE situate.chunks ADD COLUMN IF NOT EXISTS card_kind TEXT NOT NULL DEFAULT 'text';
+ALTER TABLE situate.chunks ADD COLUMN IF NOT EXISTS place TEXT;";
 
 /// A connection to a store of this build's format.
 pub struct PgStore {
@@ -360,6 +370,8 @@ CREATE TABLE situate.chunks (
     context_notes          JSONB NOT NULL DEFAULT '[]',
     context_strategy       TEXT,
     context_parts          JSONB,
+    card_kind              TEXT NOT NULL DEFAULT 'text',
+    place                  TEXT,
     UNIQUE (document_id, ordinal)
 );
 CREATE TABLE situate.context_cache (
@@ -417,6 +429,17 @@ pub fn migrate(url: &str, env: &Env) -> Result<Migration> {
     )
     .map_err(q("waiting for other migrations"))?;
     if let Some(found) = stored_version(&mut tx, &target)? {
+        if found == "1" {
+            tx.batch_execute(V2_COLUMNS)
+                .map_err(q("adding the columns of format 2"))?;
+            tx.execute(
+                "UPDATE situate.meta SET value = $1 WHERE key = 'format_version'",
+                &[&FORMAT_VERSION.to_string()],
+            )
+            .map_err(q("recording the format"))?;
+            tx.commit().map_err(q("committing the upgrade"))?;
+            return Ok(Migration::Upgraded { from: found });
+        }
         if found != FORMAT_VERSION.to_string() {
             return Err(PgError::Version {
                 target: target.shown.clone(),

@@ -523,6 +523,7 @@ fn doc(id: &str, text: &str) -> situate_core::Document {
         content_hash: situate_core::content_hash(text.as_bytes()),
         metadata: serde_json::Map::from_iter([("team".to_string(), serde_json::json!("ops"))]),
         preset_chunks: None,
+        layout: Default::default(),
     }
 }
 
@@ -543,6 +544,8 @@ fn put(
             char_start: i * 10,
             char_end: i * 10 + p.chars().count(),
             heading_path: &heading,
+            kind: Default::default(),
+            place: None,
             original_text: p,
             context: &contexts[i % contexts.len()],
         })
@@ -624,6 +627,8 @@ fn cards_keep_the_original_and_the_context_apart_and_every_write_is_in_the_feed(
         char_start: 0,
         char_end: 1,
         heading_path: &[],
+        kind: Default::default(),
+        place: None,
         original_text: "x",
         context: &none,
     });

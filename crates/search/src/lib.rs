@@ -248,6 +248,8 @@ fn build(
             char_start: rec.card.char_start,
             char_end: rec.card.char_end,
             heading_path: rec.card.heading_path,
+            kind: rec.card.kind,
+            place: rec.card.place,
             original_text: rec.card.original_text,
             legs: vec![LegScore {
                 leg: leg_name.to_string(),
@@ -287,6 +289,8 @@ mod tests {
                 char_start: 0,
                 char_end: 1,
                 heading_path: vec![],
+                kind: Default::default(),
+                place: None,
                 original_text: format!("text of {chunk}"),
                 generated_context: ctx.map(str::to_string),
                 context_status: status,

@@ -93,6 +93,8 @@ mod tests {
             char_start: 0,
             char_end: 1,
             heading_path: vec![],
+            kind: Default::default(),
+            place: None,
             context: ctx.map(str::to_string),
             context_status: ContextStatus::Generated,
             original_text: format!("text of {chunk}"),

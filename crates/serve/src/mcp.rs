@@ -150,6 +150,9 @@ pub struct SearchParams {
     /// Only documents with all of this metadata, `KEY=VALUE`.
     #[serde(default)]
     pub meta: Vec<String>,
+    /// Only cards of these kinds (`text`, `table`, `image`).
+    #[serde(default)]
+    pub kinds: Vec<String>,
 }
 
 /// Parameters of `get_card`.
@@ -452,6 +455,7 @@ impl SituateMcp {
             paths: p.paths,
             languages: p.languages,
             meta: p.meta,
+            kinds: p.kinds,
         }
         .filter()?;
         let query = p.query;
@@ -479,6 +483,7 @@ impl SituateMcp {
             hits.push(serde_json::json!({
                 "rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id,
                 "title": h.title, "section": h.heading_path.join(" > "), "score": h.score,
+                "kind": h.kind, "place": h.place,
                 "context": context, "text": text, "text_truncated": truncated,
             }));
         }

@@ -211,6 +211,7 @@ async fn run_search(
         paths: list(&f.paths),
         languages: list(&f.languages),
         meta: list(&f.meta),
+        kinds: Vec::new(),
     }
     .filter()?;
     let q = f.q.clone();

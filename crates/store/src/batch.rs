@@ -68,8 +68,8 @@ impl Batch<'_> {
                 .prepare_cached(
                     "INSERT INTO chunks(document_id, chunk_id, ordinal, char_start, char_end, heading_path, original_text,
                        generated_context, context_status, context_method, context_model, context_prompt_version,
-                       context_input_hash, context_notes, context_strategy, context_parts)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                       context_input_hash, context_notes, context_strategy, context_parts, card_kind, place)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 )
                 .op("writing chunks")?;
             for c in chunks {
@@ -91,6 +91,8 @@ impl Batch<'_> {
                     serde_json::to_string(&c.context.notes).unwrap_or_else(|_| "[]".into()),
                     p.and_then(|p| p.strategy.as_deref()),
                     crate::parts_column(p),
+                    c.kind.as_str(),
+                    c.place.map(|p| p.as_stored()),
                 ])
                 .map_err(|source| match &source {
                     rusqlite::Error::SqliteFailure(e, _)

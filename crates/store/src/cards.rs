@@ -244,7 +244,7 @@ fn index_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
     })
 }
 
-const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy, c.context_parts FROM chunks c JOIN documents d ON d.document_id = c.document_id";
+const CARD_SELECT: &str = "SELECT c.id, c.document_id, c.chunk_id, c.ordinal, c.char_start, c.char_end, c.heading_path, c.original_text, c.generated_context, c.context_status, c.context_method, c.context_model, c.context_prompt_version, c.context_input_hash, c.context_notes, d.title, d.source, c.context_strategy, c.context_parts, c.card_kind, c.place FROM chunks c JOIN documents d ON d.document_id = c.document_id";
 
 fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
     let json_list = |s: String| serde_json::from_str::<Vec<String>>(&s).unwrap_or_default();
@@ -269,6 +269,10 @@ fn card_with_document(r: &rusqlite::Row<'_>) -> rusqlite::Result<CardRecord> {
             char_start: r.get::<_, i64>(4)? as u64,
             char_end: r.get::<_, i64>(5)? as u64,
             heading_path: json_list(r.get(6)?),
+            kind: r.get::<_, String>(19)?.parse().unwrap_or_default(),
+            place: r
+                .get::<_, Option<String>>(20)?
+                .and_then(|p| situate_core::Place::from_stored(&p)),
             original_text: r.get(7)?,
             generated_context: r.get(8)?,
             context_status: ContextStatus::from_str(&status).unwrap_or(ContextStatus::Pending),

@@ -11,8 +11,8 @@
 
 use crate::{DocumentState, NewChunk};
 use situate_core::{
-    ChunkCard, ChunkContext, ContextMethod, ContextStatus, DocKind, Document, Language, Provenance,
-    TokenUsage,
+    CardKind, ChunkCard, ChunkContext, ContextMethod, ContextStatus, DocKind, Document, Language,
+    Place, PlaceUnit, Provenance, TokenUsage,
 };
 use std::collections::HashMap;
 
@@ -83,6 +83,7 @@ fn document(id: &str, text: &str, language: Language) -> Document {
         content_hash: situate_core::content_hash(text.as_bytes()),
         metadata: serde_json::Map::from_iter([("team".to_string(), "docs".into())]),
         preset_chunks: None,
+        layout: Default::default(),
     }
 }
 
@@ -121,6 +122,17 @@ fn chunks<'a>(
                 char_start: at,
                 char_end: at + n,
                 heading_path: heading,
+                // The second card is a table on pages 2-3 of a paged document.
+                kind: if i == 1 {
+                    CardKind::Table
+                } else {
+                    CardKind::Text
+                },
+                place: (i == 1).then_some(Place {
+                    unit: PlaceUnit::Page,
+                    first: 2,
+                    last: 3,
+                }),
                 original_text: p,
                 context: c,
             };
@@ -164,6 +176,11 @@ pub fn check(store: &mut dyn CardStore) {
         assert_eq!(card.provenance, context.provenance, "the provenance");
         assert_eq!(card.context_notes, context.notes);
         assert_eq!(card.heading_path, heading);
+        assert_eq!(
+            (card.kind, card.place),
+            (chunk.kind, chunk.place),
+            "kind and place"
+        );
         assert_eq!(
             (card.char_start, card.char_end),
             (chunk.char_start as u64, chunk.char_end as u64)

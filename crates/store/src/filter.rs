@@ -40,6 +40,12 @@ impl Store {
             .map(|l| l.code().to_string())
             .collect();
         clauses.extend(any_of("d.language", "=", &langs, &mut args));
+        let kinds: Vec<String> = filter
+            .kinds
+            .iter()
+            .map(|k| k.as_str().to_string())
+            .collect();
+        clauses.extend(any_of("c.card_kind", "=", &kinds, &mut args));
         for (key, value) in &filter.metadata {
             if key.is_empty()
                 || !key

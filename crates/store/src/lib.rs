@@ -150,6 +150,10 @@ pub struct NewChunk<'a> {
     pub char_end: usize,
     /// Markdown heading path.
     pub heading_path: &'a [String],
+    /// What the card holds.
+    pub kind: situate_core::CardKind,
+    /// Its pages or slides.
+    pub place: Option<situate_core::Place>,
     /// The original text.
     pub original_text: &'a str,
     /// The context outcome.

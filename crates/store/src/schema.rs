@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     context_notes          TEXT NOT NULL DEFAULT '[]',
     context_strategy       TEXT,
     context_parts          TEXT,
+    card_kind              TEXT NOT NULL DEFAULT 'text',
+    place                  TEXT,
     UNIQUE (document_id, ordinal)
 );
 CREATE TABLE IF NOT EXISTS index_journal (
@@ -106,25 +108,28 @@ pub fn prepare(conn: &Connection) -> Result<()> {
         .ok();
     // Version 1 had neither v2 table; adding them is its whole migration (a version-1
     // index has no vector index whose deletions it would need). Version 3 added the context
-    // cache and each card's window strategy; version 4 the parts of composed contexts.
+    // cache and each card's window strategy; version 4 the parts of composed contexts;
+    // version 5 each card's kind (text, table, image) and place (pages or slides).
+    const V5_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN card_kind TEXT NOT NULL DEFAULT 'text';ALTER TABLE chunks ADD COLUMN place TEXT;";
     const V4_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN context_parts TEXT;";
     let upgrade = match existing.as_deref() {
         Some("1") => Some(format!(
-            "{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}"
+            "{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
         )),
         Some("2") => Some(format!(
-            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}"
+            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
         )),
         Some("3") => Some(format!(
-            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;"
+            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}"
         )),
+        Some("4") => Some(V5_COLUMNS.to_string()),
         _ => None,
     };
     if let Some(steps) = upgrade {
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE;{steps}UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version';COMMIT;"
         ))
-        .op("upgrading the store to format 4")?;
+        .op("upgrading the store to format 5")?;
         return Ok(());
     }
     if let Some(version) = existing {

@@ -12,6 +12,7 @@ fn doc(id: &str, text: &str) -> Document {
         content_hash: situate_core::content_hash(text.as_bytes()),
         metadata: Default::default(),
         preset_chunks: None,
+        layout: Default::default(),
     }
 }
 
@@ -25,6 +26,8 @@ fn put(store: &mut Store, d: &Document, parts: &[&str], ctx: &ChunkContext) -> u
             char_start: 0,
             char_end: p.chars().count(),
             heading_path: &[],
+            kind: Default::default(),
+            place: None,
             original_text: p,
             context: ctx,
         })
@@ -128,6 +131,8 @@ fn chunk_ids_are_unique_across_documents() {
         char_start: 0,
         char_end: 1,
         heading_path: &[],
+        kind: Default::default(),
+        place: None,
         original_text: "y",
         context: &ctx,
     };
@@ -183,7 +188,7 @@ fn a_store_of_another_format_version_is_refused() {
 }
 
 #[test]
-fn version_1_2_and_3_stores_are_upgraded_in_place() {
+fn version_1_to_4_stores_are_upgraded_in_place() {
     for (from, downgrade) in [
         (
             "1",
@@ -199,7 +204,12 @@ fn version_1_2_and_3_stores_are_upgraded_in_place() {
             "3",
             "ALTER TABLE chunks DROP COLUMN context_parts; ALTER TABLE context_cache DROP COLUMN parts;",
         ),
+        ("4", ""),
     ] {
+        // Every older version also lacks version 5's columns.
+        let downgrade = format!(
+            "{downgrade} ALTER TABLE chunks DROP COLUMN card_kind; ALTER TABLE chunks DROP COLUMN place;"
+        );
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.db");
         {
@@ -216,9 +226,15 @@ fn version_1_2_and_3_stores_are_upgraded_in_place() {
         let mut s = Store::open(&path).expect("upgraded");
         assert_eq!(
             s.meta("format_version").expect("meta").as_deref(),
-            Some("4")
+            Some("5")
         );
         assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
+        let old = s.cards_of("a").expect("cards").remove(0);
+        assert_eq!(
+            (old.kind, old.place),
+            (situate_core::CardKind::Text, None),
+            "an old card reads as text without a place (v{from})"
+        );
         s.cache_embeddings("m", &[("h", &[0.5, -1.0][..])])
             .expect("cache");
         let got = s.embeddings("m", &["h", "other"]).expect("read");

@@ -88,6 +88,7 @@ fn anthropic_document(doc: AnthropicDoc, source: String, opts: &SourceOptions) -
             char_end: char_of.at(&doc.content, end),
             heading_path: vec![],
             chunk_id: Some(c.chunk_id.clone()),
+            ..Default::default()
         });
         hash_input.push(c.chunk_id.as_bytes());
         hash_input.push(c.content.as_bytes());
@@ -117,5 +118,6 @@ fn anthropic_document(doc: AnthropicDoc, source: String, opts: &SourceOptions) -
         content_hash: hash,
         metadata,
         preset_chunks: Some(spans),
+        layout: Default::default(),
     }))
 }

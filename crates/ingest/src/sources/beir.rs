@@ -225,6 +225,7 @@ fn beir_document(rec: BeirRecord, opts: &SourceOptions) -> SourceItem {
         content_hash: hash,
         metadata,
         preset_chunks: None,
+        layout: Default::default(),
     }))
 }
 
@@ -261,6 +262,7 @@ fn parent_document(group: Vec<BeirRecord>, opts: &SourceOptions) -> SourceItem {
             char_end: char_of.at(&text, end),
             heading_path: vec![],
             chunk_id: Some(r.id.clone()),
+            ..Default::default()
         });
         hash_input.push(r.id.clone().into_bytes());
         hash_input.push(passage.as_bytes().to_vec());
@@ -290,5 +292,6 @@ fn parent_document(group: Vec<BeirRecord>, opts: &SourceOptions) -> SourceItem {
         content_hash: hash,
         metadata,
         preset_chunks: Some(spans),
+        layout: Default::default(),
     }))
 }

@@ -1,7 +1,7 @@
 //! File trees: text, markdown, HTML, configuration and source files, walked lazily.
 
 use super::{SourceItem, SourceOptions, looks_like_anthropic, skipped};
-use crate::lang;
+use crate::{extract, lang};
 use situate_core::{DocKind, Document, content_hash};
 use std::path::{Component, Path, PathBuf};
 
@@ -27,6 +27,9 @@ fn kind_of(path: &Path) -> Option<DocKind> {
         // structural context is its path).
         "toml" | "yaml" | "yml" | "json" | "ini" | "cfg" => Some(DocKind::Text),
         "html" | "htm" | "xhtml" => Some(DocKind::Html),
+        "pdf" => Some(DocKind::Pdf),
+        "docx" => Some(DocKind::Docx),
+        "pptx" => Some(DocKind::Pptx),
         "rs" => code("rust"),
         "py" | "pyi" => code("python"),
         "java" => code("java"),
@@ -144,6 +147,9 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
             .extension()
             .map(|e| format!(".{}", e.to_string_lossy()))
             .unwrap_or_default();
+        if let Some(hint) = unsupported_hint(&ext.to_ascii_lowercase()) {
+            return skipped(source, format!("unsupported file type {ext}: {hint}"));
+        }
         return skipped(
             source,
             format!("unsupported file type {ext}")
@@ -182,6 +188,18 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
         Ok(b) => b,
         Err(e) => return skipped(source, format!("unreadable: {e}")),
     };
+    if matches!(kind, DocKind::Pdf | DocKind::Docx | DocKind::Pptx) {
+        let hash = content_hash(&bytes);
+        let read = match kind {
+            DocKind::Pdf => extract::pdf::read_pdf(bytes),
+            DocKind::Docx => extract::office::read_docx(bytes),
+            _ => extract::office::read_pptx(bytes),
+        };
+        return match read {
+            Ok(x) => extracted(root, path, source, kind, hash, x, opts),
+            Err(reason) => skipped(source, reason),
+        };
+    }
     if bytes[..bytes.len().min(8000)].contains(&0) {
         return skipped(source, "binary file (NUL byte in the first 8 kB)");
     }
@@ -198,17 +216,13 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
     if text.starts_with('\u{feff}') {
         text.drain(..3);
     }
-    let mut title = None;
     if kind == DocKind::Html {
-        title = html_title(&text);
-        text = match html2text::config::plain_no_decorate()
-            .link_footnotes(false)
-            .string_from_read(text.as_bytes(), 100_000)
-        {
-            Ok(t) => t,
-            Err(e) => return skipped(source, format!("HTML could not be read: {e}")),
+        return match extract::html::read_html(&text) {
+            Ok(x) => extracted(root, path, source, kind, hash, x, opts),
+            Err(reason) => skipped(source, reason),
         };
     }
+    let mut title = None;
     if text.trim().is_empty() {
         return skipped(source, "empty file");
     }
@@ -230,6 +244,53 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
         content_hash: hash,
         metadata: Default::default(),
         preset_chunks: None,
+        layout: Default::default(),
+    }))
+}
+
+/// What to do with a file type people often have but situate does not read.
+fn unsupported_hint(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        ".doc" => "the old binary Word format; save it as .docx",
+        ".ppt" => "the old binary PowerPoint format; save it as .pptx",
+        ".xls" | ".xlsx" | ".ods" => {
+            "spreadsheets are not read; export the sheets as tables in a .docx, .md or .html file"
+        }
+        ".odt" | ".odp" | ".rtf" => "save it as .docx (or .pptx for slides)",
+        ".png" | ".jpg" | ".jpeg" | ".gif" | ".tif" | ".tiff" | ".bmp" | ".webp" => {
+            "an image has no text layer; run OCR on it first"
+        }
+        _ => return None,
+    })
+}
+
+/// A document from a reader's output, or skipped when it holds no text.
+fn extracted(
+    root: &Path,
+    path: &Path,
+    source: String,
+    kind: DocKind,
+    hash: String,
+    x: extract::Extracted,
+    opts: &SourceOptions,
+) -> SourceItem {
+    if x.text.trim().is_empty() {
+        return skipped(source, "no text in it");
+    }
+    let language = opts
+        .language
+        .unwrap_or_else(|| lang::detect(&x.text, opts.default_language));
+    SourceItem::Document(Box::new(Document {
+        id: document_id(root, path),
+        source,
+        title: x.title,
+        language,
+        kind,
+        text: x.text,
+        content_hash: hash,
+        metadata: x.metadata,
+        preset_chunks: None,
+        layout: x.layout,
     }))
 }
 
@@ -245,16 +306,4 @@ fn markdown_title(text: &str) -> Option<String> {
         }
     }
     None
-}
-
-fn html_title(html: &str) -> Option<String> {
-    let lower = html.get(..html.len().min(64 * 1024))?.to_ascii_lowercase();
-    let open = lower.find("<title")?;
-    let start = open + lower[open..].find('>')? + 1;
-    let end = start + lower[start..].find("</title")?;
-    let t = html[start..end]
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    (!t.is_empty()).then_some(t)
 }

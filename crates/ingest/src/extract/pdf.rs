@@ -1,0 +1,576 @@
+//! PDF: the text layer in reading order, page by page, with its structure.
+//!
+//! `lopdf` parses the file and `pdf-extract` interprets each page's content stream (fonts,
+//! encodings, ToUnicode maps), handing every glyph with its position and size to
+//! [`Glyphs`]. The layout is situate's own (no crate does it from positions):
+//! - glyphs on one baseline form runs; a wide gap starts a new segment;
+//! - segments at one height form rows; a run of rows holding two long segments side by side
+//!   is a two-column region, read left column first; rows of several aligned short
+//!   segments are a table;
+//! - lines set larger than the body text are headings (the larger, the higher);
+//! - lines that repeat near the top or bottom of most pages (digits aside: "Page 3 of 9")
+//!   are running headers and footers and are dropped;
+//! - a word hyphenated at a line end is joined.
+//!
+//! Pages are read one at a time; only their text is kept. A file without a text layer
+//! (a scan), an encrypted or a damaged one is refused with that reason. `pdf-extract` panics
+//! on some malformed content streams; each page runs under `catch_unwind`, so such a page is
+//! reported as unreadable and the rest is kept.
+
+use super::{Extracted, Md};
+use situate_core::PlaceUnit;
+use std::collections::HashMap;
+
+/// One glyph: where it starts (x from the left, y from the top, in points), its advance,
+/// its size, and its text.
+#[derive(Debug, Clone)]
+struct Glyph {
+    x: f64,
+    y: f64,
+    advance: f64,
+    size: f64,
+    text: String,
+}
+
+/// Collects the glyphs of one page.
+#[derive(Default)]
+struct Glyphs {
+    height: f64,
+    width: f64,
+    glyphs: Vec<Glyph>,
+}
+
+impl pdf_extract::OutputDev for Glyphs {
+    fn begin_page(
+        &mut self,
+        _page_num: u32,
+        media_box: &pdf_extract::MediaBox,
+        _art_box: Option<(f64, f64, f64, f64)>,
+    ) -> Result<(), pdf_extract::OutputError> {
+        self.height = media_box.ury - media_box.lly;
+        self.width = media_box.urx - media_box.llx;
+        Ok(())
+    }
+
+    fn end_page(&mut self) -> Result<(), pdf_extract::OutputError> {
+        Ok(())
+    }
+
+    fn output_character(
+        &mut self,
+        trm: &pdf_extract::Transform,
+        width: f64,
+        _spacing: f64,
+        font_size: f64,
+        char: &str,
+    ) -> Result<(), pdf_extract::OutputError> {
+        // The glyph's origin in page space, y flipped to grow downwards, and its size
+        // through the text rendering matrix (as pdf-extract's own text output does).
+        let (vx, vy) = (
+            font_size * (trm.m11 + trm.m21),
+            font_size * (trm.m12 + trm.m22),
+        );
+        let size = (vx * vy).abs().sqrt();
+        if !size.is_finite() || size <= 0.0 {
+            return Ok(());
+        }
+        self.glyphs.push(Glyph {
+            x: trm.m31,
+            y: self.height - trm.m32,
+            advance: width * size,
+            size,
+            text: char.to_string(),
+        });
+        Ok(())
+    }
+
+    fn begin_word(&mut self) -> Result<(), pdf_extract::OutputError> {
+        Ok(())
+    }
+
+    fn end_word(&mut self) -> Result<(), pdf_extract::OutputError> {
+        Ok(())
+    }
+
+    fn end_line(&mut self) -> Result<(), pdf_extract::OutputError> {
+        Ok(())
+    }
+}
+
+/// Glyphs on one baseline with no wide gap: a piece of a line.
+#[derive(Debug, Clone)]
+struct Segment {
+    x0: f64,
+    x1: f64,
+    y: f64,
+    size: f64,
+    text: String,
+}
+
+/// A line of the page in reading order, or a table.
+#[derive(Debug, Clone)]
+enum Line {
+    Text { text: String, size: f64, y: f64 },
+    Table(Vec<Vec<String>>),
+}
+
+/// One page after layout.
+struct Page {
+    number: u32,
+    height: f64,
+    lines: Vec<Line>,
+}
+
+/// Reads a PDF.
+pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
+    let mut doc = lopdf::Document::load_mem(&bytes).map_err(|e| match e {
+        lopdf::Error::Decryption(_) | lopdf::Error::InvalidPassword => {
+            "encrypted PDF (a password is needed to read it)".to_string()
+        }
+        e => format!("damaged PDF: {e}"),
+    })?;
+    drop(bytes);
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err("encrypted PDF (a password is needed to read it)".into());
+    }
+    if doc.is_encrypted() {
+        return Err("encrypted PDF (a password is needed to read it)".into());
+    }
+    let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    if page_numbers.is_empty() {
+        return Err("damaged PDF: it has no pages".into());
+    }
+    let mut pages = Vec::with_capacity(page_numbers.len());
+    let mut unreadable = Vec::new();
+    for &n in &page_numbers {
+        match page_glyphs(&doc, n) {
+            Ok(g) => pages.push(layout_page(n, g)),
+            Err(_) => unreadable.push(n),
+        }
+    }
+    let chars: usize = pages
+        .iter()
+        .flat_map(|p| &p.lines)
+        .map(|l| match l {
+            Line::Text { text, .. } => text.chars().filter(|c| !c.is_whitespace()).count(),
+            Line::Table(rows) => rows.iter().flatten().map(|c| c.len()).sum(),
+        })
+        .sum();
+    if pages.is_empty() {
+        return Err(format!(
+            "damaged PDF: none of its {} pages could be read",
+            page_numbers.len()
+        ));
+    }
+    if chars == 0 {
+        return Err(
+            "no text layer (a scanned or image-only PDF): run OCR on it first, e.g. ocrmypdf"
+                .into(),
+        );
+    }
+    let title = doc_title(&doc);
+    remove_running_lines(&mut pages);
+    let body = body_size(&pages);
+    let levels = heading_levels(&pages, body);
+    let mut md = Md::new(Some(PlaceUnit::Page));
+    let mut first_heading = None;
+    let mut empty_pages = Vec::new();
+    for page in &pages {
+        md.unit(page.number);
+        let before = md.len();
+        write_page(page, body, &levels, &mut md, &mut first_heading);
+        if md.len() == before {
+            empty_pages.push(page.number);
+        }
+    }
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("pages".into(), page_numbers.len().into());
+    if !empty_pages.is_empty() {
+        metadata.insert("pages_without_text".into(), empty_pages.into());
+    }
+    if !unreadable.is_empty() {
+        metadata.insert("unreadable_pages".into(), unreadable.into());
+    }
+    let (text, layout) = md.finish();
+    Ok(Extracted {
+        text,
+        title: title.or(first_heading),
+        layout,
+        metadata,
+    })
+}
+
+/// The glyphs of page `n`; a panic inside the interpreter is this page's error.
+fn page_glyphs(doc: &lopdf::Document, n: u32) -> Result<Glyphs, String> {
+    quiet_panics::install();
+    let result = quiet_panics::run(|| {
+        let mut g = Glyphs::default();
+        pdf_extract::output_doc_page(doc, &mut g, n).map(|()| g)
+    });
+    match result {
+        Ok(Ok(g)) => Ok(g),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(()) => Err("the page's content could not be interpreted".into()),
+    }
+}
+
+/// The document information's title, when it is set and not a file name.
+fn doc_title(doc: &lopdf::Document) -> Option<String> {
+    let info = doc.trailer.get(b"Info").ok()?;
+    let info = match info {
+        lopdf::Object::Reference(id) => doc.get_object(*id).ok()?,
+        o => o,
+    };
+    let title = info.as_dict().ok()?.get(b"Title").ok()?;
+    let bytes = title.as_str().ok()?;
+    let text = if bytes.starts_with(&[0xFE, 0xFF]) {
+        let units: Vec<u16> = bytes[2..]
+            .chunks_exact(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+            .collect();
+        String::from_utf16_lossy(&units)
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    };
+    let t = super::one_line(&text);
+    (!t.is_empty() && !t.to_lowercase().ends_with(".pdf")).then_some(t)
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3000..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
+}
+
+/// Glyphs → segments → rows → reading-order lines.
+fn layout_page(number: u32, g: Glyphs) -> Page {
+    let mut segments: Vec<Segment> = Vec::new();
+    for glyph in g.glyphs {
+        let text = glyph.text.replace('\u{00a0}', " ");
+        if let Some(s) = segments.last_mut() {
+            let same_line = (glyph.y - s.y).abs() < 0.3 * s.size.max(glyph.size);
+            let gap = glyph.x - s.x1;
+            if same_line && gap > -0.5 * s.size && gap < 1.5 * s.size.max(glyph.size) {
+                if gap > 0.15 * s.size && !s.text.ends_with(' ') && !text.starts_with(' ') {
+                    s.text.push(' ');
+                }
+                s.text.push_str(&text);
+                s.x1 = s.x1.max(glyph.x + glyph.advance);
+                s.size = s.size.max(glyph.size);
+                continue;
+            }
+        }
+        if text.trim().is_empty() {
+            continue;
+        }
+        segments.push(Segment {
+            x0: glyph.x,
+            x1: glyph.x + glyph.advance,
+            y: glyph.y,
+            size: glyph.size,
+            text,
+        });
+    }
+    for s in &mut segments {
+        s.text = s.text.trim().to_string();
+    }
+    segments.retain(|s| !s.text.is_empty());
+    // Rows: segments at one height, top to bottom, left to right.
+    segments.sort_by(|a, b| a.y.total_cmp(&b.y));
+    let mut rows: Vec<Vec<Segment>> = Vec::new();
+    for s in segments {
+        match rows.last_mut() {
+            Some(r) if (r[0].y - s.y).abs() < 0.5 * r[0].size.min(s.size) => r.push(s),
+            _ => rows.push(vec![s]),
+        }
+    }
+    for r in &mut rows {
+        r.sort_by(|a, b| a.x0.total_cmp(&b.x0));
+    }
+    let width = if g.width > 0.0 { g.width } else { 612.0 };
+    let mut lines = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        // A two-column region: rows of two long segments with the right one starting at
+        // (about) the same place.
+        let columns = |r: &Vec<Segment>, split: Option<f64>| {
+            r.len() == 2
+                && r[0].x1 < r[1].x0
+                && r[1].x0 > width * 0.35
+                && (r[0].x1 - r[0].x0) > width * 0.2
+                && (r[1].x1 - r[1].x0) > width * 0.2
+                && split.is_none_or(|x| (r[1].x0 - x).abs() < 2.0 * r[1].size)
+        };
+        if columns(&rows[i], None) {
+            let split = rows[i][1].x0;
+            let mut j = i + 1;
+            while j < rows.len() && columns(&rows[j], Some(split)) {
+                j += 1;
+            }
+            if j - i >= 2 {
+                for side in 0..2 {
+                    for r in &rows[i..j] {
+                        lines.push(Line::Text {
+                            text: r[side].text.clone(),
+                            size: r[side].size,
+                            y: r[side].y,
+                        });
+                    }
+                }
+                i = j;
+                continue;
+            }
+        }
+        // A table: rows of two or more segments whose starts line up with the first row's.
+        let aligned = |a: &Vec<Segment>, b: &Vec<Segment>| {
+            a.len() >= 2
+                && a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(p, q)| (p.x0 - q.x0).abs() < 1.5 * p.size.max(q.size))
+        };
+        if rows[i].len() >= 2 {
+            let mut j = i + 1;
+            while j < rows.len() && aligned(&rows[i], &rows[j]) {
+                j += 1;
+            }
+            if j - i >= 2 {
+                lines.push(Line::Table(
+                    rows[i..j]
+                        .iter()
+                        .map(|r| r.iter().map(|s| s.text.clone()).collect())
+                        .collect(),
+                ));
+                i = j;
+                continue;
+            }
+        }
+        let r = &rows[i];
+        let text = r
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let size = r.iter().map(|s| s.size).fold(0.0, f64::max);
+        lines.push(Line::Text {
+            text,
+            size,
+            y: r[0].y,
+        });
+        i += 1;
+    }
+    Page {
+        number,
+        height: g.height,
+        lines,
+    }
+}
+
+/// Drops lines near the top or bottom of the page that repeat (digits aside) on most pages.
+fn remove_running_lines(pages: &mut [Page]) {
+    if pages.len() < 2 {
+        return;
+    }
+    let key = |text: &str| -> String {
+        text.chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let in_margin = |y: f64, height: f64| height > 0.0 && (y < height * 0.12 || y > height * 0.88);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for p in pages.iter() {
+        let mut on_page: Vec<String> = p
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Text { text, y, .. } if in_margin(*y, p.height) => Some(key(text)),
+                _ => None,
+            })
+            .collect();
+        on_page.sort();
+        on_page.dedup();
+        for k in on_page {
+            *seen.entry(k).or_default() += 1;
+        }
+    }
+    let most = pages.len().div_ceil(2).max(2);
+    for p in pages.iter_mut() {
+        let height = p.height;
+        p.lines.retain(|l| match l {
+            Line::Text { text, y, .. } if in_margin(*y, height) => {
+                seen.get(&key(text)).copied().unwrap_or(0) < most
+            }
+            _ => true,
+        });
+    }
+}
+
+/// The body text's size: the size most characters are set in (half points).
+fn body_size(pages: &[Page]) -> f64 {
+    let mut by_size: HashMap<i64, usize> = HashMap::new();
+    for l in pages.iter().flat_map(|p| &p.lines) {
+        if let Line::Text { text, size, .. } = l {
+            *by_size.entry((size * 2.0).round() as i64).or_default() += text.chars().count();
+        }
+    }
+    by_size
+        .into_iter()
+        .max_by_key(|&(s, n)| (n, -s))
+        .map_or(10.0, |(s, _)| s as f64 / 2.0)
+}
+
+/// Heading levels by size: every size set clearly larger than the body (on short lines),
+/// largest first → level 1, 2, ...
+fn heading_levels(pages: &[Page], body: f64) -> Vec<i64> {
+    let mut sizes: Vec<i64> = pages
+        .iter()
+        .flat_map(|p| &p.lines)
+        .filter_map(|l| match l {
+            Line::Text { text, size, .. }
+                if *size >= body * 1.15 && text.chars().count() <= 200 =>
+            {
+                Some((size * 2.0).round() as i64)
+            }
+            _ => None,
+        })
+        .collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    sizes.dedup();
+    sizes.truncate(6);
+    sizes
+}
+
+/// Writes one page: headings, paragraphs (lines joined, hyphenation undone), tables,
+/// captions as paragraphs of their own.
+fn write_page(
+    page: &Page,
+    body: f64,
+    levels: &[i64],
+    md: &mut Md,
+    first_heading: &mut Option<String>,
+) {
+    let mut para = String::new();
+    let mut last: Option<(f64, f64)> = None; // (size, y) of the paragraph's last line
+    let flush = |para: &mut String, md: &mut Md| {
+        if !para.trim().is_empty() {
+            md.para(para);
+        }
+        para.clear();
+    };
+    for line in &page.lines {
+        match line {
+            Line::Table(rows) => {
+                flush(&mut para, md);
+                last = None;
+                md.table(rows);
+            }
+            Line::Text { text, size, y } => {
+                let key = (size * 2.0).round() as i64;
+                if let Some(level) = levels.iter().position(|&s| s == key) {
+                    flush(&mut para, md);
+                    last = None;
+                    if first_heading.is_none() {
+                        *first_heading = Some(text.clone());
+                    }
+                    md.heading(level + 1, text);
+                    continue;
+                }
+                let caption =
+                    crate::chunk::is_figure_caption(text) || crate::chunk::is_table_caption(text);
+                let continues = last.is_some_and(|(s, ly)| {
+                    (s - size).abs() < 0.6 && *y - ly > 0.0 && *y - ly <= 1.7 * size.max(body)
+                });
+                if caption || !continues {
+                    flush(&mut para, md);
+                }
+                join_line(&mut para, text);
+                last = Some((*size, *y));
+                if caption {
+                    flush(&mut para, md);
+                    last = None;
+                }
+            }
+        }
+    }
+    flush(&mut para, md);
+}
+
+/// Appends a line to a paragraph: a word hyphenated at the line end is joined, CJK lines
+/// are joined without a space, others with one.
+fn join_line(para: &mut String, line: &str) {
+    if para.is_empty() {
+        para.push_str(line);
+        return;
+    }
+    let next = line.chars().next().unwrap_or(' ');
+    let mut tail = para.chars().rev();
+    let last = tail.next().unwrap_or(' ');
+    let before = tail.next().unwrap_or(' ');
+    if matches!(last, '-' | '\u{00ad}' | '\u{2010}')
+        && before.is_alphabetic()
+        && next.is_lowercase()
+    {
+        para.pop();
+        para.push_str(line);
+    } else if is_cjk(last) || is_cjk(next) {
+        para.push_str(line);
+    } else {
+        para.push(' ');
+        para.push_str(line);
+    }
+}
+
+/// `catch_unwind` without the default hook's message for panics it catches: a page the
+/// interpreter cannot handle is reported as unreadable, not as a crash on stderr.
+mod quiet_panics {
+    use std::cell::Cell;
+    use std::sync::Once;
+
+    thread_local! {
+        static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !QUIET.with(Cell::get) {
+                    previous(info);
+                }
+            }));
+        });
+    }
+
+    pub(super) fn run<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
+        QUIET.with(|q| q.set(true));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        QUIET.with(|q| q.set(false));
+        r.map_err(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hyphenated_words_are_joined_and_cjk_lines_meet_without_a_space() {
+        let mut p = String::from("the retrie-");
+        join_line(&mut p, "val system");
+        assert_eq!(p, "the retrieval system");
+        let mut p = String::from("well-");
+        join_line(&mut p, "Known");
+        assert_eq!(p, "well- Known", "a capital after the hyphen keeps it");
+        let mut p = String::from("北风贸易公司。");
+        join_line(&mut p, "上海仓库");
+        assert_eq!(p, "北风贸易公司。上海仓库");
+    }
+
+    #[test]
+    fn garbage_is_a_damaged_pdf() {
+        let err = read_pdf(b"%PDF-1.7\nnot really".to_vec()).expect_err("refused");
+        assert!(err.starts_with("damaged PDF"), "{err}");
+    }
+}
