@@ -65,7 +65,7 @@ fn store_migrate_creates_the_shared_store_once_from_a_flag_or_the_settings() {
     .expect("settings");
     let v = json(situate(&index).args(["store", "migrate"]), 0);
     assert_eq!(v["outcome"], "current", "{v:#}");
-    assert_eq!(v["format_version"], 1);
+    assert_eq!(v["format_version"], 2);
     assert!(
         v["postgres"].as_str().is_some_and(|p| p.starts_with("18")),
         "{v:#}"
@@ -123,6 +123,27 @@ fn store_migrate_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
         0,
     );
     let mut c = Client::connect(&db.url, NoTls).expect("connect");
+    // A store of format 1 (before cards had a kind and a place) is upgraded in place.
+    c.batch_execute(
+        "ALTER TABLE situate.chunks DROP COLUMN card_kind, DROP COLUMN place;
+         UPDATE situate.meta SET value = '1' WHERE key = 'format_version'",
+    )
+    .expect("format 1");
+    let v = json(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    assert_eq!(v["outcome"], "upgraded", "{v:#}");
+    assert_eq!(v["format_version"], 2);
+    let columns: i64 = c
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'situate'
+             AND table_name = 'chunks' AND column_name IN ('card_kind', 'place')",
+            &[],
+        )
+        .expect("columns")
+        .get(0);
+    assert_eq!(columns, 2);
     c.execute(
         "UPDATE situate.meta SET value = '0' WHERE key = 'format_version'",
         &[],
@@ -130,7 +151,7 @@ fn store_migrate_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
     .expect("another version");
     let err = stderr(&["store", "migrate", "--store", &db.url]);
     assert!(
-        err.contains("is of format 0, this build reads format 1; nothing was written"),
+        err.contains("is of format 0, this build reads format 2; nothing was written"),
         "{err}"
     );
     let v: String = c

@@ -643,3 +643,36 @@ pub struct Hit {
     /// Each leg's rank and score.
     pub legs: Vec<LegScore>,
 }
+
+#[cfg(test)]
+mod place_tests {
+    use super::*;
+
+    #[test]
+    fn places_round_trip_and_layouts_find_them() {
+        for s in ["page:3", "page:3-4", "slide:12"] {
+            let p = Place::from_stored(s).expect("parses");
+            assert_eq!(p.as_stored(), s);
+        }
+        assert_eq!(Place::from_stored("page:4-3"), None);
+        assert_eq!(Place::from_stored("sheet:1"), None);
+        let p = Place::from_stored("page:3-4").expect("parses");
+        assert_eq!(p.to_string(), "pp. 3\u{2013}4");
+        assert_eq!(
+            Place::from_stored("slide:2").map(|p| p.to_string()),
+            Some("slide 2".into())
+        );
+        let layout = Layout {
+            unit: Some(PlaceUnit::Page),
+            starts: vec![(0, 1), (100, 2), (250, 3)],
+        };
+        let at = |s, e| layout.place(s, e).map(|p| (p.first, p.last));
+        assert_eq!(at(0, 99), Some((1, 1)));
+        assert_eq!(at(0, 100), Some((1, 1)), "the end is exclusive");
+        assert_eq!(at(90, 120), Some((1, 2)));
+        assert_eq!(at(260, 300), Some((3, 3)));
+        assert_eq!(Layout::default().place(0, 10), None);
+        assert_eq!("figure".parse::<CardKind>(), Ok(CardKind::Image));
+        assert!("chart".parse::<CardKind>().is_err());
+    }
+}

@@ -475,7 +475,7 @@ fn caption_label(text: &str, labels: &[&str]) -> bool {
             - rest
                 .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
                 .len();
-        if digits == 0 {
+        if !rest[..digits].starts_with(|c: char| c.is_ascii_digit()) {
             return false;
         }
         let after = rest[digits..].trim_start_matches(['*', '_']).trim_start();
@@ -824,6 +824,87 @@ mod tests {
             vec!["Guide", "Install", "Linux"]
         );
         assert_eq!(find("file name").heading_path, vec!["Guide", "Usage"]);
+    }
+
+    #[test]
+    fn tables_and_figures_become_cards_of_their_own() {
+        let text = "# Report\n\nIntro paragraph about sales.\n\nTable 2: Sales.\n\n| A | B |\n|---|---|\n| 1 | 2 |\n\n![A chart](c.png)\n\nFigure 3: Sales by month.\n\nFigure 3 shows the trend, which is not a caption.\n";
+        let spans = chunker(200, 0).chunk(text, &DocKind::Markdown);
+        let of = |kind: CardKind| -> Vec<&str> {
+            spans
+                .iter()
+                .filter(|s| s.kind == kind)
+                .map(|s| &text[s.byte_start..s.byte_end])
+                .collect()
+        };
+        assert_eq!(
+            of(CardKind::Table),
+            vec!["Table 2: Sales.\n\n| A | B |\n|---|---|\n| 1 | 2 |"]
+        );
+        assert_eq!(
+            of(CardKind::Image),
+            vec!["![A chart](c.png)\n\nFigure 3: Sales by month."]
+        );
+        let prose = of(CardKind::Text).join(" ");
+        assert!(prose.contains("Intro") && prose.contains("Figure 3 shows the trend"));
+        assert!(spans.iter().all(|s| s.heading_path == vec!["Report"]));
+        // Plain text is never cut into tables or figures.
+        let plain = chunker(200, 0).chunk(text, &DocKind::Text);
+        assert!(plain.iter().all(|s| s.kind == CardKind::Text));
+    }
+
+    #[test]
+    fn captions_need_a_label_a_number_and_a_mark() {
+        for yes in [
+            "Figure 3: Sales.",
+            "Fig. 2. Map",
+            "Рис. 4. Схема",
+            "图 2：销售",
+            "*Figure 1: x*",
+        ] {
+            assert!(is_figure_caption(yes), "{yes}");
+        }
+        for no in [
+            "Figure 3 shows the trend.",
+            "Figures are below.",
+            "Fig. without number",
+        ] {
+            assert!(!is_figure_caption(no), "{no}");
+        }
+        assert!(is_table_caption("Table 1: Prices") && is_table_caption("Таблица 2. Цены"));
+    }
+
+    #[test]
+    fn slides_are_never_shared_and_pages_are_recorded() {
+        use situate_core::{Layout, PlaceUnit};
+        let text = "# Slide 1: A\n\nshort\n\n# Slide 2: B\n\nalso short\n";
+        let second = text.find("# Slide 2").expect("slide 2");
+        let mut doc = Document {
+            id: "d".into(),
+            source: "d.pptx".into(),
+            title: None,
+            language: situate_core::Language::En,
+            kind: DocKind::Pptx,
+            text: text.into(),
+            content_hash: String::new(),
+            metadata: Default::default(),
+            preset_chunks: None,
+            layout: Layout {
+                unit: Some(PlaceUnit::Slide),
+                starts: vec![(0, 1), (second, 2)],
+            },
+        };
+        let spans = chunker(200, 0).chunk_document(&doc);
+        let places: Vec<(u32, u32)> = spans
+            .iter()
+            .map(|s| s.place.map(|p| (p.first, p.last)).expect("a place"))
+            .collect();
+        assert_eq!(places, vec![(1, 1), (2, 2)], "{spans:?}");
+        // Pages may be spanned, and the chunk records both.
+        doc.layout.unit = Some(PlaceUnit::Page);
+        let spans = chunker(200, 0).chunk_document(&doc);
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].place.map(|p| (p.first, p.last)), Some((1, 2)));
     }
 
     #[test]

@@ -42,7 +42,10 @@ fn bad_files_are_skipped_with_reasons_and_the_rest_read() {
     assert!(reason("bin.txt").starts_with("binary"), "{skips:?}");
     assert_eq!(reason("latin1.txt"), "invalid UTF-8 at byte 3");
     assert_eq!(reason("empty.txt"), "empty file");
-    assert_eq!(reason("image.png"), "unsupported file type .png");
+    assert_eq!(
+        reason("image.png"),
+        "unsupported file type .png: an image has no text layer; run OCR on it first"
+    );
     #[cfg(unix)]
     assert!(reason("loop").starts_with("symlink loop"), "{skips:?}");
     assert!(!skips.iter().any(|s| s.source.contains("hidden")));
