@@ -35,11 +35,11 @@ for _ in range(75):
         w.add_page(p)
 w.write(f"{d}/long.pdf")
 PY
-cargo build --release --quiet -p situate-bench
+cargo build --release --quiet -p situate-ingest --example extract
 files=("$out/fixtures/docs/report.pdf" "$out/fixtures/long.pdf")
 : > "$out/results.jsonl"
 for m in situate pdf-extract lopdf; do
-  "$target/release/situate-bench" extract --method "$m" "${files[@]}" >> "$out/results.jsonl"
+  "$target/release/examples/extract" "$m" 3 "${files[@]}" >> "$out/results.jsonl"
 done
 "$py/bin/python" - "$out" "${files[@]}" <<'PY'
 import json, sys, time

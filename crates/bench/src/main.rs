@@ -12,7 +12,6 @@ macro_rules! outln {
     };
 }
 
-mod extract;
 mod generate;
 mod llm;
 mod load;
@@ -264,19 +263,6 @@ enum BenchCommand {
         #[arg(long, default_value_t = 100)]
         latency_ms: u64,
     },
-    /// Extracts the text of PDF files page by page with one method (situate's reader, plain
-    /// pdf-extract, or lopdf's own text extraction) and prints one JSON line per file:
-    /// {file, method, seconds, pages: [text of each page]} (bench/extract.sh scores them)
-    Extract {
-        /// situate | pdf-extract | lopdf
-        #[arg(long, default_value = "situate")]
-        method: String,
-        /// Times each file is read (the time reported is the best)
-        #[arg(long, default_value_t = 3)]
-        repeat: usize,
-        /// PDF files
-        files: Vec<PathBuf>,
-    },
     /// Writes a synthetic corpus of N chunk-sized documents (Zipf-distributed words) as a
     /// BEIR corpus.jsonl, and queries drawn from it
     Synth {
@@ -291,14 +277,6 @@ enum BenchCommand {
 
 fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
     match cmd {
-        BenchCommand::Extract {
-            method,
-            repeat,
-            files,
-        } => {
-            crate::extract::run(&method, repeat, &files)?;
-            Ok(ExitCode::SUCCESS)
-        }
         BenchCommand::Rerank {
             reranker,
             queries,

@@ -1,13 +1,30 @@
-//! `situate-bench extract`: the PDF readers compared in BENCHMARKS.md, page by page.
+//! The PDF readers compared in BENCHMARKS.md ("PDF extraction"), page by page:
+//!
+//!     cargo run --release -p situate-ingest --example extract -- METHOD REPEAT FILE...
+//!
+//! METHOD is `situate` (situate's reader), `pdf-extract` (its plain text output) or `lopdf`
+//! (lopdf's `extract_text`); one JSON line per file: {file, method, seconds (best of
+//! REPEAT), pages: [text of each page]}. `bench/extract.sh` scores them. An example of this
+//! crate (not a situate-bench command) so the benchmark builds only the reader.
 
-use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
 
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [method, repeat, files @ ..] = args.as_slice() else {
+        return Err("usage: extract METHOD REPEAT FILE...".into());
+    };
+    let files: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
+    run(method, repeat.parse()?, &files)
+}
+
 /// Reads every file `repeat` times with `method`; prints one JSON line per file.
-pub fn run(method: &str, repeat: usize, files: &[PathBuf]) -> Result<()> {
+fn run(method: &str, repeat: usize, files: &[PathBuf]) -> Result<()> {
     for file in files {
-        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let bytes = std::fs::read(file)?;
         let mut best = f64::INFINITY;
         let mut pages = Vec::new();
         for _ in 0..repeat.max(1) {
@@ -15,7 +32,7 @@ pub fn run(method: &str, repeat: usize, files: &[PathBuf]) -> Result<()> {
             pages = match method {
                 "situate" => situate(bytes.clone())?,
                 "pdf-extract" => pdf_extract::extract_text_from_mem_by_pages(&bytes)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+                    .map_err(|e| e.to_string())?,
                 "lopdf" => {
                     let doc = lopdf::Document::load_mem(&bytes)?;
                     let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
@@ -24,7 +41,12 @@ pub fn run(method: &str, repeat: usize, files: &[PathBuf]) -> Result<()> {
                         .map(|&n| doc.extract_text(&[n]).unwrap_or_default())
                         .collect()
                 }
-                m => bail!("unknown method {m:?}: expected situate, pdf-extract or lopdf"),
+                m => {
+                    return Err(format!(
+                        "unknown method {m:?}: expected situate, pdf-extract or lopdf"
+                    )
+                    .into());
+                }
             };
             best = best.min(t.elapsed().as_secs_f64());
         }
@@ -41,7 +63,7 @@ pub fn run(method: &str, repeat: usize, files: &[PathBuf]) -> Result<()> {
 
 /// situate's reader: its Markdown-like text cut at the page starts.
 fn situate(bytes: Vec<u8>) -> Result<Vec<String>> {
-    let x = situate_ingest::extract::pdf::read_pdf(bytes).map_err(|e| anyhow::anyhow!(e))?;
+    let x = situate_ingest::extract::pdf::read_pdf(bytes)?;
     let starts = &x.layout.starts;
     let mut pages = Vec::new();
     let count = x
