@@ -107,7 +107,8 @@ pub fn answer(json: bool, a: &AnswerResponse) -> Result<()> {
                 .unwrap_or_default();
             match (&c.chunk_id, &c.document_id) {
                 (Some(chunk), Some(doc)) => {
-                    writeln!(out, "[{}] {chunk}  ({doc}){quote}  {mark}", c.cited)?
+                    let place = c.place.map(|p| format!(" {p}")).unwrap_or_default();
+                    writeln!(out, "[{}] {chunk}  ({doc}{place}){quote}  {mark}", c.cited)?
                 }
                 _ => writeln!(out, "[{}] not a passage given{quote}  {mark}", c.cited)?,
             }

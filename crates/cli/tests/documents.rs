@@ -183,6 +183,19 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
         })
         .expect("the Russian page");
     assert_eq!(ru["heading_path"][1], "3 Обзор рынка");
+    // A heading set at the body size, known from the outline only.
+    let tula = pdf
+        .iter()
+        .find(|c| {
+            c["original_text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Туле"))
+        })
+        .expect("the subsection");
+    assert_eq!(
+        tula["heading_path"],
+        serde_json::json!(["Northwind Annual Report", "3 Обзор рынка", "3.1 Склады"])
+    );
     let zh = pdf
         .iter()
         .find(|c| {

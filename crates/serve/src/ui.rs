@@ -133,6 +133,9 @@ pub(crate) async fn search(
                                     a.chunk href=(card_link(&h.chunk_id)) { (h.chunk_id) }
                                     span.score { "score " (format!("{:.4}", h.score)) }
                                 }
+                                @if let Some(place) = &h.place {
+                                    div.place { (place) }
+                                }
                                 @if !h.heading_path.is_empty() {
                                     div.section { (h.heading_path.join(" > ")) }
                                 }

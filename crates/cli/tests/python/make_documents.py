@@ -73,6 +73,8 @@ RU = [
     "Рынок кухонного оборудования в России сократился на 4% за год.",
     "Компания закрыла склад в Казани и перевела поставки в Москву.",
 ]
+RU_SUB = "3.1 Склады"
+RU_2 = ["Новый склад в Туле открылся в марте."]
 ZH_TITLE = "4 市场概况"
 ZH = [
     "北风贸易公司在中国的销售额增长了百分之九。",
@@ -167,8 +169,15 @@ def make_pdf(out, img):
 
     pdf.add_page()
     y = heading(pdf, 25, RU_TITLE)
-    lines(pdf, 15, y, RU)
-    truth.append([RU_TITLE, join_lines(RU)])
+    y = lines(pdf, 15, y, RU) + 6
+    # A subsection set at the body size (bold): a heading only the outline tells.
+    pdf.set_y(y - 5)
+    pdf.start_section(RU_SUB, level=1)
+    pdf.set_font("bold", size=11)
+    pdf.text(15, y, RU_SUB)
+    y += 8
+    lines(pdf, 15, y, RU_2)
+    truth.append([RU_TITLE, join_lines(RU), RU_SUB, join_lines(RU_2)])
 
     pdf.add_page()
     y = heading(pdf, 25, ZH_TITLE, font="wqy")

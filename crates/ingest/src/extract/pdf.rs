@@ -7,7 +7,9 @@
 //! - segments at one height form rows; a run of rows holding two long segments side by side
 //!   is a two-column region, read left column first; rows of several aligned short
 //!   segments are a table;
-//! - lines set larger than the body text are headings (the larger, the higher);
+//! - lines set larger than the body text are headings (the larger, the higher); so is a
+//!   line that names an entry of the outline (bookmarks) on its page, below the sized ones
+//!   by its outline depth (bold headings set at the body size are found this way);
 //! - lines that repeat near the top or bottom of most pages (digits aside: "Page 3 of 9")
 //!   are running headers and footers and are dropped;
 //! - a word hyphenated at a line end is joined.
@@ -169,6 +171,7 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
         );
     }
     let title = doc_title(&doc);
+    let outline = outline(&doc);
     remove_running_lines(&mut pages);
     let body = body_size(&pages);
     let levels = heading_levels(&pages, body);
@@ -178,7 +181,7 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
     for page in &pages {
         md.unit(page.number);
         let before = md.len();
-        write_page(page, body, &levels, &mut md, &mut first_heading);
+        write_page(page, body, &levels, &outline, &mut md, &mut first_heading);
         if md.len() == before {
             empty_pages.push(page.number);
         }
@@ -212,6 +215,31 @@ fn page_glyphs(doc: &lopdf::Document, n: u32) -> Result<Glyphs, String> {
         Ok(Err(e)) => Err(e.to_string()),
         Err(()) => Err("the page's content could not be interpreted".into()),
     }
+}
+
+/// The outline's entries: (page, title as compared) → depth from 1. A damaged outline is no
+/// outline.
+fn outline(doc: &lopdf::Document) -> HashMap<(u32, String), usize> {
+    quiet_panics::install();
+    let Ok(toc) = quiet_panics::run(|| doc.get_toc()) else {
+        return HashMap::new();
+    };
+    toc.map(|t| {
+        t.toc
+            .into_iter()
+            .filter(|e| e.level >= 1)
+            .map(|e| ((e.page as u32, compared(&e.title)), e.level))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// A title as outlines and lines are compared: letters and digits, lower case.
+fn compared(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// The document information's title, when it is set and not a file name.
@@ -420,23 +448,41 @@ fn body_size(pages: &[Page]) -> f64 {
         .map_or(10.0, |(s, _)| s as f64 / 2.0)
 }
 
-/// Heading levels by size: every size set clearly larger than the body (on short lines),
-/// largest first → level 1, 2, ...
+/// Heading levels by size: every size set clearly larger than the body, largest first →
+/// level 1, 2, ... A size that sets running text is not a heading size: one that sets much
+/// of the text, or runs of more than three lines (an introduction in a larger font).
 fn heading_levels(pages: &[Page], body: f64) -> Vec<i64> {
-    let mut sizes: Vec<i64> = pages
-        .iter()
-        .flat_map(|p| &p.lines)
-        .filter_map(|l| match l {
-            Line::Text { text, size, .. }
-                if *size >= body * 1.15 && text.chars().count() <= 200 =>
-            {
-                Some((size * 2.0).round() as i64)
-            }
-            _ => None,
+    // Per size: characters, and the longest run of consecutive lines.
+    let mut by_size: HashMap<i64, (usize, usize)> = HashMap::new();
+    let mut total = 0usize;
+    for p in pages {
+        let mut run: Option<(i64, usize)> = None;
+        for l in &p.lines {
+            let Line::Text { text, size, .. } = l else {
+                run = None;
+                continue;
+            };
+            let key = (size * 2.0).round() as i64;
+            let n = text.chars().count();
+            total += n;
+            let length = match run {
+                Some((k, len)) if k == key => len + 1,
+                _ => 1,
+            };
+            run = Some((key, length));
+            let e = by_size.entry(key).or_default();
+            e.0 += n;
+            e.1 = e.1.max(length);
+        }
+    }
+    let mut sizes: Vec<i64> = by_size
+        .into_iter()
+        .filter(|&(size, (chars, longest))| {
+            size as f64 / 2.0 >= body * 1.15 && longest <= 3 && chars * 100 <= total * 15
         })
+        .map(|(size, _)| size)
         .collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
-    sizes.dedup();
     sizes.truncate(6);
     sizes
 }
@@ -447,11 +493,24 @@ fn write_page(
     page: &Page,
     body: f64,
     levels: &[i64],
+    outline: &HashMap<(u32, String), usize>,
     md: &mut Md,
     first_heading: &mut Option<String>,
 ) {
     let mut para = String::new();
     let mut last: Option<(f64, f64)> = None; // (size, y) of the paragraph's last line
+    // A heading set on two or more lines is one heading: (level, text, size, y).
+    let mut heading: Option<(usize, String, f64, f64)> = None;
+    let flush_heading = |heading: &mut Option<(usize, String, f64, f64)>,
+                         md: &mut Md,
+                         first: &mut Option<String>| {
+        if let Some((level, text, _, _)) = heading.take() {
+            if first.is_none() {
+                *first = Some(text.clone());
+            }
+            md.heading(level, &text);
+        }
+    };
     let flush = |para: &mut String, md: &mut Md| {
         if !para.trim().is_empty() {
             md.para(para);
@@ -459,6 +518,9 @@ fn write_page(
         para.clear();
     };
     for line in &page.lines {
+        if !matches!(line, Line::Text { .. }) {
+            flush_heading(&mut heading, md, first_heading);
+        }
         match line {
             Line::Table(rows) => {
                 flush(&mut para, md);
@@ -467,15 +529,32 @@ fn write_page(
             }
             Line::Text { text, size, y } => {
                 let key = (size * 2.0).round() as i64;
-                if let Some(level) = levels.iter().position(|&s| s == key) {
+                let level = levels
+                    .iter()
+                    .position(|&s| s == key)
+                    .map(|l| l + 1)
+                    .or_else(|| {
+                        let depth = outline.get(&(page.number, compared(text)))?;
+                        Some(levels.len() + depth)
+                    });
+                if let Some(level) = level {
                     flush(&mut para, md);
                     last = None;
-                    if first_heading.is_none() {
-                        *first_heading = Some(text.clone());
+                    match heading.as_mut() {
+                        Some((l, t, s, hy))
+                            if *l == level && *y - *hy > 0.0 && *y - *hy <= 1.6 * *s =>
+                        {
+                            join_line(t, text);
+                            *hy = *y;
+                        }
+                        _ => {
+                            flush_heading(&mut heading, md, first_heading);
+                            heading = Some((level, text.clone(), *size, *y));
+                        }
                     }
-                    md.heading(level + 1, text);
                     continue;
                 }
+                flush_heading(&mut heading, md, first_heading);
                 let caption =
                     crate::chunk::is_figure_caption(text) || crate::chunk::is_table_caption(text);
                 let continues = last.is_some_and(|(s, ly)| {
@@ -493,6 +572,7 @@ fn write_page(
             }
         }
     }
+    flush_heading(&mut heading, md, first_heading);
     flush(&mut para, md);
 }
 
@@ -566,6 +646,86 @@ mod tests {
         let mut p = String::from("北风贸易公司。");
         join_line(&mut p, "上海仓库");
         assert_eq!(p, "北风贸易公司。上海仓库");
+    }
+
+    fn text(t: &str, size: f64, y: f64) -> Line {
+        Line::Text {
+            text: t.into(),
+            size,
+            y,
+        }
+    }
+
+    #[test]
+    fn a_heading_on_two_lines_is_one_and_a_large_paragraph_is_text() {
+        let body = "Body text of the page goes on here for a while, line after line.";
+        let mut lines = vec![
+            text("A Long Report Title That", 20.0, 50.0),
+            text("Wraps Onto Two Lines", 20.0, 72.0),
+        ];
+        // An introduction set larger than the body, for many lines: text, not headings.
+        for i in 0..6 {
+            lines.push(text(
+                "An introduction in a larger font, line",
+                13.0,
+                110.0 + 16.0 * i as f64,
+            ));
+        }
+        for i in 0..60 {
+            lines.push(text(body, 10.0, 220.0 + 12.0 * i as f64));
+        }
+        let pages = vec![Page {
+            number: 1,
+            height: 1000.0,
+            lines,
+        }];
+        let b = body_size(&pages);
+        assert_eq!(b, 10.0);
+        let levels = heading_levels(&pages, b);
+        assert_eq!(levels, vec![40], "only the title's size: {levels:?}");
+        let mut md = Md::new(Some(PlaceUnit::Page));
+        let mut first = None;
+        write_page(&pages[0], b, &levels, &HashMap::new(), &mut md, &mut first);
+        let (out, _) = md.finish();
+        assert!(
+            out.starts_with("# A Long Report Title That Wraps Onto Two Lines\n\nAn introduction"),
+            "{out}"
+        );
+        assert_eq!(
+            first.as_deref(),
+            Some("A Long Report Title That Wraps Onto Two Lines")
+        );
+    }
+
+    #[test]
+    fn running_lines_repeat_in_the_margins_of_most_pages() {
+        let page = |n: u32| Page {
+            number: n,
+            height: 800.0,
+            lines: vec![
+                text("ACME Handbook", 8.0, 20.0),
+                text(&format!("Body of page {n}"), 10.0, 400.0),
+                text(&format!("- {n} -"), 8.0, 780.0),
+            ],
+        };
+        let mut pages: Vec<Page> = (1..=4).map(page).collect();
+        // A line in the margin of one page only stays.
+        pages[2].lines.push(text("Draft", 8.0, 30.0));
+        remove_running_lines(&mut pages);
+        let left: Vec<Vec<String>> = pages
+            .iter()
+            .map(|p| {
+                p.lines
+                    .iter()
+                    .filter_map(|l| match l {
+                        Line::Text { text, .. } => Some(text.clone()),
+                        Line::Table(_) => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(left[0], vec!["Body of page 1"]);
+        assert_eq!(left[2], vec!["Body of page 3", "Draft"]);
     }
 
     #[test]
