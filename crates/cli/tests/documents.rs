@@ -73,7 +73,7 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
     let tmp = tempfile::tempdir().expect("tmp");
     let truth = make_documents(tmp.path());
     let (index, v) = ingest(tmp.path(), "40");
-    assert_eq!(v["report"]["added"], 4, "{v:#}");
+    assert_eq!(v["report"]["added"], 6, "{v:#}");
 
     // Bad files: each skipped with its reason, the rest ingested.
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
@@ -285,6 +285,39 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
     assert_eq!(
         codes["heading_path"],
         serde_json::json!(["Induction hobs", "Cleaning", "Error codes"])
+    );
+
+    // Spreadsheets and CSV: a table per sheet, in the sheet's section; dates as dates.
+    let book = cards(&index, "docs/budget.xlsx");
+    let sheet_tables: Vec<&Value> = book.iter().filter(|c| c["kind"] == "table").collect();
+    assert!(!sheet_tables.is_empty(), "{book:#?}");
+    for t in &sheet_tables {
+        assert_eq!(t["heading_path"], serde_json::json!(["Sheet: Regions"]));
+        assert!(
+            t["original_text"]
+                .as_str()
+                .is_some_and(|x| x.starts_with("| Region | Budget | Approved |")),
+            "{t:#}"
+        );
+    }
+    let rows: String = sheet_tables
+        .iter()
+        .filter_map(|t| t["original_text"].as_str())
+        .collect();
+    assert!(rows.contains("| Benelux | 950.5 | 2025-03-15 |"), "{rows}");
+    assert!(rows.contains("| Nordics | 1200 | 2025-03-14 |"), "{rows}");
+    assert!(
+        book.iter().all(|c| !c["original_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Empty"))),
+        "the empty sheet adds nothing"
+    );
+    let stock = cards(&index, "docs/stock.csv");
+    assert!(
+        stock[0]["original_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("| Hob, induction | Tilburg | 120 |")),
+        "{stock:#?}"
     );
 
     // Search: the kind filter, and hits carry the place to cite.

@@ -82,6 +82,8 @@ pub enum DocKind {
     Docx,
     /// A slide deck (PPTX), one section per slide, stored as Markdown-like text.
     Pptx,
+    /// A spreadsheet (XLSX, XLS, ODS) or CSV/TSV file: a table per sheet.
+    Sheet,
     /// Source code in the named language (`rust`, `python`, ...).
     Code(String),
     /// A record of a corpus file (BEIR `corpus.jsonl`, Anthropic `codebase_chunks.json`).
@@ -98,6 +100,7 @@ impl DocKind {
             DocKind::Pdf => "pdf".into(),
             DocKind::Docx => "docx".into(),
             DocKind::Pptx => "pptx".into(),
+            DocKind::Sheet => "sheet".into(),
             DocKind::Code(l) => format!("code:{l}"),
             DocKind::Record => "record".into(),
         }
@@ -111,6 +114,7 @@ impl DocKind {
             "pdf" => DocKind::Pdf,
             "docx" => DocKind::Docx,
             "pptx" => DocKind::Pptx,
+            "sheet" => DocKind::Sheet,
             "record" => DocKind::Record,
             _ => match s.strip_prefix("code:") {
                 Some(l) => DocKind::Code(l.to_string()),
@@ -127,7 +131,12 @@ impl DocKind {
     pub fn is_structured(&self) -> bool {
         matches!(
             self,
-            DocKind::Markdown | DocKind::Html | DocKind::Pdf | DocKind::Docx | DocKind::Pptx
+            DocKind::Markdown
+                | DocKind::Html
+                | DocKind::Pdf
+                | DocKind::Docx
+                | DocKind::Pptx
+                | DocKind::Sheet
         )
     }
 }

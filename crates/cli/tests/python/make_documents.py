@@ -10,6 +10,8 @@ writes into OUT_DIR/docs (and the reference to OUT_DIR/truth.json):
                  and a caption
   slides.pptx    three slides with titles, bullets and speaker notes; a picture, a table
   page.html      navigation, a header and footer, h1-h3, a table, an image
+  budget.xlsx    two sheets (a table with a date column; an empty sheet)
+  stock.csv      a table with a quoted field holding a comma
   bad/encrypted.pdf  a password-protected PDF
   bad/scan.pdf       one page that is only an image (no text layer)
   bad/truncated.pdf  report.pdf cut at 40% of its bytes
@@ -19,7 +21,7 @@ writes into OUT_DIR/docs (and the reference to OUT_DIR/truth.json):
                  reference for the character error rate and for page checks), and the figure
                  and table captions
 
-Needs fpdf2, python-docx, python-pptx, pypdf and Pillow, plus the DejaVu and WenQuanYi Micro
+Needs fpdf2, python-docx, python-pptx (with XlsxWriter), pypdf and Pillow, plus the DejaVu and WenQuanYi Micro
 Hei fonts (Debian's fonts-dejavu-core and fonts-wqy-microhei).
 """
 
@@ -286,6 +288,24 @@ HTML = """<!doctype html>
 """
 
 
+def make_sheets(out):
+    import datetime
+    import xlsxwriter
+
+    wb = xlsxwriter.Workbook(os.path.join(out, "budget.xlsx"))
+    ws = wb.add_worksheet("Regions")
+    dates = wb.add_format({"num_format": "yyyy-mm-dd"})
+    ws.write_row(0, 0, ["Region", "Budget", "Approved"])
+    for i, (region, budget) in enumerate([("Nordics", 1200), ("Benelux", 950.5), ("Iberia", 400)]):
+        ws.write(i + 1, 0, region)
+        ws.write_number(i + 1, 1, budget)
+        ws.write_datetime(i + 1, 2, datetime.datetime(2025, 3, 14 + i), dates)
+    wb.add_worksheet("Empty")
+    wb.close()
+    with open(os.path.join(out, "stock.csv"), "w") as f:
+        f.write('Item,Warehouse,Units\n"Hob, induction",Tilburg,120\nKettle,Kazan,80\n')
+
+
 def make_bad(out, img):
     bad = os.path.join(out, "bad")
     os.makedirs(bad, exist_ok=True)
@@ -323,6 +343,7 @@ def main():
     pptx_truth = make_pptx(out, img)
     with open(os.path.join(out, "page.html"), "w") as f:
         f.write(HTML)
+    make_sheets(out)
     make_bad(out, img)
     os.remove(img)
     truth = {

@@ -1,5 +1,6 @@
 //! Reading formats that are not plain text into Markdown-like text with their structure:
-//! PDF ([`pdf`]), DOCX and PPTX ([`office`]), HTML ([`html`]).
+//! PDF ([`pdf`]), DOCX and PPTX ([`office`]), HTML ([`html`]), spreadsheets and CSV
+//! ([`sheet`]).
 //!
 //! Every reader writes through [`Md`]: headings as `#` lines (so the chunker gives each
 //! chunk its section path), lists as `- ` lines, tables as pipe tables (whole rows, so the
@@ -11,6 +12,7 @@
 pub mod html;
 pub mod office;
 pub mod pdf;
+pub mod sheet;
 
 use situate_core::{Layout, PlaceUnit};
 

@@ -30,6 +30,7 @@ fn kind_of(path: &Path) -> Option<DocKind> {
         "pdf" => Some(DocKind::Pdf),
         "docx" => Some(DocKind::Docx),
         "pptx" => Some(DocKind::Pptx),
+        "xlsx" | "xlsm" | "xlsb" | "xls" | "ods" | "csv" | "tsv" => Some(DocKind::Sheet),
         "rs" => code("rust"),
         "py" | "pyi" => code("python"),
         "java" => code("java"),
@@ -188,12 +189,18 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
         Ok(b) => b,
         Err(e) => return skipped(source, format!("unreadable: {e}")),
     };
-    if matches!(kind, DocKind::Pdf | DocKind::Docx | DocKind::Pptx) {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let binary_sheet = kind == DocKind::Sheet && ext != "csv" && ext != "tsv";
+    if matches!(kind, DocKind::Pdf | DocKind::Docx | DocKind::Pptx) || binary_sheet {
         let hash = content_hash(&bytes);
         let read = match kind {
             DocKind::Pdf => extract::pdf::read_pdf(bytes),
             DocKind::Docx => extract::office::read_docx(bytes),
-            _ => extract::office::read_pptx(bytes),
+            DocKind::Pptx => extract::office::read_pptx(bytes),
+            _ => extract::sheet::read_workbook(bytes, "spreadsheet"),
         };
         return match read {
             Ok(x) => extracted(root, path, source, kind, hash, x, opts),
@@ -215,6 +222,12 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
     };
     if text.starts_with('\u{feff}') {
         text.drain(..3);
+    }
+    if kind == DocKind::Sheet {
+        return match extract::sheet::read_csv(&text, ext == "tsv") {
+            Ok(x) => extracted(root, path, source, kind, hash, x, opts),
+            Err(reason) => skipped(source, reason),
+        };
     }
     if kind == DocKind::Html {
         return match extract::html::read_html(&text) {
