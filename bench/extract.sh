@@ -34,6 +34,11 @@ for _ in range(75):
     for p in r.pages:
         w.add_page(p)
 w.write(f"{d}/long.pdf")
+w = PdfWriter()
+for _ in range(250):
+    for p in r.pages:
+        w.add_page(p)
+w.write(f"{d}/pages1000.pdf")
 PY
 cargo build --release --quiet -p situate-ingest --example extract
 files=("$out/fixtures/docs/report.pdf" "$out/fixtures/long.pdf")
@@ -58,6 +63,13 @@ with open(f"{out}/results.jsonl", "a") as f:
                 t = time.perf_counter(); pages = fn(path); best = min(best, time.perf_counter() - t)
             f.write(json.dumps({"file": path, "method": name, "seconds": best, "pages": pages}, ensure_ascii=False) + "\n")
 PY
+# Memory: situate's reader on a 1,000-page PDF (peak resident set of the whole process),
+# beside the file's size.
+size=$(stat -c %s "$out/fixtures/pages1000.pdf")
+/usr/bin/time -f "%M %e" -o "$out/mem.txt" "$target/release/examples/extract" situate 1 \
+  "$out/fixtures/pages1000.pdf" > /dev/null
+read -r rss secs < "$out/mem.txt"
+echo "1,000-page PDF: $((size / 1024)) KiB on disk, read in ${secs} s, peak RSS $((rss / 1024)) MiB"
 "$py/bin/python" - "$out" <<'PY'
 import json, re, sys
 out = sys.argv[1]

@@ -296,16 +296,8 @@ impl Chunker {
     /// A table: whole when it fits; else runs of whole rows, each after the header row.
     fn chunk_table(&self, text: &str, start: usize, end: usize, out: &mut Vec<Piece>) {
         let (start, end) = trimmed(text, start, end);
-        if start >= end {
-            return;
-        }
-        if self.counter.count(&text[start..end]) <= self.config.max_tokens {
-            out.push(Piece {
-                range: (start, end),
-                kind: CardKind::Table,
-                lead: None,
-            });
-            return;
+        if start >= end || self.counter.count(&text[start..end]) <= self.config.max_tokens {
+            return self.chunk_whole(text, start, end, CardKind::Table, out);
         }
         // Lines of the block, with their byte ranges (a caption line may come first).
         let mut lines: Vec<(usize, usize)> = Vec::new();

@@ -313,6 +313,19 @@ fn alt_of(props: Option<&El>) -> String {
         .to_string()
 }
 
+/// A picture (a DOCX drawing, a PPTX `pic`): its description from the `props` element
+/// (`docPr`, `cNvPr`) and the file name of the media its blip embeds.
+fn picture(shape: &El, props: &str, rels: &HashMap<String, String>, md: &mut Md) {
+    let alt = alt_of(shape.find(props));
+    let file = shape
+        .find("blip")
+        .and_then(|b| b.attr("r:embed"))
+        .and_then(|id| rels.get(id))
+        .map(|t| file_name(t).to_string())
+        .unwrap_or_default();
+    md.image(&alt, &file, None);
+}
+
 /// Reads a DOCX file.
 pub fn read_docx(bytes: Vec<u8>) -> Result<Extracted, String> {
     let mut pkg = Package::open(bytes, "DOCX")?;
@@ -449,14 +462,7 @@ fn docx_paragraph(
     let mut drawings = Vec::new();
     p.find_all("drawing", &mut drawings);
     for d in &drawings {
-        let alt = alt_of(d.find("docPr"));
-        let file = d
-            .find("blip")
-            .and_then(|b| b.attr("r:embed"))
-            .and_then(|id| rels.get(id))
-            .map(|t| file_name(t).to_string())
-            .unwrap_or_default();
-        md.image(&alt, &file, None);
+        picture(d, "docPr", rels, md);
     }
     let text = p.text();
     if text.trim().is_empty() {
@@ -541,16 +547,7 @@ pub fn read_pptx(bytes: Vec<u8>) -> Result<Extracted, String> {
                             }
                         }
                     }
-                    "pic" => {
-                        let alt = alt_of(s.find("cNvPr"));
-                        let file = s
-                            .find("blip")
-                            .and_then(|b| b.attr("r:embed"))
-                            .and_then(|id| slide_rels.get(id))
-                            .map(|t| file_name(t).to_string())
-                            .unwrap_or_default();
-                        md.image(&alt, &file, None);
-                    }
+                    "pic" => picture(s, "cNvPr", &slide_rels, &mut md),
                     "graphicFrame" => {
                         if let Some(tbl) = s.find("tbl") {
                             let rows: Vec<Vec<String>> = tbl
