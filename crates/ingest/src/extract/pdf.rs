@@ -12,7 +12,8 @@
 //!   by its outline depth (bold headings set at the body size are found this way);
 //! - lines that repeat near the top or bottom of most pages (digits aside: "Page 3 of 9")
 //!   are running headers and footers and are dropped;
-//! - a word hyphenated at a line end is joined.
+//! - a word hyphenated at a line end is joined; a line starting with a bullet (•, ▪, ...)
+//!   starts a list item.
 //!
 //! Pages are read one at a time; only their text is kept. A file without a text layer
 //! (a scan), an encrypted or a damaged one is refused with that reason. `pdf-extract` panics
@@ -560,10 +561,20 @@ fn write_page(
                 let continues = last.is_some_and(|(s, ly)| {
                     (s - size).abs() < 0.6 && *y - ly > 0.0 && *y - ly <= 1.7 * size.max(body)
                 });
-                if caption || !continues {
+                // A line that starts with a bullet starts a list item.
+                let bullet = text
+                    .strip_prefix(['•', '◦', '▪', '●', '‣', '∙', '■', '□'])
+                    .map(str::trim_start);
+                if caption || !continues || bullet.is_some() {
                     flush(&mut para, md);
                 }
-                join_line(&mut para, text);
+                match bullet {
+                    Some(item) => {
+                        para.push_str("- ");
+                        para.push_str(item);
+                    }
+                    None => join_line(&mut para, text),
+                }
                 last = Some((*size, *y));
                 if caption {
                     flush(&mut para, md);
@@ -694,6 +705,28 @@ mod tests {
         assert_eq!(
             first.as_deref(),
             Some("A Long Report Title That Wraps Onto Two Lines")
+        );
+    }
+
+    #[test]
+    fn bulleted_lines_are_list_items() {
+        let page = Page {
+            number: 1,
+            height: 800.0,
+            lines: vec![
+                text("The types:", 10.0, 100.0),
+                text("• UTF8String, which is", 10.0, 112.0),
+                text("wrapped", 10.0, 124.0),
+                text("• SEQUENCE", 10.0, 136.0),
+            ],
+        };
+        let mut md = Md::new(None);
+        let mut first = None;
+        write_page(&page, 10.0, &[], &HashMap::new(), &mut md, &mut first);
+        let (out, _) = md.finish();
+        assert_eq!(
+            out,
+            "The types:\n\n- UTF8String, which is wrapped\n\n- SEQUENCE\n"
         );
     }
 
