@@ -73,7 +73,7 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
     let tmp = tempfile::tempdir().expect("tmp");
     let truth = make_documents(tmp.path());
     let (index, v) = ingest(tmp.path(), "40");
-    assert_eq!(v["report"]["added"], 6, "{v:#}");
+    assert_eq!(v["report"]["added"], 7, "{v:#}");
 
     // Bad files: each skipped with its reason, the rest ingested.
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
@@ -286,6 +286,41 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
         codes["heading_path"],
         serde_json::json!(["Induction hobs", "Cleaning", "Error codes"])
     );
+
+    // ODT: headings, a nested list, a table, a framed image with its caption.
+    let odt = cards(&index, "docs/report.odt");
+    let odt_text: String = odt
+        .iter()
+        .filter_map(|c| c["original_text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        odt_text.contains("Tilburg handled 41 000 orders & returns."),
+        "{odt_text}"
+    );
+    assert!(
+        odt_text.contains("- Tilburg\n  - Dock 4\n- Kazan"),
+        "{odt_text}"
+    );
+    assert!(odt.iter().any(|c| {
+        c["kind"] == "table"
+            && c["original_text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("| Site | Orders |"))
+    }));
+    let plan = odt
+        .iter()
+        .find(|c| c["kind"] == "image")
+        .expect("the image");
+    assert_eq!(
+        plan["original_text"],
+        "![Floor plan of the Tilburg warehouse](plan.png)\nFigure 4: The warehouse floor."
+    );
+    assert_eq!(
+        plan["heading_path"],
+        serde_json::json!(["Warehouse report", "Sites"])
+    );
+    assert_eq!(plan["document"]["title"], "Warehouses 2025");
 
     // Spreadsheets and CSV: a table per sheet, in the sheet's section; dates as dates.
     let book = cards(&index, "docs/budget.xlsx");

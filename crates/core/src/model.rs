@@ -82,6 +82,8 @@ pub enum DocKind {
     Docx,
     /// A slide deck (PPTX), one section per slide, stored as Markdown-like text.
     Pptx,
+    /// An OpenDocument text (ODT), stored as Markdown-like text.
+    Odt,
     /// A spreadsheet (XLSX, XLS, ODS) or CSV/TSV file: a table per sheet.
     Sheet,
     /// Source code in the named language (`rust`, `python`, ...).
@@ -100,6 +102,7 @@ impl DocKind {
             DocKind::Pdf => "pdf".into(),
             DocKind::Docx => "docx".into(),
             DocKind::Pptx => "pptx".into(),
+            DocKind::Odt => "odt".into(),
             DocKind::Sheet => "sheet".into(),
             DocKind::Code(l) => format!("code:{l}"),
             DocKind::Record => "record".into(),
@@ -114,6 +117,7 @@ impl DocKind {
             "pdf" => DocKind::Pdf,
             "docx" => DocKind::Docx,
             "pptx" => DocKind::Pptx,
+            "odt" => DocKind::Odt,
             "sheet" => DocKind::Sheet,
             "record" => DocKind::Record,
             _ => match s.strip_prefix("code:") {
@@ -136,6 +140,7 @@ impl DocKind {
                 | DocKind::Pdf
                 | DocKind::Docx
                 | DocKind::Pptx
+                | DocKind::Odt
                 | DocKind::Sheet
         )
     }

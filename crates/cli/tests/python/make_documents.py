@@ -10,6 +10,8 @@ writes into OUT_DIR/docs (and the reference to OUT_DIR/truth.json):
                  and a caption
   slides.pptx    three slides with titles, bullets and speaker notes; a picture, a table
   page.html      navigation, a header and footer, h1-h3, a table, an image
+  report.odt     OpenDocument text written by hand (headings, a list, a table, a frame with an
+                 image and its caption)
   budget.xlsx    two sheets (a table with a date column; an empty sheet)
   stock.csv      a table with a quoted field holding a comma
   bad/encrypted.pdf  a password-protected PDF
@@ -306,6 +308,42 @@ def make_sheets(out):
         f.write('Item,Warehouse,Units\n"Hob, induction",Tilburg,120\nKettle,Kazan,80\n')
 
 
+ODT_CONTENT = """<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+ xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+ xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+ xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+ xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
+ xmlns:xlink="http://www.w3.org/1999/xlink" office:version="1.3">
+<office:body><office:text>
+<text:h text:outline-level="1">Warehouse report</text:h>
+<text:p>Tilburg<text:s text:c="2"/>handled 41 000 orders &amp; returns.</text:p>
+<text:h text:outline-level="2">Sites</text:h>
+<text:list><text:list-item><text:p>Tilburg</text:p>
+<text:list><text:list-item><text:p>Dock 4</text:p></text:list-item></text:list></text:list-item>
+<text:list-item><text:p>Kazan</text:p></text:list-item></text:list>
+<table:table><table:table-header-rows><table:table-row>
+<table:table-cell><text:p>Site</text:p></table:table-cell><table:table-cell><text:p>Orders</text:p></table:table-cell>
+</table:table-row></table:table-header-rows>
+<table:table-row><table:table-cell><text:p>Tilburg</text:p></table:table-cell><table:table-cell><text:p>41000</text:p></table:table-cell></table:table-row>
+</table:table>
+<text:p><draw:frame draw:name="Image1"><svg:title>Floor plan of the Tilburg warehouse</svg:title><draw:image xlink:href="Pictures/plan.png"/></draw:frame>Figure 4: The warehouse floor.</text:p>
+</office:text></office:body></office:document-content>
+"""
+
+
+def make_odt(out):
+    with zipfile.ZipFile(os.path.join(out, "report.odt"), "w") as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text", zipfile.ZIP_STORED)
+        z.writestr("content.xml", ODT_CONTENT, zipfile.ZIP_DEFLATED)
+        z.writestr(
+            "meta.xml",
+            '<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta><dc:title>Warehouses 2025</dc:title>'
+            "</office:meta></office:document-meta>",
+        )
+
+
 def make_bad(out, img):
     bad = os.path.join(out, "bad")
     os.makedirs(bad, exist_ok=True)
@@ -344,6 +382,7 @@ def main():
     with open(os.path.join(out, "page.html"), "w") as f:
         f.write(HTML)
     make_sheets(out)
+    make_odt(out)
     make_bad(out, img)
     os.remove(img)
     truth = {

@@ -30,6 +30,7 @@ fn kind_of(path: &Path) -> Option<DocKind> {
         "pdf" => Some(DocKind::Pdf),
         "docx" => Some(DocKind::Docx),
         "pptx" => Some(DocKind::Pptx),
+        "odt" => Some(DocKind::Odt),
         "xlsx" | "xlsm" | "xlsb" | "xls" | "ods" | "csv" | "tsv" => Some(DocKind::Sheet),
         "rs" => code("rust"),
         "py" | "pyi" => code("python"),
@@ -194,12 +195,17 @@ fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     let binary_sheet = kind == DocKind::Sheet && ext != "csv" && ext != "tsv";
-    if matches!(kind, DocKind::Pdf | DocKind::Docx | DocKind::Pptx) || binary_sheet {
+    if matches!(
+        kind,
+        DocKind::Pdf | DocKind::Docx | DocKind::Pptx | DocKind::Odt
+    ) || binary_sheet
+    {
         let hash = content_hash(&bytes);
         let read = match kind {
             DocKind::Pdf => extract::pdf::read_pdf(bytes),
             DocKind::Docx => extract::office::read_docx(bytes),
             DocKind::Pptx => extract::office::read_pptx(bytes),
+            DocKind::Odt => extract::office::read_odt(bytes),
             _ => extract::sheet::read_workbook(bytes, "spreadsheet"),
         };
         return match read {
@@ -269,7 +275,7 @@ fn unsupported_hint(ext: &str) -> Option<&'static str> {
         ".xls" | ".xlsx" | ".ods" => {
             "spreadsheets are not read; export the sheets as tables in a .docx, .md or .html file"
         }
-        ".odt" | ".odp" | ".rtf" => "save it as .docx (or .pptx for slides)",
+        ".odp" | ".rtf" => "save it as .docx (or .pptx for slides)",
         ".png" | ".jpg" | ".jpeg" | ".gif" | ".tif" | ".tiff" | ".bmp" | ".webp" => {
             "an image has no text layer; run OCR on it first"
         }
