@@ -73,7 +73,7 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
     let tmp = tempfile::tempdir().expect("tmp");
     let truth = make_documents(tmp.path());
     let (index, v) = ingest(tmp.path(), "40");
-    assert_eq!(v["report"]["added"], 7, "{v:#}");
+    assert_eq!(v["report"]["added"], 8, "{v:#}");
 
     // Bad files: each skipped with its reason, the rest ingested.
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
@@ -95,6 +95,20 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
         reason("bomb.docx")
     );
     assert_eq!(skipped.len(), 5, "{skipped:#?}");
+    // A page the interpreter cannot read costs only itself, and says so.
+    let one_bad = cards(&index, "docs/bad/onebadpage.pdf");
+    assert_eq!(
+        one_bad[0]["document"]["metadata"]["unreadable_pages"],
+        serde_json::json!([2])
+    );
+    let rest: String = one_bad
+        .iter()
+        .filter_map(|c| c["original_text"].as_str())
+        .collect();
+    assert!(
+        rest.contains("Казани") && !rest.contains("Revenue grew"),
+        "{rest}"
+    );
 
     // PDF: every line the generator put on page N is in a card whose place covers N.
     let pdf = cards(&index, "docs/report.pdf");

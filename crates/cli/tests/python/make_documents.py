@@ -17,6 +17,7 @@ writes into OUT_DIR/docs (and the reference to OUT_DIR/truth.json):
   bad/encrypted.pdf  a password-protected PDF
   bad/scan.pdf       one page that is only an image (no text layer)
   bad/truncated.pdf  report.pdf cut at 40% of its bytes
+  bad/onebadpage.pdf report.pdf whose page 2 names fonts that are not fonts (the rest reads)
   bad/notzip.docx    text that is not a zip
   bad/bomb.docx      a zip whose document.xml inflates to 300 MB
   truth.json     what was put where: for every fixture the text of each page or slide (the
@@ -358,6 +359,15 @@ def make_bad(out, img):
     scan.add_page()
     scan.image(img, x=10, y=10, w=180)
     scan.output(os.path.join(bad, "scan.pdf"))
+
+    w = PdfWriter(clone_from=PdfReader(os.path.join(out, "report.pdf")))
+    from pypdf.generic import NameObject, NumberObject
+
+    fonts = w.pages[1]["/Resources"].get_object()["/Font"].get_object()
+    for k in list(fonts.keys()):
+        fonts[NameObject(k)] = NumberObject(7)
+    with open(os.path.join(bad, "onebadpage.pdf"), "wb") as f:
+        w.write(f)
 
     data = open(os.path.join(out, "report.pdf"), "rb").read()
     open(os.path.join(bad, "truncated.pdf"), "wb").write(data[: len(data) * 2 // 5])

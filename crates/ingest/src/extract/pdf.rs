@@ -15,9 +15,10 @@
 //! - a word hyphenated at a line end is joined; a line starting with a bullet (•, ▪, ...)
 //!   starts a list item.
 //!
-//! Pages are read one at a time; only their text is kept. A file without a text layer
-//! (a scan), an encrypted or a damaged one is refused with that reason. `pdf-extract` panics
-//! on some malformed content streams; each page runs under `catch_unwind`, so such a page is
+//! Pages are read one at a time, each laid out as it ends; only their text is kept. A file
+//! without a text layer (a scan), an encrypted or a damaged one is refused with that reason.
+//! `pdf-extract` panics on some malformed content streams: the pass runs under
+//! `catch_unwind`, and after a panic the pages are read again one by one, so such a page is
 //! reported as unreadable and the rest is kept.
 
 use super::{Extracted, Md};
@@ -35,27 +36,35 @@ struct Glyph {
     text: String,
 }
 
-/// Collects the glyphs of one page.
+/// Collects the glyphs of a page, and lays each page out as it ends (so only one page's
+/// glyphs are ever held).
 #[derive(Default)]
 struct Glyphs {
+    number: u32,
     height: f64,
     width: f64,
     glyphs: Vec<Glyph>,
+    pages: Vec<Page>,
 }
 
 impl pdf_extract::OutputDev for Glyphs {
     fn begin_page(
         &mut self,
-        _page_num: u32,
+        page_num: u32,
         media_box: &pdf_extract::MediaBox,
         _art_box: Option<(f64, f64, f64, f64)>,
     ) -> Result<(), pdf_extract::OutputError> {
+        self.number = page_num;
         self.height = media_box.ury - media_box.lly;
         self.width = media_box.urx - media_box.llx;
+        self.glyphs.clear();
         Ok(())
     }
 
     fn end_page(&mut self) -> Result<(), pdf_extract::OutputError> {
+        let glyphs = std::mem::take(&mut self.glyphs);
+        let page = layout_page(self.number, self.height, self.width, glyphs);
+        self.pages.push(page);
         Ok(())
     }
 
@@ -143,14 +152,23 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
     if page_numbers.is_empty() {
         return Err("damaged PDF: it has no pages".into());
     }
-    let mut pages = Vec::with_capacity(page_numbers.len());
+    // All pages in one pass (pdf-extract's page lookup is linear per call, so a page at a
+    // time costs O(pages²)); when the interpreter fails somewhere, again page by page, so
+    // one bad page costs only itself.
     let mut unreadable = Vec::new();
-    for &n in &page_numbers {
-        match page_glyphs(&doc, n) {
-            Ok(g) => pages.push(layout_page(n, g)),
-            Err(_) => unreadable.push(n),
+    let mut pages = match interpret(&doc, None) {
+        Ok(pages) => pages,
+        Err(_) => {
+            let mut pages = Vec::with_capacity(page_numbers.len());
+            for &n in &page_numbers {
+                match interpret(&doc, Some(n)) {
+                    Ok(p) => pages.extend(p),
+                    Err(_) => unreadable.push(n),
+                }
+            }
+            pages
         }
-    }
+    };
     let chars: usize = pages
         .iter()
         .flat_map(|p| &p.lines)
@@ -204,17 +222,21 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
     })
 }
 
-/// The glyphs of page `n`; a panic inside the interpreter is this page's error.
-fn page_glyphs(doc: &lopdf::Document, n: u32) -> Result<Glyphs, String> {
+/// Every page (`None`) or page `n`, laid out; a panic inside the interpreter is an error.
+fn interpret(doc: &lopdf::Document, n: Option<u32>) -> Result<Vec<Page>, String> {
     quiet_panics::install();
     let result = quiet_panics::run(|| {
         let mut g = Glyphs::default();
-        pdf_extract::output_doc_page(doc, &mut g, n).map(|()| g)
+        match n {
+            None => pdf_extract::output_doc(doc, &mut g),
+            Some(n) => pdf_extract::output_doc_page(doc, &mut g, n),
+        }
+        .map(|()| g.pages)
     });
     match result {
-        Ok(Ok(g)) => Ok(g),
+        Ok(Ok(pages)) => Ok(pages),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(()) => Err("the page's content could not be interpreted".into()),
+        Err(()) => Err("the content could not be interpreted".into()),
     }
 }
 
@@ -270,9 +292,9 @@ fn is_cjk(c: char) -> bool {
 }
 
 /// Glyphs → segments → rows → reading-order lines.
-fn layout_page(number: u32, g: Glyphs) -> Page {
+fn layout_page(number: u32, height: f64, width: f64, glyphs: Vec<Glyph>) -> Page {
     let mut segments: Vec<Segment> = Vec::new();
-    for glyph in g.glyphs {
+    for glyph in glyphs {
         let text = glyph.text.replace('\u{00a0}', " ");
         if let Some(s) = segments.last_mut() {
             let same_line = (glyph.y - s.y).abs() < 0.3 * s.size.max(glyph.size);
@@ -314,7 +336,7 @@ fn layout_page(number: u32, g: Glyphs) -> Page {
     for r in &mut rows {
         r.sort_by(|a, b| a.x0.total_cmp(&b.x0));
     }
-    let width = if g.width > 0.0 { g.width } else { 612.0 };
+    let width = if width > 0.0 { width } else { 612.0 };
     let mut lines = Vec::new();
     let mut i = 0;
     while i < rows.len() {
@@ -388,7 +410,7 @@ fn layout_page(number: u32, g: Glyphs) -> Page {
     }
     Page {
         number,
-        height: g.height,
+        height,
         lines,
     }
 }
