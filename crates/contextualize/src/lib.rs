@@ -191,13 +191,13 @@ fn referring_sentence(text: &str, chunk: &ChunkView<'_>) -> Option<String> {
                 if next.is_some_and(|c| c.is_ascii_digit()) {
                     continue;
                 }
+                // Another caption with the label ("Figure 2: ..."), not a mention.
+                let caption = lower[from..]
+                    .trim_start_matches(['*', '_'])
+                    .trim_start()
+                    .starts_with([':', '.', '：', '—']);
                 let s = sentence_at(at);
-                if !s.is_empty()
-                    && !s
-                        .trim_start_matches(['*', '_'])
-                        .to_lowercase()
-                        .starts_with(&needle)
-                {
+                if !s.is_empty() && !caption {
                     return Some(s);
                 }
             }
@@ -208,12 +208,9 @@ fn referring_sentence(text: &str, chunk: &ChunkView<'_>) -> Option<String> {
     if para.is_empty() || para.starts_with('#') || para.starts_with('|') || para.starts_with("![") {
         return None;
     }
-    let s = sentence_at(
-        before
-            .len()
-            .saturating_sub(1)
-            .max(before.len() - para.len()),
-    );
+    // The paragraph's last character (a character boundary: `before` may end in CJK).
+    let last = before.char_indices().next_back().map_or(0, |(i, _)| i);
+    let s = sentence_at(last.max(before.len() - para.len()));
     (!s.is_empty()).then_some(s)
 }
 
@@ -419,6 +416,44 @@ mod tests {
             .await
             .expect("ok");
         assert_eq!(out.contexts, vec![ChunkContext::none()]);
+    }
+
+    #[test]
+    fn a_figure_is_situated_by_the_sentence_that_refers_to_it() {
+        let kind = DocKind::Markdown;
+        let figure = |text: &'static str, needle: &str| {
+            let start = text.find(needle).expect("figure");
+            let s = ChunkSpan {
+                byte_start: start,
+                byte_end: text.len(),
+                heading_path: vec!["销售".into()],
+                kind: CardKind::Image,
+                ..Default::default()
+            };
+            let doc = view("d.md", None, &kind, text);
+            let chunk = ChunkView {
+                span: &s,
+                text: &text[start..],
+            };
+            Structural::context_for(&doc, &chunk).expect("a context")
+        };
+        // By its label, wherever the sentence is.
+        let c = figure(
+            "# 销售\n\nFigure 2 shows sales by month. Other text.\n\n![chart](c.png)\nFigure 2: Sales.",
+            "![chart]",
+        );
+        assert!(c.starts_with("Figure from d.md, section 销售."), "{c}");
+        assert!(
+            c.contains("Referred to in: \"Figure 2 shows sales by month.\""),
+            "{c}"
+        );
+        // Without a label: the sentence just before it, CJK included (no cut inside a
+        // character).
+        let c = figure(
+            "# 销售\n\n第一句。销售额增长了。\n\n![图表](c.png)",
+            "![图表]",
+        );
+        assert!(c.ends_with("Referred to in: \"销售额增长了。\""), "{c}");
     }
 
     #[test]
