@@ -2,11 +2,17 @@
 # Embedding throughput, situate against the Python peer in the same run on the same texts:
 # all-MiniLM-L6-v2 on the first N SciFact passages (title + abstract, 256-token truncation,
 # length-sorted batches) and M queries one at a time, 2 threads each, runs alternated.
-# The peer is sentence-transformers on PyTorch CPU (the fastest Python CPU runtime that
-# installs here: PyTorch uses its AVX-512 kernels on this machine), with the same weights
-# (situate's installed model directory).
+# The peers, with the same weights (situate's installed model directory): sentence-transformers
+# on PyTorch CPU (bench/embed_peer.py), and ONNX Runtime on the same model exported to ONNX,
+# in f32 and in its int8 dynamic-quantized form as fastembed ships it
+# (bench/embed_onnx_peer.py; the export is cached in bench/.onnx and checked against the
+# reference cosine). The goal is measured against the fastest of them.
 #
 #   bench/embed.sh [PASSAGES] [QUERIES] [ROUNDS]     (default 256 200 2)
+#
+# Running time: about 2 minutes per round at the defaults once built and installed (the
+# first run installs PyTorch, sentence-transformers and ONNX Runtime in bench/.venv-torch,
+# ~2 minutes, and builds situate in release, ~6 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 passages=${1:-256}
@@ -22,6 +28,9 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
   "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
 fi
+if ! "$venv/bin/python" -c 'import onnxruntime, onnx, onnxscript' 2>/dev/null; then
+  "$venv/bin/pip" install --quiet "onnxruntime==1.32.0" "onnx==1.23.2" "onnxscript==0.7.2"
+fi
 cargo build --release --locked -q -p situate -p situate-bench
 bin_dir="${CARGO_TARGET_DIR:-target}/release"
 bin="$bin_dir/situate"
@@ -31,5 +40,6 @@ model_dir=$("$bin" models list --json | python3 -c 'import json,sys; print(next(
 for round in $(seq "$rounds"); do
   echo "== round $round"
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_peer.py "$model_dir" "$data" "$passages" "$queries" 2 2>/dev/null | tail -1
+  OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_onnx_peer.py "$model_dir" "$data" "$passages" "$queries" 2 bench/.onnx f32 int8 2>/dev/null | tail -2
   "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1
 done

@@ -30,6 +30,21 @@ impl Dense {
         })
     }
 
+    /// Several layers reading the same input as one: their outputs side by side (one
+    /// product instead of several smaller ones).
+    pub fn fused(vbs: &[VarBuilder], input: usize, output: usize) -> candle_core::Result<Self> {
+        let mut ws = Vec::with_capacity(vbs.len());
+        let mut bs = Vec::with_capacity(vbs.len());
+        for vb in vbs {
+            ws.push(vb.get((output, input), "weight")?);
+            bs.push(vb.get(output, "bias")?);
+        }
+        Ok(Dense {
+            wt: Tensor::cat(&ws, 0)?.t()?.contiguous()?,
+            b: Tensor::cat(&bs, 0)?,
+        })
+    }
+
     /// x (t × in) → t × out, bias added.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         // With the weight contiguous as in × out, gemm reads it in place; by a transposed
@@ -60,9 +75,8 @@ impl Norm {
 }
 
 struct Layer {
-    q: Dense,
-    k: Dense,
-    v: Dense,
+    /// The query, key and value projections as one product (in × 3·hidden: q | k | v).
+    qkv: Dense,
     ao: Dense,
     aln: Norm,
     fi: Dense,
@@ -118,9 +132,11 @@ impl Encoder {
             let l = vb.pp(format!("encoder.layer.{i}"));
             let a = l.pp("attention");
             layers.push(Layer {
-                q: Dense::load(a.pp("self.query"), h, h)?,
-                k: Dense::load(a.pp("self.key"), h, h)?,
-                v: Dense::load(a.pp("self.value"), h, h)?,
+                qkv: Dense::fused(
+                    &[a.pp("self.query"), a.pp("self.key"), a.pp("self.value")],
+                    h,
+                    h,
+                )?,
                 ao: Dense::load(a.pp("output.dense"), h, h)?,
                 aln: Norm::load(a.pp("output.LayerNorm"), h)?,
                 fi: Dense::load(l.pp("intermediate.dense"), h, c.intermediate_size)?,
@@ -247,13 +263,11 @@ impl Encoder {
         };
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
         for l in &self.layers {
-            let ctx = packed_attention(
-                &l.q.forward(&x)?,
-                &l.k.forward(&x)?,
-                &l.v.forward(&x)?,
-                &segs,
-                self.heads,
-            )?;
+            let qkv = l.qkv.forward(&x)?.flatten_all()?.to_vec1::<f32>()?;
+            let ctx =
+                situate_kernels::attention::packed_attention(&qkv, self.hidden, self.heads, &segs)
+                    .map_err(candle_core::Error::msg)?;
+            let ctx = Tensor::from_vec(ctx, (qkv.len() / (3 * self.hidden), self.hidden), dev)?;
             let ao = l.ao.forward(&ctx)?;
             x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.w, &l.aln.b, self.eps as f32)?;
             let mid = l.fi.forward_act(&x, self.act)?;
@@ -289,8 +303,8 @@ pub fn mmap_weights(path: &std::path::Path) -> candle_core::Result<VarBuilder<'s
     unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &candle_core::Device::Cpu) }
 }
 
-/// Self-attention over texts packed end to end: `segs` holds each text's (first row, rows);
-/// every text attends to itself only, so packing needs no mask. q, k, v are t × hidden.
+/// Self-attention over texts packed end to end (q, k, v are t × hidden; `segs` holds each
+/// text's (first row, rows)), by [`situate_kernels::attention::packed_attention`].
 pub(crate) fn packed_attention(
     q: &Tensor,
     k: &Tensor,
@@ -298,23 +312,13 @@ pub(crate) fn packed_attention(
     segs: &[(usize, usize)],
     heads: usize,
 ) -> candle_core::Result<Tensor> {
-    let h = q.dim(1)?;
-    let hd = h / heads;
-    // Scaling q costs a pass over t × hidden values, scaling the scores one over n² per head.
-    let q = (q * (1.0 / (hd as f64).sqrt()))?;
-    let mut ctx = Vec::with_capacity(segs.len());
-    for &(s, n) in segs {
-        let split = |m: &Tensor| -> candle_core::Result<Tensor> {
-            m.narrow(0, s, n)?
-                .reshape((n, heads, hd))?
-                .transpose(0, 1)?
-                .contiguous()
-        };
-        let (qh, kh, vh) = (split(&q)?, split(k)?, split(v)?);
-        let att = situate_kernels::softmax_last_dim(&qh.matmul(&kh.t()?)?)?;
-        ctx.push(att.matmul(&vh)?.transpose(0, 1)?.reshape((n, h))?);
-    }
-    Tensor::cat(&ctx, 0)
+    let (t, h) = q.dims2()?;
+    let qkv = Tensor::cat(&[q, k, v], 1)?
+        .flatten_all()?
+        .to_vec1::<f32>()?;
+    let ctx = situate_kernels::attention::packed_attention(&qkv, h, heads, segs)
+        .map_err(candle_core::Error::msg)?;
+    Tensor::from_vec(ctx, (t, h), q.device())
 }
 
 /// The mean of each text's rows of packed hidden states.

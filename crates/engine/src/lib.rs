@@ -637,19 +637,43 @@ impl Engine {
             languages: &langs,
             ..req.clone()
         };
-        let qvec = match mode {
-            Mode::Bm25 => None,
-            _ => Some(self.embed_query(req.text)?),
+        // The query is embedded when the search needs it (in hybrid mode on a second thread
+        // while BM25 runs); the embedder is loaded here, so that a missing one is reported
+        // as such before anything runs. An embedding failure keeps its own error.
+        let embedder = match (mode, &self.vectors) {
+            (Mode::Bm25, _) | (_, None) => None,
+            _ => Some((self.embedder()?, self.runtime()?)),
+        };
+        let failure: std::sync::Mutex<Option<EngineError>> = std::sync::Mutex::new(None);
+        let embed = || -> std::result::Result<Vec<f32>, situate_core::IndexError> {
+            let (embedder, runtime) = embedder.as_ref().ok_or("no embedder")?;
+            vectors::embed_query_with(embedder.as_ref(), runtime, req.text).map_err(|e| {
+                let message = e.to_string();
+                if let Ok(mut slot) = failure.lock() {
+                    *slot = Some(e);
+                }
+                situate_core::IndexError::from(message)
+            })
         };
         let legs = Legs {
             lexical: &self.bm25,
-            vector: match (&self.vectors, &qvec) {
-                (Some(v), Some(q)) => Some((v as &dyn situate_core::VectorIndex, q.as_slice())),
+            vector: match (&self.vectors, &embedder) {
+                (Some(v), Some(_)) => Some((
+                    v as &dyn situate_core::VectorIndex,
+                    situate_search::QueryVector::Lazy(&embed),
+                )),
                 _ => None,
             },
         };
-        situate_search::search(&legs, &StoreCards(&self.store), &req, mode, cards.as_ref())
-            .map_err(EngineError::Search)
+        let found =
+            situate_search::search(&legs, &StoreCards(&self.store), &req, mode, cards.as_ref());
+        match found {
+            Ok(hits) => Ok(hits),
+            Err(e) => match failure.into_inner().ok().flatten() {
+                Some(embedding) => Err(embedding),
+                None => Err(EngineError::Search(e)),
+            },
+        }
     }
 
     /// The raw BM25 leg (card keys and scores), for benchmarks and evaluation.

@@ -43,6 +43,23 @@ pub(crate) fn text_hash(row: &IndexRow) -> String {
 
 /// The process's one async runtime for hosted models ([`Engine::runtime`]), also used by
 /// the shared store's workers, which have no engine.
+/// A query's embedding by `embedder`.
+pub(crate) fn embed_query_with(
+    embedder: &dyn Embedder,
+    runtime: &tokio::runtime::Runtime,
+    text: &str,
+) -> Result<Vec<f32>> {
+    let mut v = runtime
+        .block_on(embedder.embed(&[text], EmbedKind::Query))
+        .map_err(|e| {
+            EngineError::Invalid(format!(
+                "cannot embed the query: {e} (--mode bm25 searches without the embedder)"
+            ))
+        })?;
+    v.pop()
+        .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
+}
+
 pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
         std::sync::OnceLock::new();
@@ -322,17 +339,7 @@ impl Engine {
 
     /// The query's embedding with this index's model.
     pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        let embedder = self.embedder()?;
-        let mut v = self
-            .runtime()?
-            .block_on(embedder.embed(&[text], EmbedKind::Query))
-            .map_err(|e| {
-                EngineError::Invalid(format!(
-                    "cannot embed the query: {e} (--mode bm25 searches without the embedder)"
-                ))
-            })?;
-        v.pop()
-            .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
+        embed_query_with(self.embedder()?.as_ref(), self.runtime()?, text)
     }
 
     /// Cards of the store and whether each has a cached embedding (for `check`).

@@ -17,14 +17,13 @@
 #![warn(missing_docs)]
 
 pub mod analyzers;
-mod collector;
+pub mod scorer;
 
 pub use analyzers::ChineseTokenizer;
 
 use situate_core::{IndexError, IndexHit, Language, LexicalIndex, LexicalQuery, MatchOn};
 use std::collections::HashMap;
 use std::path::Path;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -42,6 +41,9 @@ pub enum Bm25Error {
         /// tantivy's error.
         source: tantivy::TantivyError,
     },
+    /// A search failed reading the index.
+    #[error("BM25 index: searching: {0}")]
+    Search(#[from] scorer::ScoreError),
     /// The index on disk is not one this build reads.
     #[error("BM25 index: {0}")]
     Format(String),
@@ -305,39 +307,20 @@ impl Bm25Index {
 }
 
 impl LexicalIndex for Bm25Index {
-    /// A `BooleanQuery` of `Should` term queries (one per distinct term and field, weighted by
-    /// its count and the context weight), collected exhaustively by [`collector::TopCards`].
+    /// The sum of BM25 over the distinct query terms and fields (each weighted by its count
+    /// and the context weight), as a `BooleanQuery` of `Should` term queries scores it,
+    /// computed term at a time by [`scorer::top_cards`].
     fn search(&self, q: &LexicalQuery<'_>) -> std::result::Result<Vec<IndexHit>, IndexError> {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
-        let clauses: Vec<(Occur, Box<dyn Query>)> = self
-            .weighted_terms(q)
-            .into_iter()
-            .map(|(term, weight)| {
-                let tq: Box<dyn Query> =
-                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
-                let clause = if weight == 1.0 {
-                    tq
-                } else {
-                    Box::new(BoostQuery::new(tq, weight))
-                };
-                (Occur::Should, clause)
-            })
-            .collect();
-        if clauses.is_empty() {
+        let terms = self.weighted_terms(q);
+        if terms.is_empty() {
             return Ok(Vec::new()); // nothing left after analysis (only stop words, punctuation)
         }
         let searcher = self.reader.searcher();
-        let top = searcher
-            .search(
-                &BooleanQuery::new(clauses),
-                &collector::TopCards {
-                    limit: q.limit,
-                    filter: q.filter.map(|f| std::sync::Arc::new(f.clone())),
-                },
-            )
-            .op("searching")?;
+        let top = scorer::top_cards(&searcher, &terms, "card", q.limit, q.filter)
+            .map_err(Bm25Error::from)?;
         Ok(top
             .into_iter()
             .map(|(score, card)| IndexHit { card, score })
@@ -357,6 +340,191 @@ mod tests {
             context_weight: 1.0,
             languages: &[],
             filter: None,
+        }
+    }
+
+    /// The term-at-a-time scorer against tantivy's own `BooleanQuery` + `TopDocs` on the
+    /// same index: three segments, deleted documents, boosted context terms, repeated query
+    /// words. Same cards in the same order, same scores (to float rounding).
+    #[test]
+    fn scorer_matches_tantivys_boolean_query() {
+        use tantivy::collector::TopDocs;
+        use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).unwrap();
+        let words = [
+            "river", "bank", "loan", "interest", "rate", "water", "fish", "money", "credit",
+            "stream", "flood", "account", "deposit", "boat", "mortgage", "current", "shore", "fee",
+            "branch", "valley", "quarter", "revenue", "growth", "market",
+        ];
+        // A small deterministic generator (xorshift), Zipf-ish word choice by squaring.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut card = 0u64;
+        for segment in 0..3 {
+            for d in 0..120 {
+                let mut text = |max: u64| {
+                    let len = 3 + next() % max;
+                    (0..len)
+                        .map(|_| {
+                            let r = (next() % 1000) as f64 / 1000.0;
+                            words[((r * r) * words.len() as f64) as usize]
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let mut original = text(40);
+                if d % 20 == 3 {
+                    // A rare word: its postings are few for a segment's size, which takes the
+                    // scorer's sparse path (documents touched listed, not scanned).
+                    original.push_str(" zephyr");
+                }
+                let context = if d % 3 != 0 { Some(text(12)) } else { None };
+                let doc = format!("s{segment}d{d}");
+                idx.add_chunk(card, &doc, Language::En, context.as_deref(), &original)
+                    .unwrap();
+                card += 1;
+            }
+            idx.commit(segment + 1).unwrap();
+        }
+        for d in (0..120).step_by(7) {
+            idx.delete_document(&format!("s1d{d}")).unwrap();
+        }
+        idx.commit(4).unwrap();
+        idx.close_writer();
+        assert!(idx.num_segments() >= 2, "the test needs several segments");
+        let searcher = idx.reader.searcher();
+        for (text, match_on, weight) in [
+            ("river bank loan", MatchOn::Plain, 1.0),
+            (
+                "bank bank interest rate of the loan",
+                MatchOn::Contextual,
+                0.5,
+            ),
+            (
+                "fish boat shore water stream valley flood",
+                MatchOn::Contextual,
+                1.0,
+            ),
+            (
+                "revenue growth market quarter credit fee",
+                MatchOn::Plain,
+                1.0,
+            ),
+            (
+                "mortgage deposit account branch current",
+                MatchOn::Contextual,
+                0.25,
+            ),
+            ("zephyr", MatchOn::Plain, 1.0),
+            ("zephyr zephyr", MatchOn::Contextual, 0.5),
+        ] {
+            let limit = 25;
+            let query = LexicalQuery {
+                limit,
+                context_weight: weight,
+                ..q(text, match_on)
+            };
+            let ours = idx.search(&query).unwrap();
+            let clauses: Vec<(Occur, Box<dyn Query>)> = idx
+                .weighted_terms(&query)
+                .into_iter()
+                .map(|(term, w)| {
+                    let tq = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                    (
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(tq), w)) as Box<dyn Query>,
+                    )
+                })
+                .collect();
+            let top = searcher
+                .search(
+                    &BooleanQuery::new(clauses),
+                    &TopDocs::with_limit(1000).order_by_score(),
+                )
+                .unwrap();
+            let mut theirs: Vec<(f32, u64)> = top
+                .into_iter()
+                .map(|(score, addr)| {
+                    let seg = searcher.segment_reader(addr.segment_ord);
+                    let col = seg.fast_fields().u64("card").unwrap();
+                    (score, col.first(addr.doc_id).unwrap())
+                })
+                .collect();
+            theirs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            theirs.truncate(limit);
+            assert_eq!(ours.len(), theirs.len(), "{text}");
+            assert!(
+                ours.len() >= 10 || text.starts_with("zephyr"),
+                "{text}: too few hits"
+            );
+            assert!(!ours.is_empty(), "{text}: no hits");
+            for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+                assert!(
+                    (o.score - t.0).abs() <= 1e-5 * t.0.max(1.0),
+                    "{text}: rank {i}: score {} against tantivy's {}",
+                    o.score,
+                    t.0
+                );
+                // Same card unless tantivy's neighbour has (nearly) the same score.
+                if o.card != t.1 {
+                    let near = theirs
+                        .iter()
+                        .any(|x| x.1 == o.card && (x.0 - t.0).abs() <= 1e-5);
+                    assert!(
+                        near,
+                        "{text}: rank {i}: card {} against tantivy's {}",
+                        o.card, t.1
+                    );
+                }
+            }
+        }
+        // A filter keeps exactly the allowed cards of the unfiltered ranking, in its order.
+        let all = idx
+            .search(&LexicalQuery {
+                limit: 10_000,
+                ..q("river bank loan water", MatchOn::Contextual)
+            })
+            .unwrap();
+        let allowed: situate_core::CardSet = (0..card).filter(|c| c % 5 == 2).collect();
+        let filtered = idx
+            .search(&LexicalQuery {
+                limit: 7,
+                filter: Some(&allowed),
+                ..q("river bank loan water", MatchOn::Contextual)
+            })
+            .unwrap();
+        let expected: Vec<u64> = all
+            .iter()
+            .map(|h| h.card)
+            .filter(|c| allowed.contains(*c))
+            .take(7)
+            .collect();
+        assert_eq!(
+            filtered.iter().map(|h| h.card).collect::<Vec<_>>(),
+            expected
+        );
+        // A deleted document never comes back.
+        let all = idx
+            .search(&LexicalQuery {
+                limit: 10_000,
+                ..q(
+                    "river bank loan interest rate water fish money",
+                    MatchOn::Plain,
+                )
+            })
+            .unwrap();
+        for d in (0..120).step_by(7) {
+            let deleted_card = 120 + d as u64;
+            assert!(
+                all.iter().all(|h| h.card != deleted_card),
+                "deleted card {deleted_card} found"
+            );
         }
     }
 

@@ -9,9 +9,13 @@
 //! code, and the loops here are compiled twice, for the baseline CPU and for AVX2 with FMA,
 //! chosen at run time.
 //!
+//! [`attention`] is multi-head self-attention over packed texts, without candle's per-head
+//! tensor operations.
+//!
 //! [`q8`] multiplies a few rows by a Q8_0 matrix (decoding with a quantized language model),
 //! where candle's product is several times slower; see its module documentation.
 
+pub mod attention;
 pub mod q8;
 
 use candle_core::backend::BackendStorage;

@@ -110,13 +110,33 @@ impl<'a> SearchRequest<'a> {
     }
 }
 
+/// The query's embedding for the vector leg.
+#[derive(Clone, Copy)]
+pub enum QueryVector<'a> {
+    /// Computed already.
+    Ready(&'a [f32]),
+    /// Computed when the search needs it: a hybrid search embeds the query on a second
+    /// thread while the BM25 leg runs on the caller's, so a query costs the longer of the
+    /// two rather than their sum.
+    Lazy(&'a (dyn Fn() -> Result<Vec<f32>, IndexError> + Sync)),
+}
+
+impl QueryVector<'_> {
+    fn get(&self) -> Result<std::borrow::Cow<'_, [f32]>, IndexError> {
+        match self {
+            QueryVector::Ready(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            QueryVector::Lazy(f) => f().map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
 /// The legs a search can use.
 pub struct Legs<'a> {
     /// The BM25 leg.
     pub lexical: &'a dyn LexicalIndex,
     /// The vector leg and the query's embedding, when the index has vectors and the mode
     /// needs them.
-    pub vector: Option<(&'a dyn VectorIndex, &'a [f32])>,
+    pub vector: Option<(&'a dyn VectorIndex, QueryVector<'a>)>,
 }
 
 /// Runs the legs `mode` asks for, fuses them, and builds hits from the cards.
@@ -138,10 +158,12 @@ pub fn search(
             filter,
         })
     };
-    let vector = |limit: usize| -> Result<Vec<IndexHit>, IndexError> {
-        let (index, q) = legs.vector.ok_or_else(|| {
+    let leg = || {
+        legs.vector.ok_or_else(|| {
             IndexError::from("this search needs the vector leg, which is not available")
-        })?;
+        })
+    };
+    let vector = |index: &dyn VectorIndex, q: &[f32], limit: usize| {
         index.search(&VectorQuery {
             vector: q,
             limit,
@@ -152,10 +174,25 @@ pub fn search(
         // A single leg: over-fetch a little so duplicates of one chunk id (never expected,
         // but cheap to guard) cannot shorten the page.
         Mode::Bm25 => build_hits("bm25", &bm25(req.k)?, cards, req.k),
-        Mode::Vector => build_hits("vector", &vector(req.k)?, cards, req.k),
+        Mode::Vector => {
+            let (index, q) = leg()?;
+            build_hits("vector", &vector(index, &q.get()?, req.k)?, cards, req.k)
+        }
         Mode::Hybrid => {
-            let b = bm25(fetch)?;
-            let v = vector(fetch)?;
+            let (index, q) = leg()?;
+            let (b, v) = match q {
+                QueryVector::Ready(q) => (bm25(fetch)?, vector(index, q, fetch)?),
+                // The embedding on a second thread, BM25 here meanwhile (the BM25 leg keeps
+                // per-thread scratch space, which the caller's thread has warm).
+                QueryVector::Lazy(embed) => std::thread::scope(|s| {
+                    let embedded = s.spawn(embed);
+                    let b = bm25(fetch);
+                    let q = embedded
+                        .join()
+                        .map_err(|_| IndexError::from("the query embedding panicked"))??;
+                    Ok::<_, IndexError>((b?, vector(index, &q, fetch)?))
+                })?,
+            };
             let fused = fuse(
                 &[
                     RankedList {
@@ -372,7 +409,7 @@ mod tests {
         let q = [0.0f32];
         let legs = Legs {
             lexical: &bm25,
-            vector: Some((&vec, &q)),
+            vector: Some((&vec, QueryVector::Ready(&q))),
         };
         let req = SearchRequest::new("q", 3);
         let hits = search(&legs, &cards, &req, Mode::Hybrid, None).expect("hybrid");
@@ -400,6 +437,38 @@ mod tests {
             vector: None,
         };
         assert!(search(&no_vec, &cards, &req, Mode::Hybrid, None).is_err());
+        // A query embedded on demand (on a second thread in hybrid mode) gives the same hits,
+        // is computed once per search, and its failure is the search's.
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let embed = || {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(vec![0.0f32])
+        };
+        let lazy = Legs {
+            lexical: &bm25,
+            vector: Some((&vec, QueryVector::Lazy(&embed))),
+        };
+        for mode in [Mode::Hybrid, Mode::Vector] {
+            let ready: Vec<String> = search(&legs, &cards, &req, mode, None)
+                .expect("ready")
+                .into_iter()
+                .map(|h| h.chunk_id)
+                .collect();
+            let lazily: Vec<String> = search(&lazy, &cards, &req, mode, None)
+                .expect("lazy")
+                .into_iter()
+                .map(|h| h.chunk_id)
+                .collect();
+            assert_eq!(ready, lazily, "{mode:?}");
+        }
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let failing = || Err(IndexError::from("no embedder today"));
+        let broken = Legs {
+            lexical: &bm25,
+            vector: Some((&vec, QueryVector::Lazy(&failing))),
+        };
+        let e = search(&broken, &cards, &req, Mode::Hybrid, None).expect_err("fails");
+        assert!(e.to_string().contains("no embedder today"), "{e}");
     }
 
     #[test]
