@@ -205,7 +205,13 @@ pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
     let e = Engine::open(index, Access::Read)?;
     let open_ms = opened.elapsed().as_secs_f64() * 1000.0;
     let stats = e.stats()?;
-    for mode in ["bm25", "vector", "hybrid"] {
+    // A BM25-only index (created with --embedder none) is measured on its one leg.
+    let modes: &[&str] = if stats.vectors == 0 {
+        &["bm25"]
+    } else {
+        &["bm25", "vector", "hybrid"]
+    };
+    for &mode in modes {
         let mut lat = Vec::new();
         for run in 0..repeat.max(2) {
             for q in &qs {
