@@ -12,10 +12,11 @@ usage: embed_onnx_peer.py MODEL_DIR DATASET PASSAGES QUERIES THREADS CACHE_DIR [
 Prints one line per variant (speed only: the peer's int8 quality is not what the goal asks;
 situate's own quantized paths are checked for quality by `situate-bench`).
 """
-import json
 import os
 import sys
 import time
+
+from peer_texts import read
 
 model_dir, dataset, n_passages, n_queries, threads, cache = sys.argv[1:7]
 variants = sys.argv[7:] or ["f32", "int8"]
@@ -28,20 +29,6 @@ import onnxruntime as ort  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 MAX = 256
-
-
-def read(path, n, passage):
-    out = []
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            v = json.loads(line)
-            text, title = v.get("text", ""), v.get("title", "")
-            out.append(f"{title}\n\n{text}" if passage and title else text)
-            if len(out) == n:
-                break
-    return out
 
 
 def export(path):

@@ -4,10 +4,11 @@ abstract, the first N passages; queries one at a time), max 256 tokens, normalis
 
 usage: embed_peer.py MODEL_DIR DATASET PASSAGES QUERIES THREADS
 """
-import json
 import os
 import sys
 import time
+
+from peer_texts import read
 
 model_dir, dataset, n_passages, n_queries, threads = sys.argv[1:6]
 n_passages, n_queries, threads = int(n_passages), int(n_queries), int(threads)
@@ -18,21 +19,6 @@ import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
 torch.set_num_threads(threads)
-
-
-def read(path, n, passage):
-    out = []
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            v = json.loads(line)
-            text, title = v.get("text", ""), v.get("title", "")
-            out.append(f"{title}\n\n{text}" if passage and title else text)
-            if len(out) == n:
-                break
-    return out
-
 
 passages = read(os.path.join(dataset, "corpus.jsonl"), n_passages, True)
 queries = read(os.path.join(dataset, "queries.jsonl"), n_queries, False)

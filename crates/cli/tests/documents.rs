@@ -4,7 +4,7 @@
 //! their contexts, running headers and footers gone, and every bad file skipped with its
 //! reason while the rest is ingested.
 
-use crate::{json, run, situate, test_python};
+use crate::{json, run, situate, skip_reason, test_python};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -77,14 +77,7 @@ fn pdf_docx_pptx_and_html_keep_structure_pages_figures_and_tables() {
 
     // Bad files: each skipped with its reason, the rest ingested.
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
-    let reason = |name: &str| {
-        skipped
-            .iter()
-            .find(|s| s["source"].as_str().is_some_and(|p| p.ends_with(name)))
-            .and_then(|s| s["reason"].as_str())
-            .unwrap_or_else(|| panic!("{name} not skipped: {skipped:#?}"))
-            .to_string()
-    };
+    let reason = |name: &str| skip_reason(&v, name);
     assert!(reason("encrypted.pdf").starts_with("encrypted PDF"));
     assert!(reason("scan.pdf").starts_with("no text layer"));
     assert!(reason("truncated.pdf").starts_with("damaged PDF"));

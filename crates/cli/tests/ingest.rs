@@ -33,14 +33,7 @@ fn bad_inputs_are_reported_and_the_rest_is_ingested() {
     );
     assert_eq!(v["report"]["added"], 1, "{v:#}");
     let skipped = v["report"]["skipped"].as_array().expect("skipped");
-    let reason = |name: &str| {
-        skipped
-            .iter()
-            .find(|s| s["source"].as_str().is_some_and(|p| p.ends_with(name)))
-            .and_then(|s| s["reason"].as_str())
-            .unwrap_or_else(|| panic!("{name} not reported as skipped: {skipped:#?}"))
-            .to_string()
-    };
+    let reason = |name: &str| skip_reason(&v, name);
     assert!(reason("binary.txt").starts_with("binary file"));
     assert!(reason("latin1.md").starts_with("invalid UTF-8 at byte 5"));
     assert_eq!(reason("empty.txt"), "empty file");

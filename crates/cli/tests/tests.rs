@@ -102,6 +102,18 @@ pub fn json(cmd: &mut Command, code: i32) -> Value {
     })
 }
 
+/// The reason an ingest's JSON report (`ingest --json`) gives for skipping the file whose path
+/// ends with `name`; panics when it was not skipped.
+pub fn skip_reason(v: &Value, name: &str) -> String {
+    let skipped = v["report"]["skipped"].as_array().expect("skipped");
+    skipped
+        .iter()
+        .find(|s| s["source"].as_str().is_some_and(|p| p.ends_with(name)))
+        .and_then(|s| s["reason"].as_str())
+        .unwrap_or_else(|| panic!("{name} not reported as skipped: {skipped:#?}"))
+        .to_string()
+}
+
 /// `situate stats --json`, asserting the index agrees with the store.
 pub fn consistent_stats(index: &Path) -> Value {
     let v = json(situate(index).arg("stats"), 0);

@@ -103,7 +103,7 @@ impl FieldTable {
 struct TermPlan {
     field: Field,
     weight: Score,
-    norms: usize,
+    table: Rc<FieldTable>,
     /// Its dictionary entry in each segment (`None`: absent there).
     infos: Vec<Option<TermInfo>>,
 }
@@ -221,21 +221,21 @@ pub fn top_cards(
     if doc_count == 0 {
         return Ok(Vec::new());
     }
-    let mut fields: Vec<Field> = Vec::new();
-    let mut tables: Vec<Rc<FieldTable>> = Vec::new();
+    // Each field's table, once per query.
+    let mut tables: Vec<(Field, Rc<FieldTable>)> = Vec::new();
     let mut plans = Vec::with_capacity(terms.len());
     for (term, boost) in terms {
         let field = term.field();
-        let norms = match fields.iter().position(|f| *f == field) {
-            Some(i) => i,
+        let table = match tables.iter().find(|(f, _)| *f == field) {
+            Some((_, t)) => t.clone(),
             None => {
                 let mut tokens = 0u64;
                 for s in segments {
                     tokens += s.inverted_index(field)?.total_num_tokens();
                 }
-                fields.push(field);
-                tables.push(field_table(field, tokens as Score / doc_count as Score));
-                fields.len() - 1
+                let t = field_table(field, tokens as Score / doc_count as Score);
+                tables.push((field, t.clone()));
+                t
             }
         };
         let mut infos = Vec::with_capacity(segments.len());
@@ -251,7 +251,7 @@ pub fn top_cards(
         plans.push(TermPlan {
             field,
             weight: boost * idf(doc_freq, doc_count) * (1.0 + K1),
-            norms,
+            table,
             infos,
         });
     }
@@ -291,7 +291,7 @@ pub fn top_cards(
                     let block = index
                         .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
                     let fieldnorms = seg.get_fieldnorms_reader(plan.field)?;
-                    let table = &tables[plan.norms];
+                    let table = &plan.table;
                     let (w, t) = (plan.weight, &mut touched[..]);
                     if dense {
                         accumulate::<true>(block, &fieldnorms, table, w, scores, t, &mut n);

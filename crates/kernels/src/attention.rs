@@ -69,8 +69,15 @@ pub fn packed_attention(
     let work: usize = segs.iter().map(|s| s.1 * s.1).sum::<usize>() * hidden;
     let row = |r: usize, o: &mut [f32], scores: &mut Vec<f32>| {
         let (first, n) = segs[text_of[r]];
-        let keys = &kt[first * hidden..(first + n) * hidden];
-        attend_row(qkv, keys, hidden, heads, r, first, n, o, scores);
+        let text = Text {
+            qkv,
+            keys: &kt[first * hidden..(first + n) * hidden],
+            hidden,
+            heads,
+            first,
+            n,
+        };
+        attend_row(&text, r, o, scores);
     };
     if work < PARALLEL_MIN_WORK {
         let mut scores = Vec::with_capacity(longest);
@@ -92,59 +99,43 @@ pub fn packed_attention(
     Ok(out)
 }
 
-/// One row's attention, every head, into `out` (`hidden` values); `keys` is its text's keys
-/// transposed per head.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn attend_row(
-    qkv: &[f32],
-    keys: &[f32],
+/// One text of a product: the fused rows, its keys transposed per head, and where it lies.
+struct Text<'a> {
+    qkv: &'a [f32],
+    keys: &'a [f32],
     hidden: usize,
     heads: usize,
-    r: usize,
     first: usize,
     n: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-) {
+}
+
+/// Row `r`'s attention (a row of `t`), every head, into `out` (`hidden` values).
+#[inline]
+fn attend_row(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f32>) {
     #[cfg(target_arch = "x86_64")]
     if crate::avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA, checked at run time.
-        return unsafe { attend_row_avx2(qkv, keys, hidden, heads, r, first, n, out, scores) };
+        return unsafe { attend_row_avx2(t, r, out, scores) };
     }
-    attend_row_generic(qkv, keys, hidden, heads, r, first, n, out, scores)
+    attend_row_generic(t, r, out, scores)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-fn attend_row_avx2(
-    qkv: &[f32],
-    keys: &[f32],
-    hidden: usize,
-    heads: usize,
-    r: usize,
-    first: usize,
-    n: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-) {
-    attend_row_generic(qkv, keys, hidden, heads, r, first, n, out, scores)
+fn attend_row_avx2(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f32>) {
+    attend_row_generic(t, r, out, scores)
 }
 
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn attend_row_generic(
-    qkv: &[f32],
-    keys: &[f32],
-    hidden: usize,
-    heads: usize,
-    r: usize,
-    first: usize,
-    n: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-) {
+fn attend_row_generic(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f32>) {
+    let &Text {
+        qkv,
+        keys,
+        hidden,
+        heads,
+        first,
+        n,
+    } = t;
     let width = 3 * hidden;
     let hd = hidden / heads;
     let scale = 1.0 / (hd as f32).sqrt();
