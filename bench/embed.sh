@@ -6,7 +6,9 @@
 # on PyTorch CPU (bench/embed_peer.py), and ONNX Runtime on the same model exported to ONNX,
 # in f32 and in its int8 dynamic-quantized form as fastembed ships it
 # (bench/embed_onnx_peer.py; the export is cached in bench/.onnx and checked against the
-# reference cosine). The goal is measured against the fastest of them.
+# reference cosine). The goal is measured against the fastest of them. situate runs twice:
+# with its default Q8 query arithmetic and with SITUATE_QUERY_PRECISION=f32 (passages are
+# f32 in both; bench/query_quality.sh checks what Q8 queries cost in nDCG@10).
 #
 #   bench/embed.sh [PASSAGES] [QUERIES] [ROUNDS]     (default 256 200 2)
 #
@@ -41,5 +43,7 @@ for round in $(seq "$rounds"); do
   echo "== round $round"
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_peer.py "$model_dir" "$data" "$passages" "$queries" 2 2>/dev/null | tail -1
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_onnx_peer.py "$model_dir" "$data" "$passages" "$queries" 2 bench/.onnx f32 int8 2>/dev/null | tail -2
-  "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1
+  # situate's queries run in Q8 by default; f32 queries (the reference arithmetic) beside.
+  "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (Q8 queries) /'
+  SITUATE_QUERY_PRECISION=f32 "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (f32 queries) /'
 done

@@ -236,10 +236,18 @@ pub fn hybrid(index: &Path, queries: &Path, repeat: usize) -> Result<ExitCode> {
             percentile(&lat, 0.99)
         );
     }
-    outln!(
-        "open {open_ms:.0} ms; peak resident memory {:.0} MB",
-        peak_rss_mb().unwrap_or(f64::NAN)
-    );
+    // Peak memory before the recall measurement, which copies every vector.
+    let peak = peak_rss_mb().unwrap_or(f64::NAN);
+    if stats.vectors > 0 {
+        let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
+        let recall = e.vector_recall(&refs, 20, situate_search::DEFAULT_FETCH)?;
+        outln!(
+            "vector leg recall@20 against exact search: {recall:.4} ({} queries, {} index)",
+            qs.len(),
+            stats.vector_index.as_deref().unwrap_or("-")
+        );
+    }
+    outln!("open {open_ms:.0} ms; peak resident memory {peak:.0} MB");
     Ok(ExitCode::SUCCESS)
 }
 

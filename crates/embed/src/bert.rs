@@ -7,7 +7,7 @@
 //! length. The forward pass is [`crate::encoder::Encoder`]: a batch's texts are packed end to
 //! end rather than padded, which gives the same vectors as padding with an attention mask.
 
-use crate::encoder::Encoder;
+use crate::encoder::{Encoder, Precision};
 use candle_transformers::models::bert::Config;
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::{Path, PathBuf};
@@ -24,6 +24,10 @@ pub struct BertOptions {
     pub query_prefix: String,
     /// Prefix for passages (`"passage: "` for e5 models).
     pub passage_prefix: String,
+    /// The arithmetic of a query's forward pass ([`Precision`]); passages are always f32.
+    /// The default is f32 (the reference model's vectors); [`crate::resolve()`] chooses
+    /// Q8 unless `SITUATE_QUERY_PRECISION=f32`.
+    pub query_precision: Precision,
 }
 
 impl Default for BertOptions {
@@ -33,6 +37,7 @@ impl Default for BertOptions {
             batch_size: 32,
             query_prefix: String::new(),
             passage_prefix: String::new(),
+            query_precision: Precision::F32,
         }
     }
 }
@@ -84,8 +89,13 @@ impl BertEmbedder {
         tokenizer.with_padding(None);
         let vb = crate::encoder::mmap_weights(&file("model.safetensors")?)
             .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
-        let model = Encoder::load(vb, &config)
+        let mut model = Encoder::load(vb, &config)
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
+        if options.query_precision == Precision::Q8 {
+            model
+                .quantize_for_queries()
+                .map_err(|e| err(&id, format!("quantizing the weights for queries: {e}")))?;
+        }
         Ok(BertEmbedder {
             id,
             model,
@@ -121,9 +131,9 @@ impl BertEmbedder {
         kind: EmbedKind,
         normalize: bool,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let prefix = match kind {
-            EmbedKind::Query => &self.options.query_prefix,
-            EmbedKind::Passage => &self.options.passage_prefix,
+        let (prefix, precision) = match kind {
+            EmbedKind::Query => (&self.options.query_prefix, self.options.query_precision),
+            EmbedKind::Passage => (&self.options.passage_prefix, Precision::F32),
         };
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.options.batch_size.max(1)) {
@@ -135,7 +145,7 @@ impl BertEmbedder {
             let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
             let pooled = self
                 .model
-                .mean_pooled(&ids)
+                .mean_pooled(&ids, precision)
                 .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
             for mut v in pooled {
                 if normalize {

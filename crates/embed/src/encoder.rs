@@ -10,14 +10,18 @@
 //! mask is needed), weights are transposed once at load, and bias + GELU is one parallel
 //! pass with a branch-free `erf`.
 
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
+use situate_kernels::q8::Q8Matrix;
 
-/// A dense layer with its weight transposed once at load (in × out, contiguous).
+/// A dense layer with its weight transposed once at load (in × out, contiguous), and
+/// optionally the same weight in Q8_0 (see [`Encoder::quantize_for_queries`]).
 pub struct Dense {
     wt: Tensor,
     b: Tensor,
+    q8: Option<Q8Matrix>,
 }
 
 impl Dense {
@@ -27,6 +31,7 @@ impl Dense {
         Ok(Dense {
             wt: w.t()?.contiguous()?,
             b: vb.get(output, "bias")?,
+            q8: None,
         })
     }
 
@@ -42,22 +47,71 @@ impl Dense {
         Ok(Dense {
             wt: Tensor::cat(&ws, 0)?.t()?.contiguous()?,
             b: Tensor::cat(&bs, 0)?,
+            q8: None,
         })
+    }
+
+    /// Keeps a Q8_0 copy of the weight for [`Precision::Q8`] products; false (and nothing
+    /// kept) when this CPU does not run the Q8 kernel.
+    fn quantize(&mut self) -> candle_core::Result<bool> {
+        let w = self.wt.t()?.contiguous()?;
+        if !w.dim(1)?.is_multiple_of(32) {
+            // Q8_0 blocks are 32 weights of a row.
+            self.q8 = None;
+            return Ok(false);
+        }
+        self.q8 = Q8Matrix::from_qtensor(&QTensor::quantize(&w, GgmlDType::Q8_0)?)?;
+        Ok(self.q8.is_some())
+    }
+
+    /// x (t × in) · W, in f32 or, with `Precision::Q8` and a quantized copy, in Q8_0.
+    fn product(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
+        match (&self.q8, precision) {
+            (Some(q8), Precision::Q8) => q8.forward(x),
+            // With the weight contiguous as in × out, gemm reads it in place; by a
+            // transposed view (as candle's `Linear` does) it repacked the weight at every
+            // call, which was a third of a query's time.
+            _ => x.matmul(&self.wt),
+        }
     }
 
     /// x (t × in) → t × out, bias added.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        // With the weight contiguous as in × out, gemm reads it in place; by a transposed
-        // view (as candle's `Linear` does) it repacked the weight at every call, which was
-        // a third of a query's time.
-        x.matmul(&self.wt)?.broadcast_add(&self.b)
+        self.forward_with(x, Precision::F32)
+    }
+
+    fn forward_with(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
+        self.product(x, precision)?.broadcast_add(&self.b)
     }
 
     /// x (t × in) → act(x·W + b), bias and activation in one pass.
-    fn forward_act(&self, x: &Tensor, act: Act) -> candle_core::Result<Tensor> {
-        x.matmul(&self.wt)?
+    fn forward_act(
+        &self,
+        x: &Tensor,
+        act: Act,
+        precision: Precision,
+    ) -> candle_core::Result<Tensor> {
+        self.product(x, precision)?
             .apply_op1_no_bwd(&BiasAct { bias: &self.b, act })
     }
+}
+
+/// The arithmetic of the encoder's matrix products.
+///
+/// A query is a few rows, and its f32 products are bound by reading the weights (42 MB per
+/// query for MiniLM's six layers, profiled: gemm's f32 micro-kernel was 80% of a query's
+/// time). In Q8_0 (32 signed bytes and one scale per block of 32 weights, the rows
+/// quantized the same way per product: [`situate_kernels::q8`]) the weights are a quarter
+/// of that and the dot products are integer. Passages keep f32: their batches are large
+/// enough for gemm to be compute-bound, and the stored vectors stay those of the reference
+/// model. BENCHMARKS.md measures what Q8 queries cost in retrieval quality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 weights and products (gemm).
+    F32,
+    /// Q8_0 weights and rows, integer dot products, when
+    /// [`Encoder::quantize_for_queries`] kept a quantized copy; f32 otherwise.
+    Q8,
 }
 
 struct Norm {
@@ -169,6 +223,28 @@ impl Encoder {
         self
     }
 
+    /// Keeps a Q8_0 copy of every layer's weights so that [`Precision::Q8`] passes use
+    /// them (a quarter of the f32 weights' memory more). Returns false, keeping nothing,
+    /// when this CPU does not run the Q8 kernel (x86-64 with AVX2 and FMA): Q8 passes are
+    /// then f32 passes.
+    pub fn quantize_for_queries(&mut self) -> candle_core::Result<bool> {
+        let mut all = true;
+        for l in &mut self.layers {
+            for d in [&mut l.qkv, &mut l.ao, &mut l.fi, &mut l.fo] {
+                all = all && d.quantize()?;
+            }
+        }
+        if !all {
+            // All layers in Q8 or none: a half-quantized pass is neither measured nor tested.
+            for l in &mut self.layers {
+                for d in [&mut l.qkv, &mut l.ao, &mut l.fi, &mut l.fo] {
+                    d.q8 = None;
+                }
+            }
+        }
+        Ok(all)
+    }
+
     /// The hidden size.
     pub fn hidden_size(&self) -> usize {
         self.hidden
@@ -184,12 +260,17 @@ impl Encoder {
 
     /// The mean of the last hidden states of each text (token ids with special tokens, no
     /// padding; token type 0), one row per text.
-    pub fn mean_pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// `precision` chooses the products' arithmetic ([`Precision`]).
+    pub fn mean_pooled(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let h = self.hidden;
         if texts.iter().all(|t| t.is_empty()) {
             return Ok(vec![vec![0.0; h]; texts.len()]);
         }
-        let (x, segs) = self.packed(texts.iter().map(|t| (t.as_slice(), None)))?;
+        let (x, segs) = self.packed(texts.iter().map(|t| (t.as_slice(), None)), precision)?;
         mean_per_text(&x, &segs)
     }
 
@@ -203,12 +284,15 @@ impl Encoder {
         if let Some(i) = texts.iter().position(|(ids, _)| ids.is_empty()) {
             candle_core::bail!("text {i} has no tokens");
         }
-        let (x, segs) = self.packed(texts.iter().map(|(ids, types)| {
-            (
-                ids.as_slice(),
-                Some(types.as_slice()).filter(|t| !t.is_empty()),
-            )
-        }))?;
+        let (x, segs) = self.packed(
+            texts.iter().map(|(ids, types)| {
+                (
+                    ids.as_slice(),
+                    Some(types.as_slice()).filter(|t| !t.is_empty()),
+                )
+            }),
+            Precision::F32,
+        )?;
         let firsts: Vec<u32> = segs.iter().map(|&(s, _)| s as u32).collect();
         x.index_select(&Tensor::new(firsts.as_slice(), x.device())?, 0)
     }
@@ -218,6 +302,7 @@ impl Encoder {
     fn packed<'a>(
         &self,
         texts: impl Iterator<Item = (&'a [u32], Option<&'a [u32]>)>,
+        precision: Precision,
     ) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
         let dev = self.word.device();
         let mut ids = Vec::new();
@@ -263,15 +348,19 @@ impl Encoder {
         };
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
         for l in &self.layers {
-            let qkv = l.qkv.forward(&x)?.flatten_all()?.to_vec1::<f32>()?;
+            let qkv = l
+                .qkv
+                .forward_with(&x, precision)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
             let ctx =
                 situate_kernels::attention::packed_attention(&qkv, self.hidden, self.heads, &segs)
                     .map_err(candle_core::Error::msg)?;
             let ctx = Tensor::from_vec(ctx, (qkv.len() / (3 * self.hidden), self.hidden), dev)?;
-            let ao = l.ao.forward(&ctx)?;
+            let ao = l.ao.forward_with(&ctx, precision)?;
             x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.w, &l.aln.b, self.eps as f32)?;
-            let mid = l.fi.forward_act(&x, self.act)?;
-            let fo = l.fo.forward(&mid)?;
+            let mid = l.fi.forward_act(&x, self.act, precision)?;
+            let fo = l.fo.forward_with(&mid, precision)?;
             x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.w, &l.oln.b, self.eps as f32)?;
         }
         Ok((x, segs))

@@ -17,6 +17,7 @@ pub mod hosted;
 pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};
+pub use encoder::Precision;
 pub use resolve::{ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT, default_for, resolve};
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! loaded [`Embedder`].
 
 use crate::bert::{BertEmbedder, BertOptions};
+use crate::encoder::Precision;
 use situate_core::{EmbedError, Embedder, Language};
 use situate_models::{CATALOG, Role};
 use std::path::Path;
@@ -21,6 +22,31 @@ pub fn default_for(languages: &[Language]) -> &'static str {
     } else {
         MULTILINGUAL_DEFAULT
     }
+}
+
+/// The environment variable that chooses the arithmetic of a local BERT model's query
+/// embeddings: `q8` (the default) or `f32`.
+pub const QUERY_PRECISION_ENV: &str = "SITUATE_QUERY_PRECISION";
+
+/// A local BERT model's query arithmetic from [`QUERY_PRECISION_ENV`]'s value (unset: Q8).
+pub fn query_precision(value: Option<&str>) -> Result<Precision, String> {
+    match value.map(str::trim) {
+        None | Some("") | Some("q8") => Ok(Precision::Q8),
+        Some("f32") => Ok(Precision::F32),
+        Some(other) => Err(format!(
+            "{QUERY_PRECISION_ENV}={other:?}: expected q8 (the default) or f32"
+        )),
+    }
+}
+
+/// The options of a local BERT embedder: the defaults, with the query arithmetic of
+/// [`QUERY_PRECISION_ENV`].
+fn bert_options() -> Result<BertOptions, String> {
+    let value = std::env::var(QUERY_PRECISION_ENV).ok();
+    Ok(BertOptions {
+        query_precision: query_precision(value.as_deref())?,
+        ..BertOptions::default()
+    })
 }
 
 /// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
@@ -45,7 +71,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));
         }
         return Ok(Box::new(
-            BertEmbedder::load(&dir, BertOptions::default())?.with_id(id),
+            BertEmbedder::load(&dir, bert_options().map_err(fail)?)?.with_id(id),
         ));
     }
     if crate::hosted::is_hosted(spec) {
@@ -69,7 +95,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             .unwrap_or(0);
         let id = format!("bert:{}:{size}", canonical.display());
         return Ok(Box::new(
-            BertEmbedder::load(&canonical, BertOptions::default())?.with_id(id),
+            BertEmbedder::load(&canonical, bert_options().map_err(fail)?)?.with_id(id),
         ));
     }
     Err(fail(format!(
@@ -108,6 +134,19 @@ mod tests {
         mixed.push(Zh);
         assert_eq!(default_for(&mixed), MULTILINGUAL_DEFAULT);
         assert_eq!(default_for(&[Ru]), MULTILINGUAL_DEFAULT);
+    }
+
+    #[test]
+    fn query_precision_is_q8_unless_f32_is_asked_for() {
+        assert_eq!(query_precision(None), Ok(Precision::Q8));
+        assert_eq!(query_precision(Some("")), Ok(Precision::Q8));
+        assert_eq!(query_precision(Some("q8")), Ok(Precision::Q8));
+        assert_eq!(query_precision(Some(" f32 ")), Ok(Precision::F32));
+        let e = query_precision(Some("f16")).expect_err("refused");
+        assert!(
+            e.contains("SITUATE_QUERY_PRECISION") && e.contains("f32"),
+            "{e}"
+        );
     }
 
     #[test]

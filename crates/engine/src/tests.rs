@@ -223,6 +223,11 @@ fn vectors_follow_the_store_through_replace_remove_and_reopen() {
             (hits[0].score - 2.0 / 61.0).abs() < 1e-6,
             "RRF of two first ranks"
         );
+        // Two documents' vectors: any index finds both of the exact top 2.
+        let recall = e
+            .vector_recall(&["penguins swim", "zebras", "night"], 2, 150)
+            .expect("recall");
+        assert_eq!(recall, 1.0, "{backend:?}");
     }
 }
 
@@ -361,6 +366,8 @@ fn an_index_without_an_embedder_searches_bm25_and_refuses_the_vector_leg() {
     assert_eq!((r.embedded, r.embed_model), (0, None));
     assert_eq!(e.mode_for(None).expect("mode"), Mode::Bm25);
     let err = e.mode_for(Some(Mode::Hybrid)).expect_err("refused");
+    assert!(err.to_string().contains("--embedder none"), "{err}");
+    let err = e.vector_recall(&["owls"], 20, 150).expect_err("no vectors");
     assert!(err.to_string().contains("--embedder none"), "{err}");
     assert!(e.check().expect("check").is_consistent());
 }

@@ -12,7 +12,7 @@ use crate::{Engine, EngineError, Result};
 use situate_core::{EmbedKind, Embedder, Language, content_hash, indexed_text};
 use situate_store::IndexRow;
 use situate_vector::{Backend, Vectors};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What [`Engine::embed_missing`] returns: the new (text hash, vector) pairs to cache, how
@@ -340,6 +340,37 @@ impl Engine {
     /// The query's embedding with this index's model.
     pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         embed_query_with(self.embedder()?.as_ref(), self.runtime()?, text)
+    }
+
+    /// The vector leg's recall against exact search, for measuring an approximate (HNSW)
+    /// index: each query embedded once by this index's model, searched as a hybrid search's
+    /// vector leg asks (its best `fetch`), and the mean share of the exact top `k` among
+    /// the leg's top `k`. An exact index gives 1.0. Copies every vector first (the index's
+    /// size in memory), so this is for benchmarks, not for serving.
+    pub fn vector_recall(&self, queries: &[&str], k: usize, fetch: usize) -> Result<f64> {
+        let Some(vectors) = &self.vectors else {
+            return Err(EngineError::Invalid(
+                "this index has no vectors (created with --embedder none)".into(),
+            ));
+        };
+        let exact = vectors.exact_copy()?;
+        let mut sum = 0.0;
+        for q in queries {
+            let v = self.embed_query(q)?;
+            let want: HashSet<u64> = exact
+                .search(&v, k, None)
+                .into_iter()
+                .map(|h| h.card)
+                .collect();
+            let got = vectors.search_vec(&v, fetch.max(k), None)?;
+            let found = got
+                .iter()
+                .take(k)
+                .filter(|h| want.contains(&h.card))
+                .count();
+            sum += found as f64 / want.len().max(1) as f64;
+        }
+        Ok(sum / queries.len().max(1) as f64)
     }
 
     /// Cards of the store and whether each has a cached embedding (for `check`).

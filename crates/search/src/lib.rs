@@ -251,52 +251,65 @@ pub fn build_hits(
 }
 
 /// [`build_hits`], also returning the card key of each hit.
+///
+/// Cards are read a window at a time in rank order (the first `k` plus a margin, then
+/// larger windows only while duplicates or missing cards leave the page short): a hybrid
+/// search fuses up to 300 candidates, and reading every one of their cards (original text
+/// included) was about 2.5 ms of a 13 ms query at 100k chunks, for the 20 that are kept.
+/// The hits are those of reading them all at once, in the same order.
 fn build(
     leg_name: &str,
     leg: &[IndexHit],
     cards: &dyn CardSource,
     k: usize,
 ) -> Result<(Vec<Hit>, Vec<u64>), IndexError> {
-    let keys: Vec<u64> = leg.iter().map(|h| h.card).collect();
-    let records = cards.cards(&keys)?;
-    let mut by_key: std::collections::HashMap<u64, CardRecord> =
-        records.into_iter().map(|r| (r.card.card, r)).collect();
     let mut seen = HashSet::new();
     let mut hits = Vec::with_capacity(k.min(leg.len()));
     let mut kept = Vec::with_capacity(k.min(leg.len()));
-    for (i, h) in leg.iter().enumerate() {
-        let Some(rec) = by_key.remove(&h.card) else {
-            continue;
-        };
-        if !seen.insert(rec.card.chunk_id.clone()) {
-            continue;
-        }
-        kept.push(h.card);
-        let context = rec.card.indexable_context().map(str::to_string);
-        hits.push(Hit {
-            rank: hits.len() + 1,
-            score: h.score,
-            context,
-            context_status: rec.card.context_status,
-            document_id: rec.card.document_id,
-            chunk_id: rec.card.chunk_id,
-            title: rec.title,
-            source: rec.source,
-            char_start: rec.card.char_start,
-            char_end: rec.card.char_end,
-            heading_path: rec.card.heading_path,
-            kind: rec.card.kind,
-            place: rec.card.place,
-            original_text: rec.card.original_text,
-            legs: vec![LegScore {
-                leg: leg_name.to_string(),
-                rank: i + 1,
+    let mut start = 0;
+    let mut window = k + k / 2 + 2;
+    while start < leg.len() && hits.len() < k {
+        let end = (start + window).min(leg.len());
+        let keys: Vec<u64> = leg[start..end].iter().map(|h| h.card).collect();
+        let records = cards.cards(&keys)?;
+        let mut by_key: std::collections::HashMap<u64, CardRecord> =
+            records.into_iter().map(|r| (r.card.card, r)).collect();
+        for (i, h) in leg.iter().enumerate().take(end).skip(start) {
+            let Some(rec) = by_key.remove(&h.card) else {
+                continue;
+            };
+            if !seen.insert(rec.card.chunk_id.clone()) {
+                continue;
+            }
+            kept.push(h.card);
+            let context = rec.card.indexable_context().map(str::to_string);
+            hits.push(Hit {
+                rank: hits.len() + 1,
                 score: h.score,
-            }],
-        });
-        if hits.len() == k {
-            break;
+                context,
+                context_status: rec.card.context_status,
+                document_id: rec.card.document_id,
+                chunk_id: rec.card.chunk_id,
+                title: rec.title,
+                source: rec.source,
+                char_start: rec.card.char_start,
+                char_end: rec.card.char_end,
+                heading_path: rec.card.heading_path,
+                kind: rec.card.kind,
+                place: rec.card.place,
+                original_text: rec.card.original_text,
+                legs: vec![LegScore {
+                    leg: leg_name.to_string(),
+                    rank: i + 1,
+                    score: h.score,
+                }],
+            });
+            if hits.len() == k {
+                break;
+            }
         }
+        start = end;
+        window *= 2;
     }
     Ok((hits, kept))
 }
@@ -505,5 +518,75 @@ mod tests {
         );
         assert_eq!(hits.iter().map(|h| h.rank).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(build_hits("bm25", &leg, &cards, 1).expect("hits").len(), 1);
+    }
+
+    /// Cards are read a window at a time: a full page reads only its first window, and
+    /// missing or duplicate cards across several windows give the hits reading all would.
+    #[test]
+    fn cards_are_read_in_windows_with_the_hits_of_reading_all() {
+        struct Counting(Cards, std::cell::RefCell<Vec<usize>>);
+        impl CardSource for Counting {
+            fn cards(&self, keys: &[u64]) -> Result<Vec<CardRecord>, IndexError> {
+                self.1.borrow_mut().push(keys.len());
+                self.0.cards(keys)
+            }
+        }
+        // 300 candidates; cards exist for every third key, and keys 30..60 all share
+        // one chunk id.
+        let records: Vec<CardRecord> = (0..300u64)
+            .filter(|k| k % 3 == 0)
+            .map(|k| {
+                let chunk = if (30..60).contains(&k) {
+                    "shared".to_string()
+                } else {
+                    format!("c{k}")
+                };
+                let mut c = card(k, &chunk, None, ContextStatus::Pending);
+                c.card.card = k;
+                c
+            })
+            .collect();
+        let leg: Vec<IndexHit> = (0..300u64)
+            .map(|k| IndexHit {
+                card: k,
+                score: 300.0 - k as f32,
+            })
+            .collect();
+        let source = Counting(Cards(records), Default::default());
+        let hits = build_hits("fused", &leg, &source, 20).expect("hits");
+        // What reading every card at once keeps: existing cards in rank order, the first
+        // of the shared chunk id only, 20 of them.
+        let mut want = Vec::new();
+        let mut shared = false;
+        for k in (0..300u64).filter(|k| k % 3 == 0) {
+            if (30..60).contains(&k) {
+                if shared {
+                    continue;
+                }
+                shared = true;
+                want.push("shared".to_string());
+            } else {
+                want.push(format!("c{k}"));
+            }
+            if want.len() == 20 {
+                break;
+            }
+        }
+        let got: Vec<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+        assert_eq!(got, want);
+        let ranks: Vec<usize> = hits.iter().map(|h| h.legs[0].rank).collect();
+        assert_eq!(ranks[0], 1);
+        assert_eq!(ranks[1], 4, "the leg's rank of key 3");
+        let read = source.1.borrow().clone();
+        assert!(read.len() > 1, "several windows: {read:?}");
+        assert!(read.iter().sum::<usize>() < 300, "not every card: {read:?}");
+        // A page filled by the first window reads only that window.
+        source.1.borrow_mut().clear();
+        let dense: Vec<IndexHit> = leg.iter().step_by(3).copied().collect();
+        assert_eq!(
+            build_hits("fused", &dense, &source, 5).expect("hits").len(),
+            5
+        );
+        assert_eq!(*source.1.borrow(), vec![5 + 2 + 2]);
     }
 }

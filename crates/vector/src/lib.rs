@@ -292,6 +292,24 @@ impl Vectors {
         Ok(())
     }
 
+    /// Every vector of the index in an exact (flat) index: the ground truth against which an
+    /// HNSW index's recall is measured (`situate-bench hybrid`). Reads every vector, so it
+    /// costs the index's size in memory.
+    pub fn exact_copy(&self) -> Result<FlatIndex, VectorError> {
+        match &self.inner {
+            Inner::Exact(f) => Ok(f.clone()),
+            Inner::Hnsw(h) => {
+                let mut f = FlatIndex::new(h.dim());
+                for key in h.keys() {
+                    if let Some(v) = h.get(key) {
+                        f.add(key, &v)?;
+                    }
+                }
+                Ok(f)
+            }
+        }
+    }
+
     /// Sets the HNSW search effort (ef); exact search ignores it.
     pub fn set_search_effort(&self, ef: usize) {
         if let Inner::Hnsw(h) = &self.inner {

@@ -130,3 +130,23 @@ fn auto_switches_backend_at_the_threshold_and_back() {
         "wrong dimension is an error"
     );
 }
+
+#[test]
+fn an_exact_copy_of_an_hnsw_index_holds_every_vector_and_searches_exactly() {
+    let (exact, data) = filled(Backend::Exact, 300);
+    let (ann, _) = filled(Backend::Hnsw, 300);
+    for source in [&exact, &ann] {
+        let copy = source.exact_copy().expect("copy");
+        assert_eq!(copy.len(), 300);
+        for (i, v) in data.iter().enumerate() {
+            let got = copy.get(i as u64 + 1).expect("every key");
+            assert!(got.iter().zip(v).all(|(a, b)| (a - b).abs() < 1e-6));
+        }
+        for q in data.iter().step_by(30) {
+            assert_eq!(
+                keys(&copy.search(q, 10, None)),
+                keys(&exact.search_vec(q, 10, None).expect("exact")),
+            );
+        }
+    }
+}
