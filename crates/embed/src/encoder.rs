@@ -10,18 +10,17 @@
 //! mask is needed), weights are transposed once at load, and bias + GELU is one parallel
 //! pass with a branch-free `erf`.
 
-use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
-use situate_kernels::q8::Q8Matrix;
+use situate_kernels::i8::I8Matrix;
 
 /// A dense layer with its weight transposed once at load (in × out, contiguous), and
-/// optionally the same weight in Q8_0 (see [`Encoder::quantize_for_queries`]).
+/// optionally the same weight in int8 (see [`Encoder::quantize_for_queries`]).
 pub struct Dense {
     wt: Tensor,
     b: Tensor,
-    q8: Option<Q8Matrix>,
+    q8: Option<I8Matrix>,
 }
 
 impl Dense {
@@ -51,20 +50,18 @@ impl Dense {
         })
     }
 
-    /// Keeps a Q8_0 copy of the weight for [`Precision::Q8`] products; false (and nothing
-    /// kept) when this CPU does not run the Q8 kernel.
+    /// Keeps an int8 copy of the weight for [`Precision::Q8`] products; false (and
+    /// nothing kept) when this CPU does not run the int8 kernel or the input size is not a
+    /// multiple of 32 (the rows are quantized per block of 32).
     fn quantize(&mut self) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
-        if !w.dim(1)?.is_multiple_of(32) {
-            // Q8_0 blocks are 32 weights of a row.
-            self.q8 = None;
-            return Ok(false);
-        }
-        self.q8 = Q8Matrix::from_qtensor(&QTensor::quantize(&w, GgmlDType::Q8_0)?)?;
+        let (rows, cols) = w.dims2()?;
+        let values = w.flatten_all()?.to_vec1::<f32>()?;
+        self.q8 = I8Matrix::quantize(&values, rows, cols);
         Ok(self.q8.is_some())
     }
 
-    /// x (t × in) · W, in f32 or, with `Precision::Q8` and a quantized copy, in Q8_0.
+    /// x (t × in) · W, in f32 or, with `Precision::Q8` and a quantized copy, in int8.
     fn product(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
         match (&self.q8, precision) {
             (Some(q8), Precision::Q8) => q8.forward(x),
@@ -100,16 +97,16 @@ impl Dense {
 ///
 /// A query is a few rows, and its f32 products are bound by reading the weights (42 MB per
 /// query for MiniLM's six layers, profiled: gemm's f32 micro-kernel was 80% of a query's
-/// time). In Q8_0 (32 signed bytes and one scale per block of 32 weights, the rows
-/// quantized the same way per product: [`situate_kernels::q8`]) the weights are a quarter
-/// of that and the dot products are integer. Passages keep f32: their batches are large
-/// enough for gemm to be compute-bound, and the stored vectors stay those of the reference
-/// model. BENCHMARKS.md measures what Q8 queries cost in retrieval quality.
+/// time). In int8 (a signed byte per weight and one scale per output channel, the rows
+/// quantized per block of 32 values at each product: [`situate_kernels::i8`]) the
+/// weights are a quarter of that and the dot products are integer. Passages keep f32:
+/// their batches are large enough for gemm to be compute-bound, and the stored vectors stay
+/// those of the reference model. BENCHMARKS.md measures what Q8 queries cost in retrieval quality.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
     /// f32 weights and products (gemm).
     F32,
-    /// Q8_0 weights and rows, integer dot products, when
+    /// int8 weights and rows, integer dot products, when
     /// [`Encoder::quantize_for_queries`] kept a quantized copy; f32 otherwise.
     Q8,
 }
@@ -223,10 +220,10 @@ impl Encoder {
         self
     }
 
-    /// Keeps a Q8_0 copy of every layer's weights so that [`Precision::Q8`] passes use
+    /// Keeps an int8 copy of every layer's weights so that [`Precision::Q8`] passes use
     /// them (a quarter of the f32 weights' memory more). Returns false, keeping nothing,
-    /// when this CPU does not run the Q8 kernel (x86-64 with AVX2 and FMA): Q8 passes are
-    /// then f32 passes.
+    /// when this CPU does not run the int8 kernel (x86-64 with AVX2 and FMA): Q8 passes
+    /// are then f32 passes.
     pub fn quantize_for_queries(&mut self) -> candle_core::Result<bool> {
         let mut all = true;
         for l in &mut self.layers {

@@ -12,10 +12,14 @@
 //! [`attention`] is multi-head self-attention over packed texts, without candle's per-head
 //! tensor operations.
 //!
+//! [`i8`] multiplies a few rows by an int8 matrix with a scale per output channel (a
+//! query's products in the embedders).
+//!
 //! [`q8`] multiplies a few rows by a Q8_0 matrix (decoding with a quantized language model),
 //! where candle's product is several times slower; see its module documentation.
 
 pub mod attention;
+pub mod i8;
 pub mod q8;
 
 use candle_core::backend::BackendStorage;
