@@ -52,7 +52,7 @@ impl Dense {
 
     /// Keeps an int8 copy of the weight for [`Precision::Q8`] products; false (and
     /// nothing kept) when this CPU does not run the int8 kernel or the input size is not a
-    /// multiple of 32 (the rows are quantized per block of 32).
+    /// multiple of 32 (the kernel reads 32 bytes at a time).
     fn quantize(&mut self) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
         let (rows, cols) = w.dims2()?;
@@ -97,8 +97,8 @@ impl Dense {
 ///
 /// A query is a few rows, and its f32 products are bound by reading the weights (42 MB per
 /// query for MiniLM's six layers, profiled: gemm's f32 micro-kernel was 80% of a query's
-/// time). In int8 (a signed byte per weight and one scale per output channel, the rows
-/// quantized per block of 32 values at each product: [`situate_kernels::i8`]) the
+/// time). In int8 (a signed byte per weight and one scale per output channel, each row
+/// quantized over its own range at each product: [`situate_kernels::i8`]) the
 /// weights are a quarter of that and the dot products are integer. Passages keep f32:
 /// their batches are large enough for gemm to be compute-bound, and the stored vectors stay
 /// those of the reference model. BENCHMARKS.md measures what Q8 queries cost in retrieval quality.

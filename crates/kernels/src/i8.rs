@@ -1,17 +1,19 @@
 //! Products of a few f32 rows (a query's tokens) by an int8 matrix with one scale per
-//! matrix row (a linear layer's output channel); the f32 rows are quantized per block of 32
-//! values, as in Q8_0.
+//! matrix row (a linear layer's output channel); each f32 row is quantized to bytes with
+//! one scale of its own, so a row and column's dot product is one exact integer sum,
+//! scaled once at the end.
 //!
 //! Why by hand, beside [`crate::q8`]: there both operands have a scale per block of 32, so
-//! every block's integer sum is scaled by the product of two scales, computed and broadcast
-//! per block and column (seven instructions per block and column). With one scale per
-//! output channel, applied once at the end, a block costs one broadcast of the row's block
-//! scale shared by four columns, and five instructions per column; two rows share each
-//! weight load; MiniLM's query p50 fell from 7.55 to 6.35 ms in the same run (BENCHMARKS.md,
-//! "Queries in Q8"). The weights are quantized per channel as ONNX Runtime's and PyTorch's dynamically quantized
-//! layers do; the activations are quantized more finely than theirs (per block of 32, not
-//! per tensor). No maintained crate offers an int8 product over candle's f32 tensors for
-//! AVX2.
+//! every block's integer sum is converted and scaled by the product of two scales (seven
+//! instructions per block and column). Here a block and column costs one instruction where
+//! the CPU has VNNI (`vpdpbusd`: 32 byte products summed into eight 32-bit lanes; the row's
+//! bytes are offset by 128 to make them unsigned and the offset removed at the end with the
+//! column's byte sum) and four with AVX2 alone (x's sign moved onto the weight, `maddubs`,
+//! `madd`, add); two rows share each weight load. Both give the same integer sums, so a
+//! query's vector is the same on either. The weights are quantized per channel and the
+//! activations per row (token), as ONNX Runtime's and PyTorch's dynamically quantized
+//! layers do (theirs per tensor, coarser). No maintained crate offers an int8 product over
+//! candle's f32 tensors.
 //!
 //! Every output value is computed by the same instructions in the same order whatever the
 //! number of rows or the thread that computes it, so a query's vector does not depend on
@@ -33,6 +35,21 @@ pub struct I8Matrix {
     scales: Vec<f32>,
     /// Per group of four rows and per block: four times 32 signed bytes.
     quants: Vec<i8>,
+    /// Per row (padded): the sum of its bytes, which the VNNI kernel's offset adds.
+    byte_sums: Vec<i32>,
+    /// The kernel this CPU runs.
+    kernel: Kernel,
+}
+
+/// The instruction sets of the dot products (the same integer sums on each).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kernel {
+    /// AVX2 and FMA.
+    Avx2,
+    /// AVX-VNNI (256-bit `vpdpbusd` without AVX-512).
+    AvxVnni,
+    /// AVX512-VNNI with AVX512-VL (the same instruction on 256-bit registers).
+    Avx512Vnni,
 }
 
 impl I8Matrix {
@@ -40,14 +57,15 @@ impl I8Matrix {
     /// bytes are `round(w / s)` with `s = max |w| / 127`. `None` when this CPU does not run
     /// the kernel (x86-64 with AVX2) or `cols` is not a multiple of 32.
     pub fn quantize(w: &[f32], rows: usize, cols: usize) -> Option<Self> {
-        if !kernel_available() || cols == 0 || !cols.is_multiple_of(BLOCK) || w.len() != rows * cols
-        {
+        let kernel = best_kernel()?;
+        if cols == 0 || !cols.is_multiple_of(BLOCK) || w.len() != rows * cols {
             return None;
         }
         let blocks = cols / BLOCK;
         let groups = rows.div_ceil(4);
         let mut scales = vec![0f32; groups * 4];
         let mut quants = vec![0i8; groups * 4 * cols];
+        let mut byte_sums = vec![0i32; groups * 4];
         for (r, row) in w.chunks_exact(cols).enumerate() {
             let (s, inv) = scale_of(row);
             scales[r] = s;
@@ -55,6 +73,7 @@ impl I8Matrix {
                 let at = ((r / 4 * blocks + b) * 4 + r % 4) * BLOCK;
                 for (q, &v) in quants[at..at + BLOCK].iter_mut().zip(block) {
                     *q = (v * inv).round() as i8;
+                    byte_sums[r] += i32::from(*q);
                 }
             }
         }
@@ -63,6 +82,8 @@ impl I8Matrix {
             cols,
             scales,
             quants,
+            byte_sums,
+            kernel,
         })
     }
 
@@ -93,19 +114,15 @@ impl I8Matrix {
     /// chunks 22–32 ms against 13 ms here (BENCHMARKS.md).
     pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         let cols = self.cols;
-        let blocks = cols / BLOCK;
         let mut xq = vec![0i8; m * cols];
-        let mut xs = vec![0f32; m * blocks];
-        for ((block, q), s) in x[..m * cols]
-            .chunks_exact(BLOCK)
-            .zip(xq.chunks_exact_mut(BLOCK))
+        // Per row: (scale, offset) with value ≈ scale × (byte + 128) + offset.
+        let mut xs = vec![(0f32, 0f32); m];
+        for ((row, q), s) in x[..m * cols]
+            .chunks_exact(cols)
+            .zip(xq.chunks_exact_mut(cols))
             .zip(xs.iter_mut())
         {
-            let (scale, inv) = scale_of(block);
-            *s = scale;
-            for (q, &v) in q.iter_mut().zip(block) {
-                *q = (v * inv).round() as i8;
-            }
+            *s = quantize_row(row, q);
         }
         let groups = self.rows.div_ceil(4);
         let mut out = vec![0f32; m * self.rows];
@@ -115,21 +132,18 @@ impl I8Matrix {
             for g in range {
                 let w = &self.quants[g * 4 * cols..(g + 1) * 4 * cols];
                 let ws = &self.scales[g * 4..g * 4 + 4];
+                let bs = &self.byte_sums[g * 4..g * 4 + 4];
                 let keep = 4.min(self.rows - g * 4);
                 let mut r = 0;
                 while r < m {
                     // Two rows at a time; a last odd row is paired with itself.
                     let r1 = (r + 1).min(m - 1);
                     let sums = sums(
+                        self.kernel,
                         w,
-                        (
-                            &xq[r * cols..(r + 1) * cols],
-                            &xs[r * blocks..(r + 1) * blocks],
-                        ),
-                        (
-                            &xq[r1 * cols..(r1 + 1) * cols],
-                            &xs[r1 * blocks..(r1 + 1) * blocks],
-                        ),
+                        bs,
+                        &xq[r * cols..(r + 1) * cols],
+                        &xq[r1 * cols..(r1 + 1) * cols],
                     );
                     for (j, row) in
                         [r, r1]
@@ -139,7 +153,10 @@ impl I8Matrix {
                     {
                         let mut d = [0f32; 4];
                         for c in 0..4 {
-                            d[c] = sums[j][c] * ws[c];
+                            // Σ x·w = s·Σ(q + 128)·w + min·Σw, the weight bytes `bs`.
+                            let (scale, min) = xs[row];
+                            let bias = (128.0 * scale + min) * bs[c] as f32;
+                            d[c] = (scale * sums[j][c] as f32 + bias) * ws[c];
                         }
                         // SAFETY: `out` holds `m * rows` values and outlives the pool's
                         // call; group `g` alone writes columns `4g..4g + keep` (≤ rows).
@@ -168,6 +185,26 @@ impl I8Matrix {
     }
 }
 
+/// Quantizes a row asymmetrically over its range, as ONNX Runtime's dynamic quantization
+/// does (a tensor's there): `u = round((x - min) / s)` in 0..=255 with `s = (max - min) /
+/// 255`, stored as `u - 128` so that both kernels read signed bytes; returns `(s, min)`.
+/// Over a skewed range (GELU's outputs, say) this resolves twice as finely as a symmetric
+/// scale.
+fn quantize_row(row: &[f32], q: &mut [i8]) -> (f32, f32) {
+    let (lo, hi) = row
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    let s = (hi - lo) / 255.0;
+    let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
+    for (q, &v) in q.iter_mut().zip(row) {
+        let u = ((v - lo) * inv).round().clamp(0.0, 255.0) as i32;
+        *q = (u - 128) as i8;
+    }
+    (s, lo)
+}
+
 /// A row's scale (`max |x| / 127`) and its inverse (0 for an all-zero row).
 fn scale_of(row: &[f32]) -> (f32, f32) {
     let amax = row.iter().fold(0f32, |a, v| a.max(v.abs()));
@@ -175,53 +212,82 @@ fn scale_of(row: &[f32]) -> (f32, f32) {
     (s, if s > 0.0 { 1.0 / s } else { 0.0 })
 }
 
-/// Whether this CPU runs the kernel.
-fn kernel_available() -> bool {
+/// The best kernel this CPU runs, if any.
+fn best_kernel() -> Option<Kernel> {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx2") && has!("fma")) {
+            return None;
+        }
+        if has!("avx512vnni") && has!("avx512vl") {
+            return Some(Kernel::Avx512Vnni);
+        }
+        if has!("avxvnni") {
+            return Some(Kernel::AvxVnni);
+        }
+        Some(Kernel::Avx2)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
 }
 
-/// The dot products of two quantized rows (bytes, a scale per block) with a group of four
-/// weight rows, before the weight rows' scales.
+/// The integer dot products of two quantized rows with a group of four weight rows
+/// (`byte_sums`: the four rows' byte sums).
 #[inline(always)]
-fn sums(w: &[i8], x0: (&[i8], &[f32]), x1: (&[i8], &[f32])) -> [[f32; 4]; 2] {
-    let blocks = x0.1.len();
+fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
+    let cols = x0.len();
     assert!(
-        x0.0.len() == blocks * BLOCK
-            && x1.0.len() == blocks * BLOCK
-            && x1.1.len() == blocks
-            && w.len() == 4 * blocks * BLOCK
+        cols.is_multiple_of(BLOCK)
+            && x1.len() == cols
+            && w.len() == 4 * cols
+            && byte_sums.len() == 4
     );
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: only reached when `kernel_available()` (an I8Matrix exists only then), and
-        // the slices hold whole blocks (asserted above).
-        unsafe { sums_avx2(w, x0, x1) }
+        // SAFETY: `kernel` is what `best_kernel()` found this CPU to run (an I8Matrix exists
+        // only then), and the slices hold whole blocks (asserted above).
+        unsafe {
+            match kernel {
+                Kernel::Avx2 => sums_avx2(w, x0, x1),
+                Kernel::AvxVnni => sums_avxvnni(w, byte_sums, x0, x1),
+                Kernel::Avx512Vnni => sums_avx512vnni(w, byte_sums, x0, x1),
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = (kernel, w, byte_sums, x0, x1);
         unreachable!("no I8Matrix without AVX2")
+    }
+}
+
+/// Horizontal sum of eight 32-bit lanes (exact, in a fixed order).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn hsum_epi32(a: std::arch::x86_64::__m256i) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY: callers are compiled with AVX2 enabled.
+    unsafe {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
+        _mm_cvtsi128_si32(s)
     }
 }
 
 /// Per block, row and weight row: |x| times x's sign moved onto the weight (`maddubs`
 /// multiplies unsigned by signed bytes; no pair exceeds 2 × 127 × 127, so the 16-bit sums
-/// cannot saturate), widened to 32-bit (exact), to f32, and added times the row block's
-/// scale into the pair's own accumulator; the horizontal sums at the end are in a fixed
-/// order. The block scale is one broadcast per row and block, shared by the four columns.
+/// cannot saturate), widened to 32-bit lanes and added: exact.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn sums_avx2(w: &[i8], x0: (&[i8], &[f32]), x1: (&[i8], &[f32])) -> [[f32; 4]; 2] {
+unsafe fn sums_avx2(w: &[i8], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
     use std::arch::x86_64::*;
-    let blocks = x0.1.len();
+    let blocks = x0.len() / BLOCK;
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+    let mut acc = [[_mm256_setzero_si256(); 4]; 2];
     for b in 0..blocks {
         // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
         unsafe {
@@ -233,29 +299,75 @@ unsafe fn sums_avx2(w: &[i8], x0: (&[i8], &[f32]), x1: (&[i8], &[f32])) -> [[f32
                 _mm256_loadu_si256(wq.add(3 * BLOCK) as *const __m256i),
             ];
             for (j, x) in [x0, x1].into_iter().enumerate() {
-                let y = _mm256_loadu_si256(x.0.as_ptr().add(b * BLOCK) as *const __m256i);
+                let y = _mm256_loadu_si256(x.as_ptr().add(b * BLOCK) as *const __m256i);
                 let ay = _mm256_sign_epi8(y, y);
-                let d = _mm256_set1_ps(*x.1.get_unchecked(b));
                 for c in 0..4 {
                     let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(wv[c], y));
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                    acc[j][c] = _mm256_fmadd_ps(p, d, acc[j][c]);
+                    acc[j][c] = _mm256_add_epi32(acc[j][c], _mm256_madd_epi16(p, ones));
                 }
             }
         }
     }
-    let mut out = [[0f32; 4]; 2];
+    let mut out = [[0i32; 4]; 2];
     for j in 0..2 {
         for c in 0..4 {
-            let a = acc[j][c];
-            let s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-            out[j][c] = _mm_cvtss_f32(s);
+            // SAFETY: AVX2 is enabled in this function.
+            out[j][c] = unsafe { hsum_epi32(acc[j][c]) };
         }
     }
     out
 }
+
+/// The VNNI kernels: per block, row and weight row one `vpdpbusd` of the row's bytes made
+/// unsigned (+128, a flip of the top bit) by the weight's signed bytes, summed in 32-bit
+/// lanes (exact: at most 4 × 255 × 128 per lane and block); the offset's share,
+/// 128 × the weight row's byte sum, is taken off at the end.
+macro_rules! vnni_kernel {
+    ($name:ident, $features:literal, $dpbusd:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(w: &[i8], byte_sums: &[i32], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
+            use std::arch::x86_64::*;
+            let blocks = x0.len() / BLOCK;
+            let flip = _mm256_set1_epi8(-128);
+            let mut acc = [[_mm256_setzero_si256(); 4]; 2];
+            for b in 0..blocks {
+                // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
+                unsafe {
+                    let wq = w.as_ptr().add(b * 4 * BLOCK);
+                    let wv = [
+                        _mm256_loadu_si256(wq as *const __m256i),
+                        _mm256_loadu_si256(wq.add(BLOCK) as *const __m256i),
+                        _mm256_loadu_si256(wq.add(2 * BLOCK) as *const __m256i),
+                        _mm256_loadu_si256(wq.add(3 * BLOCK) as *const __m256i),
+                    ];
+                    for (j, x) in [x0, x1].into_iter().enumerate() {
+                        let y = _mm256_loadu_si256(x.as_ptr().add(b * BLOCK) as *const __m256i);
+                        let uy = _mm256_xor_si256(y, flip);
+                        for c in 0..4 {
+                            acc[j][c] = $dpbusd(acc[j][c], uy, wv[c]);
+                        }
+                    }
+                }
+            }
+            let mut out = [[0i32; 4]; 2];
+            for j in 0..2 {
+                for c in 0..4 {
+                    // SAFETY: AVX2 is enabled with this function's features.
+                    out[j][c] = unsafe { hsum_epi32(acc[j][c]) } - 128 * byte_sums[c];
+                }
+            }
+            out
+        }
+    };
+}
+
+vnni_kernel!(sums_avxvnni, "avx2,fma,avxvnni", _mm256_dpbusd_avx_epi32);
+vnni_kernel!(
+    sums_avx512vnni,
+    "avx2,fma,avx512vnni,avx512vl",
+    _mm256_dpbusd_epi32
+);
 
 /// The matrix as f32 (each weight its byte times its row's scale), for tests.
 #[cfg(test)]
@@ -286,7 +398,7 @@ mod tests {
 
     #[test]
     fn products_are_the_exact_products_of_the_quantized_values() {
-        if !kernel_available() {
+        if best_kernel().is_none() {
             eprintln!("no AVX2: the kernel is not used here");
             return;
         }
@@ -310,14 +422,16 @@ mod tests {
             let got = q.matmul(&x, m);
             for r in 0..m {
                 let xr = &x[r * cols..(r + 1) * cols];
-                // The rows are quantized per block of 32.
-                let xq: Vec<f64> = xr
-                    .chunks(BLOCK)
-                    .flat_map(|b| {
-                        let (s, inv) = scale_of(b);
-                        b.iter().map(move |v| (v * inv).round() as f64 * s as f64)
-                    })
+                // Each row is quantized over its range.
+                let mut qr = vec![0i8; cols];
+                let (s, lo) = quantize_row(xr, &mut qr);
+                let xq: Vec<f64> = qr
+                    .iter()
+                    .map(|&q| (f64::from(q) + 128.0) * s as f64 + lo as f64)
                     .collect();
+                for (a, &v) in xq.iter().zip(xr) {
+                    assert!((a - v as f64).abs() <= s as f64 * 0.51 + 1e-6, "{a} {v}");
+                }
                 for c in 0..rows {
                     // The product of the two quantized operands, in f64.
                     let want: f64 = xq
@@ -343,8 +457,53 @@ mod tests {
     }
 
     #[test]
+    fn every_kernel_this_cpu_runs_gives_the_same_values() {
+        let Some(best) = best_kernel() else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        let has = |f: &str| match f {
+            "avxvnni" => std::arch::is_x86_feature_detected!("avxvnni"),
+            _ => {
+                std::arch::is_x86_feature_detected!("avx512vnni")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+            }
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let has = |_: &str| false;
+        let mut kernels = vec![Kernel::Avx2];
+        if has("avxvnni") {
+            kernels.push(Kernel::AvxVnni);
+        }
+        if has("avx512vnni") {
+            kernels.push(Kernel::Avx512Vnni);
+        }
+        assert!(kernels.contains(&best));
+        eprintln!("kernels compared: {kernels:?}");
+        // Extreme bytes too: weights at ±127, inputs at ±127 and zero.
+        let (rows, cols, m) = (37, 1536, 5);
+        let mut w = values(rows * cols, 13);
+        w[0] = 50.0;
+        w[cols + 3] = -50.0;
+        let mut x = values(m * cols, 17);
+        x[5] = 9.0;
+        x[cols + 7] = -9.0;
+        x[2 * cols..3 * cols].fill(0.0);
+        let mut q = I8Matrix::quantize(&w, rows, cols).expect("q");
+        let mut results = Vec::new();
+        for k in &kernels {
+            q.kernel = *k;
+            results.push(q.matmul(&x, m));
+        }
+        for (k, r) in kernels.iter().zip(&results) {
+            assert_eq!(r, &results[0], "{k:?} against AVX2");
+        }
+        assert!(results[0][2 * rows..3 * rows].iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
     fn a_rows_result_does_not_depend_on_the_other_rows_and_bad_shapes_are_refused() {
-        if !kernel_available() {
+        if best_kernel().is_none() {
             return;
         }
         let (rows, cols) = (203, 160);

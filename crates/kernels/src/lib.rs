@@ -13,7 +13,7 @@
 //! tensor operations.
 //!
 //! [`i8`] multiplies a few rows by an int8 matrix with a scale per output channel (a
-//! query's products in the embedders).
+//! query's products in the embedders), with VNNI where the CPU has it.
 //!
 //! [`q8`] multiplies a few rows by a Q8_0 matrix (decoding with a quantized language model),
 //! where candle's product is several times slower; see its module documentation.
