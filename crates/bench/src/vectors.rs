@@ -171,12 +171,19 @@ pub fn vectors(
     );
     let started = Instant::now();
     let mut ann = Vectors::new(dim, Backend::Hnsw)?;
-    for (i, v) in data.iter().enumerate() {
-        ann.add(i as u64 + 1, v)?;
+    // In batches, as ingest adds them (concurrent insertion on rayon's pool).
+    for (b, part) in data.chunks(4096).enumerate() {
+        let items: Vec<(u64, &[f32])> = part
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((b * 4096 + i) as u64 + 1, v.as_slice()))
+            .collect();
+        ann.add_batch(&items)?;
     }
     outln!(
-        "hnsw: {n} x {dim}, build {:.1} s",
-        started.elapsed().as_secs_f64()
+        "hnsw: {n} x {dim}, build {:.1} s ({} threads)",
+        started.elapsed().as_secs_f64(),
+        rayon::current_num_threads()
     );
     for (name, qs) in &sets {
         let (truth, p50, p99) = run_queries(&exact, qs, limit)?;

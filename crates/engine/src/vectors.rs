@@ -282,11 +282,11 @@ impl Engine {
         for key in removed {
             vectors.remove(key)?;
         }
-        for (key, h) in &adds {
-            if let Some(v) = cache.get(h) {
-                vectors.add(*key, v)?;
-            }
-        }
+        let items: Vec<(u64, &[f32])> = adds
+            .iter()
+            .filter_map(|(key, h)| cache.get(h).map(|v| (*key, v.as_slice())))
+            .collect();
+        vectors.add_batch(&items)?;
         vectors.rebalance()?;
         self.vector_gen = store_gen;
         Ok(())

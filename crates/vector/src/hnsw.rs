@@ -101,6 +101,58 @@ impl HnswIndex {
         Ok(())
     }
 
+    /// Adds (or replaces) many vectors, inserted concurrently on rayon's pool (usearch's
+    /// graph takes concurrent insertions once it has a context per thread). Insertion is
+    /// most of an HNSW index's build time, one vector at a time on one core: at 1M chunks
+    /// it kept ingest to about 200 chunks/s (BENCHMARKS.md). The graph then depends on the
+    /// order the threads happened to insert in, which an approximate index allows; the set
+    /// of keys and vectors does not. A key given twice keeps its last vector.
+    pub fn add_batch(&mut self, items: &[(u64, &[f32])]) -> Result<(), VectorError> {
+        if let Some((_, v)) = items.iter().find(|(_, v)| v.len() != self.dim) {
+            return Err(VectorError::Dimension {
+                expected: self.dim,
+                got: v.len(),
+            });
+        }
+        // The last occurrence of each key, in the batch's order.
+        let mut last = std::collections::HashMap::with_capacity(items.len());
+        for (i, (k, _)) in items.iter().enumerate() {
+            last.insert(*k, i);
+        }
+        let items: Vec<&(u64, &[f32])> = items
+            .iter()
+            .enumerate()
+            .filter(|(i, (k, _))| last.get(k) == Some(i))
+            .map(|(_, item)| item)
+            .collect();
+        for (k, _) in &items {
+            if self.keys.contains(k) {
+                self.remove(*k)?;
+            }
+        }
+        let threads = rayon::current_num_threads().max(1);
+        let need = self.index.size() + items.len();
+        let capacity = if need > self.index.capacity() {
+            need.max(self.index.capacity() * 2).max(1024)
+        } else {
+            self.index.capacity()
+        };
+        self.index
+            .reserve_capacity_and_threads(capacity, threads)
+            .map_err(ffi("reserving HNSW capacity"))?;
+        let index = &self.index;
+        let added = if threads == 1 || items.len() < 2 * threads {
+            items.iter().try_for_each(|(k, v)| index.add(*k, v))
+        } else {
+            use rayon::prelude::*;
+            items.par_iter().try_for_each(|(k, v)| index.add(*k, v))
+        };
+        // Keys are recorded even when an insertion failed midway: `keys` must hold every key
+        // the graph may hold (removing an absent key is harmless; forgetting one is not).
+        self.keys.extend(items.iter().map(|(k, _)| *k));
+        added.map_err(ffi("adding to HNSW"))
+    }
+
     /// Removes `key`; `false` when absent.
     pub fn remove(&mut self, key: u64) -> Result<bool, VectorError> {
         if !self.keys.remove(&key) {

@@ -249,6 +249,16 @@ impl Vectors {
         }
     }
 
+    /// Adds (or replaces) many vectors; an HNSW graph inserts them concurrently
+    /// ([`HnswIndex::add_batch`]). A key given twice keeps its last vector. Call
+    /// [`Vectors::rebalance`] after.
+    pub fn add_batch(&mut self, items: &[(u64, &[f32])]) -> Result<(), VectorError> {
+        match &mut self.inner {
+            Inner::Exact(f) => items.iter().try_for_each(|(k, v)| f.add(*k, v)),
+            Inner::Hnsw(h) => h.add_batch(items),
+        }
+    }
+
     /// Removes `key`; `false` when absent.
     pub fn remove(&mut self, key: u64) -> Result<bool, VectorError> {
         match &mut self.inner {
@@ -271,9 +281,8 @@ impl Vectors {
         match (&self.inner, want_hnsw) {
             (Inner::Exact(f), true) => {
                 let mut h = HnswIndex::new(f.dim())?;
-                for (k, v) in f.iter() {
-                    h.add(k, v)?;
-                }
+                let items: Vec<(u64, &[f32])> = f.iter().collect();
+                h.add_batch(&items)?;
                 self.inner = Inner::Hnsw(h);
             }
             (Inner::Hnsw(h), false) => {

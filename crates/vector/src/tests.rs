@@ -150,3 +150,57 @@ fn an_exact_copy_of_an_hnsw_index_holds_every_vector_and_searches_exactly() {
         }
     }
 }
+
+#[test]
+fn a_batch_is_inserted_concurrently_replaces_keys_and_keeps_a_repeated_keys_last_vector() {
+    let data = vectors(2000, 16, 11);
+    let (mut batched, mut single) = (
+        Vectors::new(16, Backend::Hnsw).expect("new"),
+        Vectors::new(16, Backend::Exact).expect("new"),
+    );
+    let items: Vec<(u64, &[f32])> = data
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as u64 + 1, v.as_slice()))
+        .collect();
+    batched.add_batch(&items[..1500]).expect("batch");
+    // The second batch replaces keys 1..=100 with other vectors, and gives key 1600 twice.
+    let mut second: Vec<(u64, &[f32])> = items[1500..].to_vec();
+    second.extend((0..100).map(|i| (i as u64 + 1, data[1999 - i].as_slice())));
+    second.push((1600, data[7].as_slice()));
+    batched.add_batch(&second).expect("batch");
+    for (k, v) in items.iter().chain(&second) {
+        single.add(*k, v).expect("add");
+    }
+    assert_eq!((batched.len(), single.len()), (2000, 2000));
+    let (copy, want) = (
+        batched.exact_copy().expect("copy"),
+        single.exact_copy().expect("copy"),
+    );
+    for k in 1..=2000u64 {
+        assert_eq!(copy.get(k), want.get(k), "key {k}");
+    }
+    // The graph built by several threads finds what exact search finds.
+    let mut found = 0;
+    for q in data.iter().step_by(100) {
+        let e = single.search_vec(q, 10, None).expect("exact");
+        let a = batched.search_vec(q, 10, None).expect("ann");
+        found += a
+            .iter()
+            .filter(|h| e.iter().any(|x| x.card == h.card))
+            .count();
+    }
+    assert!(
+        found >= 190,
+        "recall after concurrent insertion: {found}/200"
+    );
+    let bad = [(5u64, &data[0][..8])];
+    assert!(matches!(
+        batched.add_batch(&bad),
+        Err(VectorError::Dimension {
+            expected: 16,
+            got: 8
+        })
+    ));
+    assert_eq!(batched.len(), 2000, "a refused batch changes nothing");
+}
