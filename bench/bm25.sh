@@ -5,7 +5,8 @@
 #
 #   bench/bm25.sh [SHARED_DATA_DIR]     (default ../shared/data)
 #
-# Writes bench/out/*.json and prints the table recorded in BENCHMARKS.md.
+# Writes bench/out/bm25/*.json (its own folder: other benchmarks keep indexes under
+# bench/out) and prints the table recorded in BENCHMARKS.md.
 # Running time: about 4 minutes on 2 cores once built (ingest ~1 min, the three rounds ~3
 # min); the release build adds ~6 minutes the first time. The indexes are BM25-only
 # (`--embedder none`): this benchmark measures the lexical leg and builds nothing else.
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 data=${1:-../shared/data}
 scifact="$data/scifact"
 codebase="$data/anthropic-codebase"
-out=bench/out
+out=bench/out/bm25
 rm -rf "$out" && mkdir -p "$out"
 
 if [ ! -x bench/.venv/bin/python ]; then
