@@ -94,15 +94,7 @@ impl I8Matrix {
 
     /// `x` (`m` × in, f32) times the transposed matrix: `m` × out.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (m, k) = x.dims2()?;
-        if k != self.cols {
-            candle_core::bail!(
-                "int8 product: rows of {k} values against a matrix of {} columns",
-                self.cols
-            );
-        }
-        let values: Vec<f32> = x.contiguous()?.flatten_all()?.to_vec1()?;
-        Tensor::from_vec(self.matmul(&values, m), (m, self.rows), x.device())
+        crate::host_product(x, "int8", (self.rows, self.cols), |v, m| self.matmul(v, m))
     }
 
     /// The product on the host: `x` holds `m` rows of `cols` values; the result `m` rows
@@ -151,13 +143,12 @@ impl I8Matrix {
                             .enumerate()
                             .take(if r1 == r { 1 } else { 2 })
                     {
-                        let mut d = [0f32; 4];
-                        for c in 0..4 {
-                            // Σ x·w = s·Σ(q + 128)·w + min·Σw, the weight bytes `bs`.
-                            let (scale, min) = xs[row];
+                        // Σ x·w = s·Σ(q + 128)·w + min·Σw, the weight bytes `bs`.
+                        let (scale, min) = xs[row];
+                        let d: [f32; 4] = std::array::from_fn(|c| {
                             let bias = (128.0 * scale + min) * bs[c] as f32;
-                            d[c] = (scale * sums[j][c] as f32 + bias) * ws[c];
-                        }
+                            (scale * sums[j][c] as f32 + bias) * ws[c]
+                        });
                         // SAFETY: `out` holds `m * rows` values and outlives the pool's
                         // call; group `g` alone writes columns `4g..4g + keep` (≤ rows).
                         unsafe {
@@ -278,6 +269,46 @@ unsafe fn hsum_epi32(a: std::arch::x86_64::__m256i) -> i32 {
     }
 }
 
+/// Block `b`'s 32 bytes of each of a group's four weight rows.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load_weights(w: &[i8], b: usize) -> [std::arch::x86_64::__m256i; 4] {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller checked that `w` holds block `b` of four rows (`sums`' assert).
+    unsafe {
+        let wq = w.as_ptr().add(b * 4 * BLOCK);
+        [
+            _mm256_loadu_si256(wq.cast()),
+            _mm256_loadu_si256(wq.add(BLOCK).cast()),
+            _mm256_loadu_si256(wq.add(2 * BLOCK).cast()),
+            _mm256_loadu_si256(wq.add(3 * BLOCK).cast()),
+        ]
+    }
+}
+
+/// Block `b`'s 32 bytes of a quantized row.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load_row(x: &[i8], b: usize) -> std::arch::x86_64::__m256i {
+    // SAFETY: the caller checked that `x` holds block `b` (`sums`' assert).
+    unsafe { std::arch::x86_64::_mm256_loadu_si256(x.as_ptr().add(b * BLOCK).cast()) }
+}
+
+/// The horizontal sums of two rows' four accumulators.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn hsums(acc: &[[std::arch::x86_64::__m256i; 4]; 2]) -> [[i32; 4]; 2] {
+    // Plain loops, no closures: a closure would not inherit the caller's AVX2.
+    let mut out = [[0i32; 4]; 2];
+    for j in 0..2 {
+        for c in 0..4 {
+            // SAFETY: callers are compiled with AVX2 enabled.
+            out[j][c] = unsafe { hsum_epi32(acc[j][c]) };
+        }
+    }
+    out
+}
+
 /// Per block, row and weight row: |x| times x's sign moved onto the weight (`maddubs`
 /// multiplies unsigned by signed bytes; no pair exceeds 2 × 127 × 127, so the 16-bit sums
 /// cannot saturate), widened to 32-bit lanes and added: exact.
@@ -291,15 +322,9 @@ unsafe fn sums_avx2(w: &[i8], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
     for b in 0..blocks {
         // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
         unsafe {
-            let wq = w.as_ptr().add(b * 4 * BLOCK);
-            let wv = [
-                _mm256_loadu_si256(wq as *const __m256i),
-                _mm256_loadu_si256(wq.add(BLOCK) as *const __m256i),
-                _mm256_loadu_si256(wq.add(2 * BLOCK) as *const __m256i),
-                _mm256_loadu_si256(wq.add(3 * BLOCK) as *const __m256i),
-            ];
+            let wv = load_weights(w, b);
             for (j, x) in [x0, x1].into_iter().enumerate() {
-                let y = _mm256_loadu_si256(x.as_ptr().add(b * BLOCK) as *const __m256i);
+                let y = load_row(x, b);
                 let ay = _mm256_sign_epi8(y, y);
                 for c in 0..4 {
                     let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(wv[c], y));
@@ -308,14 +333,8 @@ unsafe fn sums_avx2(w: &[i8], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
             }
         }
     }
-    let mut out = [[0i32; 4]; 2];
-    for j in 0..2 {
-        for c in 0..4 {
-            // SAFETY: AVX2 is enabled in this function.
-            out[j][c] = unsafe { hsum_epi32(acc[j][c]) };
-        }
-    }
-    out
+    // SAFETY: AVX2 is enabled in this function.
+    unsafe { hsums(&acc) }
 }
 
 /// The VNNI kernels: per block, row and weight row one `vpdpbusd` of the row's bytes made
@@ -334,30 +353,23 @@ macro_rules! vnni_kernel {
             for b in 0..blocks {
                 // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
                 unsafe {
-                    let wq = w.as_ptr().add(b * 4 * BLOCK);
-                    let wv = [
-                        _mm256_loadu_si256(wq as *const __m256i),
-                        _mm256_loadu_si256(wq.add(BLOCK) as *const __m256i),
-                        _mm256_loadu_si256(wq.add(2 * BLOCK) as *const __m256i),
-                        _mm256_loadu_si256(wq.add(3 * BLOCK) as *const __m256i),
-                    ];
+                    let wv = load_weights(w, b);
                     for (j, x) in [x0, x1].into_iter().enumerate() {
-                        let y = _mm256_loadu_si256(x.as_ptr().add(b * BLOCK) as *const __m256i);
-                        let uy = _mm256_xor_si256(y, flip);
+                        let uy = _mm256_xor_si256(load_row(x, b), flip);
                         for c in 0..4 {
                             acc[j][c] = $dpbusd(acc[j][c], uy, wv[c]);
                         }
                     }
                 }
             }
-            let mut out = [[0i32; 4]; 2];
-            for j in 0..2 {
-                for c in 0..4 {
-                    // SAFETY: AVX2 is enabled with this function's features.
-                    out[j][c] = unsafe { hsum_epi32(acc[j][c]) } - 128 * byte_sums[c];
+            // SAFETY: AVX2 is enabled with this function's features.
+            let mut sums = unsafe { hsums(&acc) };
+            for row in &mut sums {
+                for (s, b) in row.iter_mut().zip(byte_sums) {
+                    *s -= 128 * b;
                 }
             }
-            out
+            sums
         }
     };
 }

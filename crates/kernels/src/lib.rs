@@ -26,6 +26,24 @@ use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+/// `x` (`m` × `cols`, f32) times a quantized matrix of `rows` × `cols` transposed, computed
+/// on the host by `matmul` (the rows' values and `m`, giving `m` × `rows`): the tensor
+/// plumbing of [`i8::I8Matrix::forward`] and [`q8::Q8Matrix::forward`]. `what` names the
+/// product in the error for rows of the wrong width.
+fn host_product(
+    x: &Tensor,
+    what: &str,
+    (rows, cols): (usize, usize),
+    matmul: impl FnOnce(&[f32], usize) -> Vec<f32>,
+) -> candle_core::Result<Tensor> {
+    let (m, k) = x.dims2()?;
+    if k != cols {
+        candle_core::bail!("{what} product: rows of {k} values against a matrix of {cols} columns");
+    }
+    let values: Vec<f32> = x.contiguous()?.flatten_all()?.to_vec1()?;
+    Tensor::from_vec(matmul(&values, m), (m, rows), x.device())
+}
+
 /// `e^x` in f32, branch-free (so loops over it vectorise), within 2 ulps of the exact value
 /// on [-87, 88]; below that it gives the smallest normal value (about 1.2e-38) instead of
 /// underflowing, above it the largest finite one, and NaN stays NaN.

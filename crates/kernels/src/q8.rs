@@ -89,16 +89,7 @@ impl Q8Matrix {
 
     /// `x` (`m` × in, f32) times the transposed matrix: `m` × out.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (m, k) = x.dims2()?;
-        if k != self.cols {
-            candle_core::bail!(
-                "q8 product: rows of {k} values against a matrix of {} columns",
-                self.cols
-            );
-        }
-        let values: Vec<f32> = x.contiguous()?.flatten_all()?.to_vec1()?;
-        let out = self.matmul(&values, m);
-        Tensor::from_vec(out, (m, self.rows), x.device())
+        crate::host_product(x, "q8", (self.rows, self.cols), |v, m| self.matmul(v, m))
     }
 
     /// `x` holds `m` rows of `cols` values; the result holds `m` rows of `rows` values.

@@ -75,13 +75,24 @@ impl HnswIndex {
 
     /// Makes room for `extra` more vectors (usearch needs capacity before adding).
     fn reserve(&self, extra: usize) -> Result<(), VectorError> {
-        let need = self.index.size() + extra;
-        if need > self.index.capacity() {
+        let capacity = self.capacity_for(extra);
+        if capacity > self.index.capacity() {
             self.index
-                .reserve(need.max(self.index.capacity() * 2).max(1024))
+                .reserve(capacity)
                 .map_err(ffi("reserving HNSW capacity"))?;
         }
         Ok(())
+    }
+
+    /// The capacity `extra` more vectors need: the current one if it suffices, else
+    /// doubled (at least 1024), so that growing one vector at a time stays amortised.
+    fn capacity_for(&self, extra: usize) -> usize {
+        let (need, capacity) = (self.index.size() + extra, self.index.capacity());
+        if need > capacity {
+            need.max(capacity * 2).max(1024)
+        } else {
+            capacity
+        }
     }
 
     /// Adds (or replaces) `key`'s vector.
@@ -131,14 +142,8 @@ impl HnswIndex {
             }
         }
         let threads = rayon::current_num_threads().max(1);
-        let need = self.index.size() + items.len();
-        let capacity = if need > self.index.capacity() {
-            need.max(self.index.capacity() * 2).max(1024)
-        } else {
-            self.index.capacity()
-        };
         self.index
-            .reserve_capacity_and_threads(capacity, threads)
+            .reserve_capacity_and_threads(self.capacity_for(items.len()), threads)
             .map_err(ffi("reserving HNSW capacity"))?;
         let index = &self.index;
         let added = if threads == 1 || items.len() < 2 * threads {
