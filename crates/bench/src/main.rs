@@ -40,6 +40,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    situate_engine::tune_malloc();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

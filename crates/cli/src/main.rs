@@ -423,26 +423,8 @@ struct AskArgs {
     filter: FilterArgs,
 }
 
-/// Keeps freed memory in the process for reuse. By default glibc serves every large block
-/// (a model's activations: tens of megabytes) with a fresh `mmap` and returns it on free, so
-/// each tensor of a forward pass costs zeroed pages from the kernel: about a quarter of
-/// MiniLM's embedding time went to page faults (perf, BENCHMARKS.md). With large blocks kept
-/// on the heap MiniLM embeds about 1.3x faster. Set from the binary, not the library: the
-/// allocator is the program's choice.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_malloc() {
-    // SAFETY: mallopt only sets allocator parameters; called first thing, before any thread.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_malloc() {}
-
 fn main() -> ExitCode {
-    tune_malloc();
+    situate_engine::tune_malloc();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

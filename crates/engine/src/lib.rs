@@ -38,6 +38,7 @@ pub mod eval;
 pub mod follow;
 mod ingest;
 mod ingest_request;
+mod malloc;
 mod query;
 mod review;
 pub mod settings;
@@ -55,6 +56,7 @@ pub use ingest::{IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store, prepare_ingest,
 };
+pub use malloc::tune_malloc;
 pub use query::{Rerank, SearchResponse};
 pub use review::{Decision, ReverifyReport};
 pub use settings::{

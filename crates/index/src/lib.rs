@@ -528,6 +528,104 @@ mod tests {
         }
     }
 
+    /// Pruned scoring (MaxScore, term at a time) returns the exhaustive top k: Zipf-like
+    /// documents over three segments with deletes, queries mixing rare and common words,
+    /// several k; and it does leave lists unread.
+    #[test]
+    fn pruned_scoring_matches_exhaustive_scoring() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).unwrap();
+        let words: Vec<String> = (0..300).map(|i| format!("w{i}x")).collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut card = 0u64;
+        for segment in 0..3u64 {
+            for d in 0..700 {
+                let len = 5 + next() % 60;
+                let text: Vec<&str> = (0..len)
+                    .map(|_| {
+                        let r = (next() % 10_000) as f64 / 10_000.0;
+                        words[(r.powi(4) * words.len() as f64) as usize].as_str()
+                    })
+                    .collect();
+                let context = (d % 2 == 0).then(|| text[..3.min(text.len())].join(" "));
+                idx.add_chunk(
+                    card,
+                    &format!("s{segment}d{d}"),
+                    Language::En,
+                    context.as_deref(),
+                    &text.join(" "),
+                )
+                .unwrap();
+                card += 1;
+            }
+            idx.commit(segment + 1).unwrap();
+        }
+        for d in (0..700).step_by(5) {
+            idx.delete_document(&format!("s0d{d}")).unwrap();
+        }
+        idx.commit(4).unwrap();
+        idx.close_writer();
+        let searcher = idx.reader.searcher();
+        scorer::LOOKED_UP.with(|c| c.set(0));
+        let mut compared = 0;
+        for qi in 0..40u64 {
+            // Two or three rarer words and three of the most common ones.
+            let mut text: Vec<&str> = (0..3)
+                .map(|j| words[((qi * 7 + j * 13) % 200 + 60) as usize].as_str())
+                .collect();
+            text.extend((0..3).map(|j| words[((qi + j) % 6) as usize].as_str()));
+            let text = text.join(" ");
+            for (match_on, limit) in [
+                (MatchOn::Plain, 1),
+                (MatchOn::Contextual, 10),
+                (MatchOn::Plain, 25),
+            ] {
+                let query = LexicalQuery {
+                    limit,
+                    ..q(&text, match_on)
+                };
+                let terms = idx.weighted_terms(&query);
+                let full = scorer::top_cards_pruning_from(
+                    &searcher,
+                    &terms,
+                    "card",
+                    limit,
+                    None,
+                    u32::MAX,
+                )
+                .unwrap();
+                let pruned =
+                    scorer::top_cards_pruning_from(&searcher, &terms, "card", limit, None, 0)
+                        .unwrap();
+                assert_eq!(full.len(), limit, "{text}");
+                assert_eq!(pruned.len(), full.len(), "{text}");
+                for (i, (p, f)) in pruned.iter().zip(&full).enumerate() {
+                    assert!(
+                        (p.0 - f.0).abs() <= 1e-4 * f.0.max(1.0),
+                        "{text} k={limit} rank {i}: {p:?} against {f:?}"
+                    );
+                    if p.1 != f.1 {
+                        let tie = full.iter().any(|x| x.1 == p.1 && (x.0 - f.0).abs() <= 1e-4);
+                        assert!(tie, "{text} k={limit} rank {i}: {p:?} against {f:?}");
+                    }
+                }
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 120);
+        let looked_up = scorer::LOOKED_UP.with(|c| c.get());
+        assert!(
+            looked_up > 60,
+            "pruning left only {looked_up} term lists unread"
+        );
+    }
+
     #[test]
     fn plain_and_contextual_bm25_from_one_index() {
         let dir = tempfile::tempdir().expect("tmp");

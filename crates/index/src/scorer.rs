@@ -16,6 +16,10 @@
 //! A unit test checks this against `BooleanQuery` + `TopDocs` on several segments with
 //! deletes and boosts.
 //!
+//! On large collections, where a query's common words have long lists, a segment is scored
+//! with MaxScore-style pruning instead ([`Pruned`]): the same top k, most of the common
+//! words' blocks never decoded (at one million chunks, BENCHMARKS.md).
+//!
 //! History (BENCHMARKS.md, SciFact, one thread): `TopDocs` with block-max WAND 6.3k queries/s;
 //! an exhaustive collector over tantivy's union 13k; MaxScore over `Weight::scorer` about half
 //! that; a term-at-a-time accumulator fed by tantivy's per-posting callback 6.8k. This
@@ -143,6 +147,12 @@ struct Scratch {
     candidates: Vec<(Score, DocId)>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Terms only looked up for candidates (not read whole), for tests to see pruning happen.
+    pub(crate) static LOOKED_UP: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     /// Recent fields' tables by (field, average length bits): 16 × 256 divisions each, so
@@ -211,6 +221,19 @@ pub fn top_cards(
     limit: usize,
     filter: Option<&CardSet>,
 ) -> Result<Vec<(Score, u64)>, ScoreError> {
+    top_cards_pruning_from(searcher, terms, card, limit, filter, PRUNE_MIN_POSTINGS)
+}
+
+/// [`top_cards`], pruning segments where one of the query's posting lists has at least
+/// `prune_min_postings` entries (tests set it to 0 to prune everywhere).
+pub(crate) fn top_cards_pruning_from(
+    searcher: &Searcher,
+    terms: &[(Term, Score)],
+    card: &str,
+    limit: usize,
+    filter: Option<&CardSet>,
+    prune_min_postings: u32,
+) -> Result<Vec<(Score, u64)>, ScoreError> {
     if limit == 0 || terms.is_empty() {
         return Ok(Vec::new());
     }
@@ -276,6 +299,30 @@ pub fn top_cards(
                 .filter_map(|p| p.infos[ord].as_ref())
                 .map(|i| u64::from(i.doc_freq))
                 .sum();
+            let longest = plans
+                .iter()
+                .filter_map(|p| p.infos[ord].as_ref())
+                .map(|i| i.doc_freq)
+                .max()
+                .unwrap_or(0);
+            if filter.is_none() && longest >= prune_min_postings {
+                // The best score kept so far from earlier segments bounds what this one must
+                // beat.
+                let floor = match heap.peek() {
+                    Some(worst) if heap.len() == limit => worst.score,
+                    _ => 0.0,
+                };
+                let pruned = Pruned {
+                    seg,
+                    plans: &plans,
+                    ord,
+                    limit,
+                    floor,
+                };
+                pruned.run(scores, touched, candidates)?;
+                push_best(seg, card, limit, None, candidates, &mut heap)?;
+                continue;
+            }
             let dense = (max_doc as u64) <= postings.saturating_mul(16);
             let mut n = 0usize;
             if !dense {
@@ -323,33 +370,8 @@ pub fn top_cards(
                         .map(|&doc| (std::mem::take(&mut scores[doc as usize]), doc)),
                 );
             }
-            let cards = result.and_then(|()| Ok(seg.fast_fields().u64(card)?))?;
-            if let Some(alive) = seg.alive_bitset() {
-                candidates.retain(|c| !alive.is_deleted(c.1));
-            }
-            // Without a filter, only the best `limit` (and any tied with the last of them)
-            // can be kept: select them in linear time before reading any card key.
-            if filter.is_none() && candidates.len() > limit {
-                let (_, nth, _) =
-                    candidates.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
-                let threshold = nth.0;
-                candidates.retain(|c| c.0 >= threshold);
-            }
-            for &(score, doc) in candidates.iter() {
-                if heap.len() == limit && heap.peek().is_some_and(|w| score < w.score) {
-                    continue;
-                }
-                let Some(key) = cards.first(doc) else {
-                    continue;
-                };
-                if filter.is_some_and(|f| !f.contains(key)) {
-                    continue;
-                }
-                heap.push(Entry { score, card: key });
-                if heap.len() > limit {
-                    heap.pop();
-                }
-            }
+            result?;
+            push_best(seg, card, limit, filter, candidates, &mut heap)?;
         }
         Ok(())
     })?;
@@ -358,4 +380,190 @@ pub fn top_cards(
         .into_iter()
         .map(|e| (e.score, e.card))
         .collect())
+}
+
+/// Pushes the segment's `candidates` (score, document) that can still be among the `limit`
+/// best into `heap`, leaving out deleted documents and those `filter` refuses.
+fn push_best(
+    seg: &tantivy::SegmentReader,
+    card: &str,
+    limit: usize,
+    filter: Option<&CardSet>,
+    candidates: &mut Vec<(Score, DocId)>,
+    heap: &mut BinaryHeap<Entry>,
+) -> Result<(), ScoreError> {
+    let cards = seg.fast_fields().u64(card)?;
+    if let Some(alive) = seg.alive_bitset() {
+        candidates.retain(|c| !alive.is_deleted(c.1));
+    }
+    // Without a filter, only the best `limit` (and any tied with the last of them) can be
+    // kept: select them in linear time before reading any card key.
+    if filter.is_none() && candidates.len() > limit {
+        let (_, nth, _) = candidates.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
+        let threshold = nth.0;
+        candidates.retain(|c| c.0 >= threshold);
+    }
+    for &(score, doc) in candidates.iter() {
+        if heap.len() == limit && heap.peek().is_some_and(|w| score < w.score) {
+            continue;
+        }
+        let Some(key) = cards.first(doc) else {
+            continue;
+        };
+        if filter.is_some_and(|f| !f.contains(key)) {
+            continue;
+        }
+        heap.push(Entry { score, card: key });
+        if heap.len() > limit {
+            heap.pop();
+        }
+    }
+    Ok(())
+}
+
+/// Segments where every posting list of the query is shorter than this are scored
+/// exhaustively: pruning only pays where a long list can be left mostly unread (at one
+/// million chunks the common words' lists are most of a query's postings; on SciFact's 5k
+/// documents no list comes near).
+const PRUNE_MIN_POSTINGS: u32 = 16_384;
+
+/// Slack on upper bounds, so that float rounding in a sum of contributions can never make a
+/// bound fall below a score it bounds.
+const BOUND_SLACK: Score = 1.0 + 1e-4;
+
+/// Top-k over one segment with MaxScore-style pruning, term at a time (Turtle and Flood's
+/// "MaxScore" in its term-at-a-time form). A term's contribution `weight * tf / (tf + norm)`
+/// is below its `weight`, so after the terms with the largest weights are accumulated
+/// exhaustively, the `limit`-th best score so far (a lower bound on the final `limit`-th,
+/// since scores only grow) may exceed what all remaining terms together could add. From then
+/// on no new document can enter the top `limit`: the remaining terms are only looked up, in
+/// document order through tantivy's skip lists (`BlockSegmentPostings::seek`), for the
+/// documents already scored that could still get in, and the blocks between them are never
+/// decoded. The result is the exhaustive top `limit` (with sums in another term order, so
+/// scores can differ in the last bits).
+struct Pruned<'a> {
+    seg: &'a tantivy::SegmentReader,
+    plans: &'a [TermPlan],
+    ord: usize,
+    limit: usize,
+    /// The score a document must reach to be kept (from earlier segments; 0 if none).
+    floor: Score,
+}
+
+impl Pruned<'_> {
+    /// Leaves in `candidates` the (score, document) pairs that can be among the best,
+    /// scored completely, and the accumulator all zeros again.
+    fn run(
+        &self,
+        scores: &mut [Score],
+        touched: &mut Vec<DocId>,
+        candidates: &mut Vec<(Score, DocId)>,
+    ) -> Result<(), ScoreError> {
+        let ord = self.ord;
+        let mut order: Vec<(&TermPlan, TermInfo)> = self
+            .plans
+            .iter()
+            .filter_map(|p| p.infos[ord].clone().map(|i| (p, i)))
+            .collect();
+        order.sort_by(|a, b| {
+            b.0.weight
+                .total_cmp(&a.0.weight)
+                .then(a.1.doc_freq.cmp(&b.1.doc_freq))
+        });
+        // rest[i]: what terms i.. can add at most; left[i]: their postings.
+        let mut rest = vec![0.0 as Score; order.len() + 1];
+        let mut left = vec![0u64; order.len() + 1];
+        for i in (0..order.len()).rev() {
+            rest[i] = rest[i + 1] + order[i].0.weight;
+            left[i] = left[i + 1] + u64::from(order[i].1.doc_freq);
+        }
+        let alive = self.seg.alive_bitset();
+        let mut n = 0usize;
+        let mut first_lookup = order.len();
+        let mut theta = self.floor;
+        let result = (|| -> Result<(), ScoreError> {
+            for (i, (plan, info)) in order.iter().enumerate() {
+                // Worth a threshold only when what is left to read outweighs the selection.
+                if i > 0 && left[i] > n as u64 {
+                    theta = theta.max(self.kth_best(scores, &touched[..n], alive, candidates));
+                    if rest[i] * BOUND_SLACK < theta {
+                        first_lookup = i;
+                        break;
+                    }
+                }
+                let index = self.seg.inverted_index(plan.field)?;
+                let block =
+                    index.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+                let fieldnorms = self.seg.get_fieldnorms_reader(plan.field)?;
+                let need = n + info.doc_freq as usize;
+                if touched.len() < need {
+                    touched.resize(need, 0);
+                }
+                let w = plan.weight;
+                accumulate::<false>(block, &fieldnorms, &plan.table, w, scores, touched, &mut n);
+            }
+            // The documents that can still make it, in document order for the lookups.
+            candidates.clear();
+            candidates.extend(
+                touched[..n]
+                    .iter()
+                    .filter(|&&d| alive.is_none_or(|a| !a.is_deleted(d)))
+                    .filter(|&&d| scores[d as usize] + rest[first_lookup] * BOUND_SLACK >= theta)
+                    .map(|&d| (0.0, d)),
+            );
+            candidates.sort_unstable_by_key(|c| c.1);
+            for (j, (plan, info)) in order.iter().enumerate().skip(first_lookup) {
+                #[cfg(test)]
+                LOOKED_UP.with(|c| c.set(c.get() + 1));
+                let index = self.seg.inverted_index(plan.field)?;
+                let mut block =
+                    index.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+                let fieldnorms = self.seg.get_fieldnorms_reader(plan.field)?;
+                for &(_, doc) in candidates.iter() {
+                    let at = block.seek(doc);
+                    if block.docs().get(at) == Some(&doc) {
+                        let factor = plan
+                            .table
+                            .factor(block.freq(at), fieldnorms.fieldnorm_id(doc));
+                        scores[doc as usize] += plan.weight * factor;
+                    }
+                }
+                let bound = rest[j + 1] * BOUND_SLACK;
+                candidates.retain(|&(_, d)| scores[d as usize] + bound >= theta);
+            }
+            for c in candidates.iter_mut() {
+                c.0 = scores[c.1 as usize];
+            }
+            Ok(())
+        })();
+        for &d in &touched[..n] {
+            scores[d as usize] = 0.0;
+        }
+        if result.is_err() {
+            candidates.clear();
+        }
+        result
+    }
+
+    /// The `limit`-th best score among the live documents in `docs` (0 if fewer), using
+    /// `buf` as scratch.
+    fn kth_best(
+        &self,
+        scores: &[Score],
+        docs: &[DocId],
+        alive: Option<&tantivy::fastfield::AliveBitSet>,
+        buf: &mut Vec<(Score, DocId)>,
+    ) -> Score {
+        buf.clear();
+        buf.extend(
+            docs.iter()
+                .filter(|&&d| alive.is_none_or(|a| !a.is_deleted(d)))
+                .map(|&d| (scores[d as usize], d)),
+        );
+        if buf.len() < self.limit {
+            return 0.0;
+        }
+        let (_, nth, _) = buf.select_nth_unstable_by(self.limit - 1, |a, b| b.0.total_cmp(&a.0));
+        nth.0
+    }
 }

@@ -45,7 +45,8 @@ impl HnswIndex {
             expansion_search: EXPANSION_SEARCH,
             multi: false,
         };
-        let index = Index::new(&options).map_err(ffi("creating the HNSW index"))?;
+        let mut index = Index::new(&options).map_err(ffi("creating the HNSW index"))?;
+        use_situate_dot(&mut index, dim);
         Ok(HnswIndex {
             index,
             keys: HashSet::new(),
@@ -242,7 +243,7 @@ impl HnswIndex {
     /// read-only instead of copying it in (for searches that change nothing).
     pub fn load(path: &Path, keys: Vec<u64>, view: bool) -> Result<Self, VectorError> {
         let p = path_str(path)?;
-        let index = if view {
+        let mut index = if view {
             Index::restore_view(p)
         } else {
             Index::restore(p)
@@ -251,6 +252,9 @@ impl HnswIndex {
         index.change_expansion_search(EXPANSION_SEARCH);
         index.change_expansion_add(EXPANSION_ADD);
         let dim = index.dimensions();
+        // A loaded graph comes back with usearch's built-in metric (the file records only
+        // the metric's kind), so situate's is set again.
+        use_situate_dot(&mut index, dim);
         if index.size() != keys.len() {
             return Err(VectorError::Corrupt(format!(
                 "{}: the graph holds {} vectors, its key list {}",
@@ -265,6 +269,28 @@ impl HnswIndex {
             dim,
         })
     }
+}
+
+/// Makes usearch measure distances with situate's dot product (`1 - dot`, the same
+/// distance as usearch's inner-product metric, so saved graphs stay interchangeable).
+///
+/// Why: this build leaves out NumKong (usearch's SIMD kernels, about 240 s of a clean build),
+/// and usearch's own loop is compiled for baseline x86-64 (SSE2: the C++ build does not get
+/// rustc's `target-cpu`), whereas [`dot`] is compiled by rustc for the target CPU (AVX2 or
+/// AVX-512 here). At 1M vectors the distance loop was 62% of ingest (BENCHMARKS.md).
+/// usearch calls the closure through a function pointer for every distance.
+fn use_situate_dot(index: &mut Index, dim: usize) {
+    index.change_metric::<f32>(Box::new(move |a: *const f32, b: *const f32| {
+        // SAFETY: usearch passes pointers to two vectors of the index's `dim` f32 each:
+        // stored vectors, or queries whose length `add`, `add_batch` and `search` check.
+        let (a, b) = unsafe {
+            (
+                std::slice::from_raw_parts(a, dim),
+                std::slice::from_raw_parts(b, dim),
+            )
+        };
+        1.0 - dot(a, b)
+    }));
 }
 
 fn path_str(path: &Path) -> Result<&str, VectorError> {
