@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -54,14 +54,38 @@ CREATE TABLE IF NOT EXISTS index_journal (
 CREATE INDEX IF NOT EXISTS index_journal_generation ON index_journal(generation);
 ";
 
-/// The tables version 2 added: the embedding cache and the card journal.
-const V2_TABLES: &str = "
+/// The embedding cache as version 6 lays it out: a rowid table, whose rows keep a vector
+/// of up to about 4 KB on their own page. Versions 2–5 had a `WITHOUT ROWID` table, whose
+/// rows are index entries: past about 1 KB the rest of each row went to an overflow page
+/// of its own, so a 384-dimension vector (1.5 KB) took two pages, 6.5 KB of which 2.8 were
+/// unused (at one million chunks 3.9 GB of overflow pages, 2.8 GB of them empty;
+/// BENCHMARKS.md).
+const EMBEDDINGS_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS embeddings (
     model     TEXT NOT NULL,
     text_hash TEXT NOT NULL,
     vector    BLOB NOT NULL,
-    PRIMARY KEY (model, text_hash)
-) WITHOUT ROWID;
+    UNIQUE (model, text_hash)
+);
+";
+
+/// Version 6's migration: the embedding cache copied into the rowid layout.
+const V6_EMBEDDINGS: &str = "
+ALTER TABLE embeddings RENAME TO embeddings_v5;
+CREATE TABLE embeddings (
+    model     TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector    BLOB NOT NULL,
+    UNIQUE (model, text_hash)
+);
+INSERT INTO embeddings(model, text_hash, vector)
+    SELECT model, text_hash, vector FROM embeddings_v5;
+DROP TABLE embeddings_v5;
+";
+
+/// The tables version 2 added: the embedding cache (in version 6's layout) and the card
+/// journal.
+const V2_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS card_journal (
     card       INTEGER PRIMARY KEY,
     generation INTEGER NOT NULL
@@ -109,34 +133,36 @@ pub fn prepare(conn: &Connection) -> Result<()> {
     // Version 1 had neither v2 table; adding them is its whole migration (a version-1
     // index has no vector index whose deletions it would need). Version 3 added the context
     // cache and each card's window strategy; version 4 the parts of composed contexts;
-    // version 5 each card's kind (text, table, image) and place (pages or slides).
+    // version 5 each card's kind (text, table, image) and place (pages or slides); version
+    // 6 moved the embedding cache to a rowid table (a copy of every cached vector, once).
     const V5_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN card_kind TEXT NOT NULL DEFAULT 'text';ALTER TABLE chunks ADD COLUMN place TEXT;";
     const V4_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN context_parts TEXT;";
     let upgrade = match existing.as_deref() {
         Some("1") => Some(format!(
-            "{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
+            "{EMBEDDINGS_TABLE}{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
         )),
         Some("2") => Some(format!(
-            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
+            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{V6_EMBEDDINGS}"
         )),
         Some("3") => Some(format!(
-            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}"
+            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}{V6_EMBEDDINGS}"
         )),
-        Some("4") => Some(V5_COLUMNS.to_string()),
+        Some("4") => Some(format!("{V5_COLUMNS}{V6_EMBEDDINGS}")),
+        Some("5") => Some(V6_EMBEDDINGS.to_string()),
         _ => None,
     };
     if let Some(steps) = upgrade {
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE;{steps}UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version';COMMIT;"
         ))
-        .op("upgrading the store to format 5")?;
+        .op("upgrading the store's format")?;
         return Ok(());
     }
     if let Some(version) = existing {
         return check_version(&version);
     }
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{SCHEMA}{V2_TABLES}{V3_TABLES}
+        "BEGIN IMMEDIATE;{SCHEMA}{EMBEDDINGS_TABLE}{V2_TABLES}{V3_TABLES}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
         COMMIT;"

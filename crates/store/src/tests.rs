@@ -188,7 +188,7 @@ fn a_store_of_another_format_version_is_refused() {
 }
 
 #[test]
-fn version_1_to_4_stores_are_upgraded_in_place() {
+fn version_1_to_5_stores_are_upgraded_in_place() {
     for (from, downgrade) in [
         (
             "1",
@@ -205,11 +205,24 @@ fn version_1_to_4_stores_are_upgraded_in_place() {
             "ALTER TABLE chunks DROP COLUMN context_parts; ALTER TABLE context_cache DROP COLUMN parts;",
         ),
         ("4", ""),
+        ("5", ""),
     ] {
-        // Every older version also lacks version 5's columns.
-        let downgrade = format!(
-            "{downgrade} ALTER TABLE chunks DROP COLUMN card_kind; ALTER TABLE chunks DROP COLUMN place;"
-        );
+        // Versions before 5 also lack version 5's columns; versions 2 to 5 have the embedding
+        // cache in its old layout (a WITHOUT ROWID table), with a vector to carry over.
+        let v5 = if from == "5" {
+            ""
+        } else {
+            "ALTER TABLE chunks DROP COLUMN card_kind; ALTER TABLE chunks DROP COLUMN place;"
+        };
+        let old_cache = if from == "1" {
+            ""
+        } else {
+            "DROP TABLE embeddings;
+             CREATE TABLE embeddings (model TEXT NOT NULL, text_hash TEXT NOT NULL,
+                 vector BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID;
+             INSERT INTO embeddings VALUES ('m', 'kept', X'0000803F');"
+        };
+        let downgrade = format!("{downgrade} {v5} {old_cache}");
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.db");
         {
@@ -226,8 +239,12 @@ fn version_1_to_4_stores_are_upgraded_in_place() {
         let mut s = Store::open(&path).expect("upgraded");
         assert_eq!(
             s.meta("format_version").expect("meta").as_deref(),
-            Some("5")
+            Some("6")
         );
+        if from != "1" {
+            let kept = s.embeddings("m", &["kept"]).expect("read");
+            assert_eq!(kept["kept"], vec![1.0], "a cached vector survives (v{from})");
+        }
         assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
         let old = s.cards_of("a").expect("cards").remove(0);
         assert_eq!(
@@ -254,6 +271,39 @@ fn version_1_to_4_stores_are_upgraded_in_place() {
             composed.provenance.as_ref().map(|p| &p.parts)
         );
     }
+}
+
+/// A cached 384-dimension vector (1,536 bytes) stays on its row's page: 300 of them take
+/// about 120 pages of 4 KB, where the WITHOUT ROWID layout of versions 2–5 took two pages
+/// each (a row past about 1 KB overflows to a page of its own).
+#[test]
+fn cached_vectors_do_not_overflow_their_pages() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.db");
+    let mut s = Store::open(&path).expect("create");
+    let pages = |s: &Store| -> i64 {
+        s.conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .expect("page count")
+    };
+    let before = pages(&s);
+    let v: Vec<f32> = (0..384).map(|i| i as f32 / 384.0).collect();
+    let hashes: Vec<String> = (0..300).map(|i| format!("{i:064x}")).collect();
+    let items: Vec<(&str, &[f32])> = hashes.iter().map(|h| (h.as_str(), &v[..])).collect();
+    s.cache_embeddings("all-minilm-l6-v2@0.1.0", &items)
+        .expect("cache");
+    s.conn
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .expect("checkpoint");
+    let used = pages(&s) - before;
+    assert!(
+        (100..=200).contains(&used),
+        "300 vectors of 1,536 bytes took {used} pages of 4 KB"
+    );
+    let back = s
+        .embeddings("all-minilm-l6-v2@0.1.0", &[hashes[7].as_str()])
+        .expect("read");
+    assert_eq!(back[&hashes[7]], v);
 }
 
 /// A context put together from a document description and a structural part.
