@@ -244,6 +244,12 @@ fn version_1_to_5_stores_are_upgraded_in_place() {
         if from != "1" {
             let kept = s.embeddings("m", &["kept"]).expect("read");
             assert_eq!(kept["kept"], vec![1.0], "a cached vector survives (v{from})");
+            // The old cache's pages went back to the file system.
+            let free: i64 = s
+                .conn
+                .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+                .expect("freelist");
+            assert_eq!(free, 0, "v{from}");
         }
         assert_eq!(s.stats().expect("stats").chunks, 1, "the cards survive");
         let old = s.cards_of("a").expect("cards").remove(0);
