@@ -143,10 +143,18 @@ impl BertEmbedder {
                 .encode_batch(inputs, true)
                 .map_err(|e| err(&self.id, e))?;
             let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
-            let pooled = self
-                .model
-                .mean_pooled(&ids, precision)
-                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
+            // A query's whole forward pass runs on rayon's pool (the calling thread waits
+            // once), so that its parallel int8 products are forked from a pool thread:
+            // called from outside the pool, each of a query's two dozen products was handed
+            // to the pool and waited for on its own (perf: thread wake-ups and lock
+            // hand-offs; query p50 3.0 → 2.05 ms, BENCHMARKS.md). Passages stay on the
+            // calling thread: on the pool their batches ran 13% slower (candle's gemm and
+            // element-wise operations share their work on threads of their own).
+            let pooled = match kind {
+                EmbedKind::Query => rayon::scope(|_| self.model.mean_pooled(&ids, precision)),
+                EmbedKind::Passage => self.model.mean_pooled(&ids, precision),
+            }
+            .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
             for mut v in pooled {
                 if normalize {
                     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
