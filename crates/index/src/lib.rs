@@ -332,6 +332,16 @@ impl LexicalIndex for Bm25Index {
 mod tests {
     use super::*;
 
+    /// A small deterministic generator (xorshift) from `seed`.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     fn q<'a>(text: &'a str, match_on: MatchOn) -> LexicalQuery<'a> {
         LexicalQuery {
             text,
@@ -357,14 +367,8 @@ mod tests {
             "stream", "flood", "account", "deposit", "boat", "mortgage", "current", "shore", "fee",
             "branch", "valley", "quarter", "revenue", "growth", "market",
         ];
-        // A small deterministic generator (xorshift), Zipf-ish word choice by squaring.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        // Zipf-ish word choice by squaring.
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut card = 0u64;
         for segment in 0..3 {
             for d in 0..120 {
@@ -536,13 +540,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).unwrap();
         let words: Vec<String> = (0..300).map(|i| format!("w{i}x")).collect();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut card = 0u64;
         for segment in 0..3u64 {
             for d in 0..700 {

@@ -112,6 +112,21 @@ struct TermPlan {
     infos: Vec<Option<TermInfo>>,
 }
 
+impl TermPlan {
+    /// The term's posting blocks in a segment (from its dictionary entry there) and its
+    /// field's length codes.
+    fn open(
+        &self,
+        seg: &tantivy::SegmentReader,
+        info: &TermInfo,
+    ) -> Result<(tantivy::postings::BlockSegmentPostings, FieldNormReader), ScoreError> {
+        let block = seg
+            .inverted_index(self.field)?
+            .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
+        Ok((block, seg.get_fieldnorms_reader(self.field)?))
+    }
+}
+
 #[derive(Clone, Copy, PartialEq)]
 struct Entry {
     score: Score,
@@ -294,17 +309,12 @@ pub(crate) fn top_cards_pruning_from(
             // Dense when the postings are many for the segment's size: then the accumulator is
             // scanned whole at the end instead of listing the documents touched (a branch and
             // a push per posting, most of the loop's time on short collections).
-            let postings: u64 = plans
+            let (postings, longest) = plans
                 .iter()
                 .filter_map(|p| p.infos[ord].as_ref())
-                .map(|i| u64::from(i.doc_freq))
-                .sum();
-            let longest = plans
-                .iter()
-                .filter_map(|p| p.infos[ord].as_ref())
-                .map(|i| i.doc_freq)
-                .max()
-                .unwrap_or(0);
+                .fold((0u64, 0u32), |(sum, max), i| {
+                    (sum + u64::from(i.doc_freq), max.max(i.doc_freq))
+                });
             if filter.is_none() && longest >= prune_min_postings {
                 // The best score kept so far from earlier segments bounds what this one must
                 // beat.
@@ -334,10 +344,7 @@ pub(crate) fn top_cards_pruning_from(
                     let Some(info) = &plan.infos[ord] else {
                         continue;
                     };
-                    let index = seg.inverted_index(plan.field)?;
-                    let block = index
-                        .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-                    let fieldnorms = seg.get_fieldnorms_reader(plan.field)?;
+                    let (block, fieldnorms) = plan.open(seg, info)?;
                     let table = &plan.table;
                     let (w, t) = (plan.weight, &mut touched[..]);
                     if dense {
@@ -478,6 +485,7 @@ impl Pruned<'_> {
             left[i] = left[i + 1] + u64::from(order[i].1.doc_freq);
         }
         let alive = self.seg.alive_bitset();
+        let live = |d: DocId| alive.is_none_or(|a| !a.is_deleted(d));
         let mut n = 0usize;
         let mut first_lookup = order.len();
         let mut theta = self.floor;
@@ -485,16 +493,13 @@ impl Pruned<'_> {
             for (i, (plan, info)) in order.iter().enumerate() {
                 // Worth a threshold only when what is left to read outweighs the selection.
                 if i > 0 && left[i] > n as u64 {
-                    theta = theta.max(self.kth_best(scores, &touched[..n], alive, candidates));
+                    theta = theta.max(self.kth_best(scores, &touched[..n], live, candidates));
                     if rest[i] * BOUND_SLACK < theta {
                         first_lookup = i;
                         break;
                     }
                 }
-                let index = self.seg.inverted_index(plan.field)?;
-                let block =
-                    index.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-                let fieldnorms = self.seg.get_fieldnorms_reader(plan.field)?;
+                let (block, fieldnorms) = plan.open(self.seg, info)?;
                 let need = n + info.doc_freq as usize;
                 if touched.len() < need {
                     touched.resize(need, 0);
@@ -507,7 +512,7 @@ impl Pruned<'_> {
             candidates.extend(
                 touched[..n]
                     .iter()
-                    .filter(|&&d| alive.is_none_or(|a| !a.is_deleted(d)))
+                    .filter(|&&d| live(d))
                     .filter(|&&d| scores[d as usize] + rest[first_lookup] * BOUND_SLACK >= theta)
                     .map(|&d| (0.0, d)),
             );
@@ -515,10 +520,7 @@ impl Pruned<'_> {
             for (j, (plan, info)) in order.iter().enumerate().skip(first_lookup) {
                 #[cfg(test)]
                 LOOKED_UP.with(|c| c.set(c.get() + 1));
-                let index = self.seg.inverted_index(plan.field)?;
-                let mut block =
-                    index.read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)?;
-                let fieldnorms = self.seg.get_fieldnorms_reader(plan.field)?;
+                let (mut block, fieldnorms) = plan.open(self.seg, info)?;
                 for &(_, doc) in candidates.iter() {
                     let at = block.seek(doc);
                     if block.docs().get(at) == Some(&doc) {
@@ -551,13 +553,13 @@ impl Pruned<'_> {
         &self,
         scores: &[Score],
         docs: &[DocId],
-        alive: Option<&tantivy::fastfield::AliveBitSet>,
+        live: impl Fn(DocId) -> bool,
         buf: &mut Vec<(Score, DocId)>,
     ) -> Score {
         buf.clear();
         buf.extend(
             docs.iter()
-                .filter(|&&d| alive.is_none_or(|a| !a.is_deleted(d)))
+                .filter(|&&d| live(d))
                 .map(|&d| (scores[d as usize], d)),
         );
         if buf.len() < self.limit {

@@ -70,18 +70,14 @@ CREATE TABLE IF NOT EXISTS embeddings (
 ";
 
 /// Version 6's migration: the embedding cache copied into the rowid layout.
-const V6_EMBEDDINGS: &str = "
-ALTER TABLE embeddings RENAME TO embeddings_v5;
-CREATE TABLE embeddings (
-    model     TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    vector    BLOB NOT NULL,
-    UNIQUE (model, text_hash)
-);
-INSERT INTO embeddings(model, text_hash, vector)
-    SELECT model, text_hash, vector FROM embeddings_v5;
-DROP TABLE embeddings_v5;
-";
+fn v6_embeddings() -> String {
+    format!(
+        "ALTER TABLE embeddings RENAME TO embeddings_v5;{EMBEDDINGS_TABLE}
+        INSERT INTO embeddings(model, text_hash, vector)
+            SELECT model, text_hash, vector FROM embeddings_v5;
+        DROP TABLE embeddings_v5;"
+    )
+}
 
 /// The tables version 2 added: the embedding cache (in version 6's layout) and the card
 /// journal.
@@ -137,18 +133,19 @@ pub fn prepare(conn: &Connection) -> Result<()> {
     // 6 moved the embedding cache to a rowid table (a copy of every cached vector, once).
     const V5_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN card_kind TEXT NOT NULL DEFAULT 'text';ALTER TABLE chunks ADD COLUMN place TEXT;";
     const V4_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN context_parts TEXT;";
+    let v6 = v6_embeddings();
     let upgrade = match existing.as_deref() {
         Some("1") => Some(format!(
             "{EMBEDDINGS_TABLE}{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
         )),
         Some("2") => Some(format!(
-            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{V6_EMBEDDINGS}"
+            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{v6}"
         )),
         Some("3") => Some(format!(
-            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}{V6_EMBEDDINGS}"
+            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}{v6}"
         )),
-        Some("4") => Some(format!("{V5_COLUMNS}{V6_EMBEDDINGS}")),
-        Some("5") => Some(V6_EMBEDDINGS.to_string()),
+        Some("4") => Some(format!("{V5_COLUMNS}{v6}")),
+        Some("5") => Some(v6),
         _ => None,
     };
     if let Some(steps) = upgrade {
