@@ -41,6 +41,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use tantivy::InvertedIndexReader;
 use tantivy::columnar::Column;
+use tantivy::fastfield::AliveBitSet;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentId;
 use tantivy::postings::TermInfo;
@@ -512,26 +513,21 @@ pub(crate) fn top_cards_pruning_from(
                     None => scored.guess_threshold(scores, limit, sample),
                     Some(_) => None,
                 };
-                scored.collect(scores, guess.map_or(floor, |g| g.max(floor)), candidates);
                 let alive = seg.alive_bitset();
-                if let Some(alive) = alive {
-                    candidates.retain(|&c| !alive.is_deleted(candidate_doc(c)));
-                }
+                let min = guess.map_or(floor, |g| g.max(floor));
+                scored.collect(scores, min, alive, candidates);
+                let missed = min > floor && candidates.len() < limit;
                 #[cfg(test)]
                 GUESSES.with(|c| {
                     let (g, again) = c.get();
-                    let missed = guess.is_some_and(|g| g > floor) && candidates.len() < limit;
                     c.set((
                         g + usize::from(guess.is_some()),
                         again + usize::from(missed),
                     ));
                 });
-                if guess.is_some_and(|g| g > floor) && candidates.len() < limit {
+                if missed {
                     // The guess was too high: collect again from the bound that is sure.
-                    scored.collect(scores, floor, candidates);
-                    if let Some(alive) = alive {
-                        candidates.retain(|&c| !alive.is_deleted(candidate_doc(c)));
-                    }
+                    scored.collect(scores, floor, alive, candidates);
                 }
             }
             // The accumulator returns to all zeros (also when reading failed).
@@ -553,7 +549,7 @@ enum Scored<'a> {
     Listed(&'a [DocId]),
 }
 
-/// Bit `i` set where `block[i] >= t`, for a block of 16 scores: one AVX-512 comparison
+/// Bit `i` set where `block[i] >= t`, for a block of at most 16 scores: one AVX-512 comparison
 /// into a mask register where the build has it (the portable form below compiles to a
 /// comparison and then a chain of shuffles that took a sixth of the selection's time).
 #[inline(always)]
@@ -572,16 +568,6 @@ fn at_least(block: &[Score], t: Score) -> u32 {
         .iter()
         .enumerate()
         .fold(0u32, |m, (i, &s)| m | (u32::from(s >= t) << i))
-}
-
-/// Pushes onto `out` the [`candidate`] keys of the documents in `block` (the first of them
-/// `base`) that score at least `t`.
-fn keep_from(block: &[Score], base: usize, t: Score, out: &mut Vec<u64>) {
-    for (i, &score) in block.iter().enumerate() {
-        if score >= t {
-            out.push(candidate(score, (base + i) as DocId));
-        }
-    }
 }
 
 /// One document in this many is sampled to guess the selection's threshold.
@@ -628,8 +614,8 @@ impl Scored<'_> {
     }
 
     /// Sets `out` to the [`candidate`] keys of the scored documents whose ordered score is
-    /// at least `min`.
-    fn collect(self, scores: &[Score], min: u32, out: &mut Vec<u64>) {
+    /// at least `min`, deleted documents (those of `alive`'s segment) left out.
+    fn collect(self, scores: &[Score], min: u32, alive: Option<&AliveBitSet>, out: &mut Vec<u64>) {
         out.clear();
         match self {
             Scored::Dense(max_doc) if min <= ordered(0.0) => {
@@ -650,24 +636,31 @@ impl Scored<'_> {
                 // makes it one vector comparison into a bit mask), and only the documents
                 // kept visited, by their bits. `min` is above zero's, so `t` is positive.
                 let t = unordered(min);
-                let mut blocks = scores[..max_doc].chunks_exact(16);
-                let mut base = 0;
-                for block in &mut blocks {
+                // Whole blocks first (the loop the compiler keeps free of length checks),
+                // then the remainder.
+                let blocks = scores[..max_doc].chunks_exact(16);
+                let rest = blocks.remainder();
+                for (base, block) in blocks
+                    .enumerate()
+                    .map(|(b, x)| (b * 16, x))
+                    .chain([(max_doc - rest.len(), rest)])
+                {
                     let mut kept = at_least(block, t);
                     while kept != 0 {
                         let i = kept.trailing_zeros() as usize;
                         out.push(candidate(block[i], (base + i) as DocId));
                         kept &= kept - 1;
                     }
-                    base += 16;
                 }
-                keep_from(blocks.remainder(), base, t, out);
             }
             Scored::Listed(docs) => out.extend(
                 docs.iter()
                     .map(|&d| candidate(scores[d as usize], d))
                     .filter(|&c| (c >> 32) as u32 >= min),
             ),
+        }
+        if let Some(alive) = alive {
+            out.retain(|&c| !alive.is_deleted(candidate_doc(c)));
         }
     }
 
