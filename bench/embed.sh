@@ -6,13 +6,15 @@
 # on PyTorch CPU (bench/embed_peer.py), and ONNX Runtime on the same model exported to ONNX,
 # in f32 and in its int8 dynamic-quantized form as fastembed ships it
 # (bench/embed_onnx_peer.py; the export is cached in bench/.onnx and checked against the
-# reference cosine). The goal is measured against the fastest of them. situate runs twice:
-# with its default Q8 query arithmetic and with SITUATE_QUERY_PRECISION=f32 (passages are
-# f32 in both; bench/query_quality.sh checks what Q8 queries cost in nDCG@10).
+# reference cosine). The goal is measured against the fastest of them. situate runs three
+# times: its default (f32 passages, int8 queries), with SITUATE_QUERY_PRECISION=f32 (the
+# reference arithmetic throughout), and as `all-minilm-l6-v2:q8` (int8 passages and queries,
+# the arithmetic of ONNX Runtime's int8 model; bench/int8_quality.sh checks what int8
+# costs in nDCG@10).
 #
 #   bench/embed.sh [PASSAGES] [QUERIES] [ROUNDS]     (default 256 200 2)
 #
-# Running time: about 2 minutes per round at the defaults once built and installed (the
+# Running time: about 2.5 minutes per round at the defaults once built and installed (the
 # first run installs PyTorch, sentence-transformers and ONNX Runtime in bench/.venv-torch,
 # ~2 minutes, and builds situate in release, ~6 minutes).
 set -euo pipefail
@@ -43,7 +45,7 @@ for round in $(seq "$rounds"); do
   echo "== round $round"
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_peer.py "$model_dir" "$data" "$passages" "$queries" 2 2>/dev/null | tail -1
   OPENBLAS_NUM_THREADS=1 "$venv/bin/python" bench/embed_onnx_peer.py "$model_dir" "$data" "$passages" "$queries" 2 bench/.onnx f32 int8 2>/dev/null | tail -2
-  # situate's queries run in Q8 by default; f32 queries (the reference arithmetic) beside.
-  "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (Q8 queries) /'
-  SITUATE_QUERY_PRECISION=f32 "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (f32 queries) /'
+  "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (f32 passages, int8 queries) /'
+  SITUATE_QUERY_PRECISION=f32 "$bench" embed --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (f32) /'
+  "$bench" embed --model all-minilm-l6-v2:q8 --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate (int8 passages and queries) /'
 done

@@ -211,7 +211,8 @@ struct ServeArgs {
 struct EmbedArgs {
     /// Embedder, fixed when the index is created: auto (all-minilm-l6-v2 for English
     /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name, a
-    /// Hugging Face model directory, or a hosted model: openai:MODEL, ollama:MODEL,
+    /// Hugging Face model directory (either BERT kind with `:q8` to embed passages in int8:
+    /// all-minilm-l6-v2:q8), or a hosted model: openai:MODEL, ollama:MODEL,
     /// voyage:MODEL, gemini:MODEL, with options after `?` (base_url, key_env, dimensions,
     /// batch, concurrency, retries, timeout) [default: auto]
     #[arg(long)]

@@ -293,6 +293,50 @@ fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
     assert_eq!(s["stats"]["vector_index"], "exact");
 }
 
+/// An index whose embedder is named `:q8` embeds its passages in int8: its own model id (so
+/// its vectors are never mixed with f32 ones), the same paraphrase found; a model that has
+/// no int8 form is refused before anything is written.
+#[test]
+fn int8_passages_are_an_index_of_their_own_and_still_find_paraphrases() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    paraphrase_corpus(tmp.path());
+    let index = tmp.path().join("idx");
+    let v = json(
+        situate(&index).current_dir(tmp.path()).args([
+            "ingest",
+            "help",
+            "misc",
+            "--embedder",
+            "all-minilm-l6-v2:q8",
+        ]),
+        0,
+    );
+    assert_eq!(v["report"]["embed_model"], "all-minilm-l6-v2@0.1.0:q8");
+    assert_eq!(v["report"]["embedded"], 3);
+    let q = "I cannot remember my login credentials";
+    let vec = search_ids(&index, q, &["--mode", "vector"]);
+    assert_eq!(vec[0], "help/account.md#0", "{vec:?}");
+    let s = json(situate(&index).arg("stats"), 0);
+    assert_eq!(s["consistency"]["vector_chunks"], 3);
+    let bad = tmp.path().join("bad");
+    let out = run(
+        situate(&bad).current_dir(tmp.path()).args([
+            "ingest",
+            "help",
+            "--embedder",
+            "multilingual-e5-small:q8",
+        ]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("already 4-bit") && err.contains(":q8"),
+        "{err}"
+    );
+    // Refused before the index was created: no index pinned to an embedder that cannot load.
+    assert!(!bad.exists(), "an index was left at {}", bad.display());
+}
+
 #[test]
 fn an_index_without_embeddings_says_so_when_asked_for_vectors() {
     let tmp = tempfile::tempdir().expect("tmp");

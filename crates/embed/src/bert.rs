@@ -24,10 +24,15 @@ pub struct BertOptions {
     pub query_prefix: String,
     /// Prefix for passages (`"passage: "` for e5 models).
     pub passage_prefix: String,
-    /// The arithmetic of a query's forward pass ([`Precision`]); passages are always f32.
-    /// The default is f32 (the reference model's vectors); [`crate::resolve()`] chooses
-    /// Q8 unless `SITUATE_QUERY_PRECISION=f32`.
+    /// The arithmetic of a query's forward pass ([`Precision`]). The default is f32 (the
+    /// reference model's vectors); [`crate::resolve()`] chooses Q8 unless
+    /// `SITUATE_QUERY_PRECISION=f32`.
     pub query_precision: Precision,
+    /// The arithmetic of a passage's forward pass: f32 by default, Q8 for an embedder
+    /// named with `:q8` ([`crate::resolve()`]). Passages' vectors are stored, so Q8 here
+    /// runs on every CPU (the portable int8 kernel where no vectorised one runs), and the
+    /// model id names it (the embedding cache keeps the two apart).
+    pub passage_precision: Precision,
 }
 
 impl Default for BertOptions {
@@ -38,6 +43,7 @@ impl Default for BertOptions {
             query_prefix: String::new(),
             passage_prefix: String::new(),
             query_precision: Precision::F32,
+            passage_precision: Precision::F32,
         }
     }
 }
@@ -91,13 +97,20 @@ impl BertEmbedder {
             .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
         let mut model = Encoder::load(vb, &config)
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
-        if options.query_precision == Precision::Q8 {
-            model
-                .quantize_for_queries()
-                .map_err(|e| err(&id, format!("quantizing the weights for queries: {e}")))?;
+        let passages_q8 = options.passage_precision == Precision::Q8;
+        if passages_q8 || options.query_precision == Precision::Q8 {
+            let all = model
+                .quantize(passages_q8)
+                .map_err(|e| err(&id, format!("quantizing the weights: {e}")))?;
+            if passages_q8 && !all {
+                return Err(err(
+                    &id,
+                    "int8 passages need layers whose input sizes are multiples of 32",
+                ));
+            }
         }
         Ok(BertEmbedder {
-            id,
+            id: with_precision(id, options.passage_precision),
             model,
             tokenizer,
             dim: config.hidden_size,
@@ -109,8 +122,10 @@ impl BertEmbedder {
     }
 
     /// Replaces the model id (the embedding cache key): catalog models use `name@version`.
+    /// With int8 passages the id is suffixed `:q8`, here as at load, so that their vectors
+    /// are never cached or indexed as the f32 model's.
     pub fn with_id(mut self, id: String) -> Self {
-        self.id = id;
+        self.id = with_precision(id, self.options.passage_precision);
         self
     }
 
@@ -133,7 +148,7 @@ impl BertEmbedder {
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (prefix, precision) = match kind {
             EmbedKind::Query => (&self.options.query_prefix, self.options.query_precision),
-            EmbedKind::Passage => (&self.options.passage_prefix, Precision::F32),
+            EmbedKind::Passage => (&self.options.passage_prefix, self.options.passage_precision),
         };
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.options.batch_size.max(1)) {
@@ -164,6 +179,14 @@ impl BertEmbedder {
             }
         }
         Ok(out)
+    }
+}
+
+/// `id`, suffixed `:q8` for int8 passages.
+fn with_precision(id: String, passages: Precision) -> String {
+    match passages {
+        Precision::F32 => id,
+        Precision::Q8 => format!("{id}:q8"),
     }
 }
 

@@ -16,7 +16,7 @@ use candle_transformers::models::bert::{Config, HiddenAct};
 use situate_kernels::i8::I8Matrix;
 
 /// A dense layer with its weight transposed once at load (in × out, contiguous), and
-/// optionally the same weight in int8 (see [`Encoder::quantize_for_queries`]).
+/// optionally the same weight in int8 (see [`Encoder::quantize`]).
 pub struct Dense {
     wt: Tensor,
     b: Tensor,
@@ -51,13 +51,17 @@ impl Dense {
     }
 
     /// Keeps an int8 copy of the weight for [`Precision::Q8`] products; false (and
-    /// nothing kept) when this CPU does not run the int8 kernel or the input size is not a
-    /// multiple of 32 (the kernel reads 32 bytes at a time).
-    fn quantize(&mut self) -> candle_core::Result<bool> {
+    /// nothing kept) when the input size is not a multiple of 32 (the kernels read 32 bytes
+    /// at a time) or, unless `anywhere`, this CPU runs no vectorised int8 kernel.
+    fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
         let (rows, cols) = w.dims2()?;
         let values = w.flatten_all()?.to_vec1::<f32>()?;
-        self.q8 = I8Matrix::quantize(&values, rows, cols);
+        self.q8 = if anywhere {
+            I8Matrix::quantize_anywhere(&values, rows, cols)
+        } else {
+            I8Matrix::quantize(&values, rows, cols)
+        };
         Ok(self.q8.is_some())
     }
 
@@ -78,7 +82,25 @@ impl Dense {
     }
 
     fn forward_with(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
-        self.product(x, precision)?.broadcast_add(&self.b)
+        match (&self.q8, precision) {
+            // The bias added as the int8 product writes each value.
+            (Some(q8), Precision::Q8) => q8.forward_add(x, &self.b, None),
+            _ => self.product(x, precision)?.broadcast_add(&self.b),
+        }
+    }
+
+    /// `residual + (x·W + b)`: a sublayer's output and its residual connection (the same
+    /// values as adding them after the layer; in int8, added as each value is written).
+    fn forward_residual(
+        &self,
+        x: &Tensor,
+        residual: &Tensor,
+        precision: Precision,
+    ) -> candle_core::Result<Tensor> {
+        match (&self.q8, precision) {
+            (Some(q8), Precision::Q8) => q8.forward_add(x, &self.b, Some(residual)),
+            _ => residual + self.forward_with(x, precision)?,
+        }
     }
 
     /// x (t × in) → act(x·W + b), bias and activation in one pass.
@@ -98,16 +120,19 @@ impl Dense {
 /// A query is a few rows, and its f32 products are bound by reading the weights (42 MB per
 /// query for MiniLM's six layers, profiled: gemm's f32 micro-kernel was 80% of a query's
 /// time). In int8 (a signed byte per weight and one scale per output channel, each row
-/// quantized over its own range at each product: [`situate_kernels::i8`]) the
-/// weights are a quarter of that and the dot products are integer. Passages keep f32:
-/// their batches are large enough for gemm to be compute-bound, and the stored vectors stay
-/// those of the reference model. BENCHMARKS.md measures what Q8 queries cost in retrieval quality.
+/// quantized over its own range at each product: [`situate_kernels::i8`]) the weights are
+/// a quarter of that and the dot products are integer. A batch of passages is
+/// compute-bound instead, and int8 products (VNNI's 64 byte products per instruction
+/// against 16 f32 multiply-adds) take it about 1.8x faster; their vectors are then no
+/// longer exactly the reference model's, so passages are int8 only when the index's
+/// embedder asks for it (`all-minilm-l6-v2:q8`, [`crate::resolve()`]). BENCHMARKS.md
+/// measures what each costs in retrieval quality.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
     /// f32 weights and products (gemm).
     F32,
-    /// int8 weights and rows, integer dot products, when
-    /// [`Encoder::quantize_for_queries`] kept a quantized copy; f32 otherwise.
+    /// int8 weights and rows, integer dot products, when [`Encoder::quantize`] kept a
+    /// quantized copy; f32 otherwise.
     Q8,
 }
 
@@ -222,13 +247,15 @@ impl Encoder {
 
     /// Keeps an int8 copy of every layer's weights so that [`Precision::Q8`] passes use
     /// them (a quarter of the f32 weights' memory more). Returns false, keeping nothing,
-    /// when this CPU does not run the int8 kernel (x86-64 with AVX2 and FMA): Q8 passes
-    /// are then f32 passes.
-    pub fn quantize_for_queries(&mut self) -> candle_core::Result<bool> {
+    /// when a layer's input size is not a multiple of 32 or, unless `anywhere`, this CPU
+    /// runs no vectorised int8 kernel (x86-64 with AVX2 and FMA): Q8 passes are then f32
+    /// passes. With `anywhere` the portable kernel stands in (the same values, slowly): an
+    /// index whose passages are int8 gets the same vectors on every machine.
+    pub fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
         let mut all = true;
         for l in &mut self.layers {
             for d in [&mut l.qkv, &mut l.ao, &mut l.fi, &mut l.fo] {
-                all = all && d.quantize()?;
+                all = all && d.quantize(anywhere)?;
             }
         }
         if !all {
@@ -345,20 +372,17 @@ impl Encoder {
         };
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps as f32)?;
         for l in &self.layers {
-            let qkv = l
-                .qkv
-                .forward_with(&x, precision)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            let ctx =
-                situate_kernels::attention::packed_attention(&qkv, self.hidden, self.heads, &segs)
-                    .map_err(candle_core::Error::msg)?;
-            let ctx = Tensor::from_vec(ctx, (qkv.len() / (3 * self.hidden), self.hidden), dev)?;
-            let ao = l.ao.forward_with(&ctx, precision)?;
-            x = candle_nn::ops::layer_norm(&(x + ao)?, &l.aln.w, &l.aln.b, self.eps as f32)?;
+            let qkv = l.qkv.forward_with(&x, precision)?;
+            let ctx = situate_kernels::with_f32_values(&qkv, |qkv| {
+                situate_kernels::attention::packed_attention(qkv, self.hidden, self.heads, &segs)
+            })?
+            .map_err(candle_core::Error::msg)?;
+            let ctx = Tensor::from_vec(ctx, (qkv.dim(0)?, self.hidden), dev)?;
+            let y = l.ao.forward_residual(&ctx, &x, precision)?;
+            x = candle_nn::ops::layer_norm(&y, &l.aln.w, &l.aln.b, self.eps as f32)?;
             let mid = l.fi.forward_act(&x, self.act, precision)?;
-            let fo = l.fo.forward_with(&mid, precision)?;
-            x = candle_nn::ops::layer_norm(&(x + fo)?, &l.oln.w, &l.oln.b, self.eps as f32)?;
+            let y = l.fo.forward_residual(&mid, &x, precision)?;
+            x = candle_nn::ops::layer_norm(&y, &l.oln.w, &l.oln.b, self.eps as f32)?;
         }
         Ok((x, segs))
     }

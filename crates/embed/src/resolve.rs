@@ -4,7 +4,7 @@
 use crate::bert::{BertEmbedder, BertOptions};
 use crate::encoder::Precision;
 use situate_core::{EmbedError, Embedder, Language};
-use situate_models::{CATALOG, Role};
+use situate_models::{CATALOG, CatalogEntry, Role};
 use std::path::Path;
 
 /// The English default.
@@ -39,74 +39,148 @@ pub fn query_precision(value: Option<&str>) -> Result<Precision, String> {
     }
 }
 
+/// The suffix of a local BERT embedder's name that embeds passages in int8 as well as
+/// queries (`all-minilm-l6-v2:q8`, or a model directory's path with it): passages embedded
+/// about 1.8x faster on a CPU with AVX512-VNNI, for the retrieval quality BENCHMARKS.md
+/// measures. The
+/// passages' vectors are stored, so this is a property of the index (its embedder's name),
+/// not a setting of the process.
+pub const INT8_PASSAGES: &str = ":q8";
+
+/// A spec's name and whether it asks for int8 passages. `:q8` belongs to the name only
+/// after a local model (a catalog name or a directory): `ollama:q8` stays a hosted model.
+fn split_int8(spec: &str) -> (&str, bool) {
+    let local = |name: &str| CATALOG.iter().any(|e| e.name == name) || Path::new(name).is_dir();
+    match spec.strip_suffix(INT8_PASSAGES) {
+        Some(name) if local(name) => (name, true),
+        _ => (spec, false),
+    }
+}
+
 /// The options of a local BERT embedder: the defaults, with the query arithmetic of
-/// [`QUERY_PRECISION_ENV`].
-fn bert_options() -> Result<BertOptions, String> {
+/// [`QUERY_PRECISION_ENV`] and passages in int8 when `int8_passages`.
+fn bert_options(int8_passages: bool) -> Result<BertOptions, String> {
     let value = std::env::var(QUERY_PRECISION_ENV).ok();
     Ok(BertOptions {
         query_precision: query_precision(value.as_deref())?,
+        passage_precision: if int8_passages {
+            Precision::Q8
+        } else {
+            Precision::F32
+        },
         ..BertOptions::default()
     })
 }
 
-/// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
-/// install`), or a path to a Hugging Face BERT directory (`config.json`, `tokenizer.json`,
-/// `model.safetensors`).
-pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
-    let fail = |message: String| EmbedError {
-        model: spec.to_string(),
-        message,
-    };
-    if let Some(entry) = CATALOG.iter().find(|e| e.name == spec) {
+/// What an embedder spec names, read without loading anything.
+enum Spec<'a> {
+    /// A catalog embedding model; `int8` for int8 passages.
+    Catalog {
+        entry: &'static CatalogEntry,
+        int8: bool,
+    },
+    /// A hosted model (`openai:…`, `ollama:…`, ...).
+    Hosted(&'a str),
+    /// The hashing embedder of this dimension.
+    Hash(usize),
+    /// A Hugging Face BERT directory; `int8` for int8 passages.
+    Dir { path: &'a Path, int8: bool },
+}
+
+/// Reads `spec`, or says why no embedder has that name.
+fn parse(spec: &str) -> Result<Spec<'_>, String> {
+    let (name, int8) = split_int8(spec);
+    if let Some(entry) = CATALOG.iter().find(|e| e.name == name) {
         if entry.role != Role::Embedding {
-            return Err(fail(format!(
+            return Err(format!(
                 "{} is not an embedding model ({})",
                 entry.name, entry.about
-            )));
+            ));
         }
-        let dir = situate_models::ensure(entry, "the embedder of this index")
-            .map_err(|e| fail(e.to_string()))?;
-        let id = format!("{}@{}", entry.name, entry.version);
-        if entry.name == "multilingual-e5-small" {
-            return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));
+        if int8 && entry.name == MULTILINGUAL_DEFAULT {
+            return Err(format!(
+                "{} is already 4-bit for passages and queries; {INT8_PASSAGES} applies to the f32 BERT models ({ENGLISH_DEFAULT}, a model directory)",
+                entry.name
+            ));
         }
-        return Ok(Box::new(
-            BertEmbedder::load(&dir, bert_options().map_err(fail)?)?.with_id(id),
-        ));
+        return Ok(Spec::Catalog { entry, int8 });
     }
-    if crate::hosted::is_hosted(spec) {
-        return Ok(Box::new(crate::hosted::HostedEmbedder::from_spec(spec)?));
+    if crate::hosted::is_hosted(name) {
+        return Ok(Spec::Hosted(name));
     }
-    if let Some(dim) = spec.strip_prefix("hash:") {
-        let dim: usize = dim
+    if let Some(dim) = name.strip_prefix("hash:") {
+        return dim
             .parse()
             .ok()
             .filter(|d| (2..=4096).contains(d))
-            .ok_or_else(|| fail("hash:DIM needs a dimension from 2 to 4096".into()))?;
-        return Ok(Box::new(crate::hashing::HashEmbedder::new(dim)));
+            .map(Spec::Hash)
+            .ok_or_else(|| "hash:DIM needs a dimension from 2 to 4096".into());
     }
-    let path = Path::new(spec);
+    let path = Path::new(name);
     if path.is_dir() {
-        let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
-        // The weights' size is part of the id, so replacing the model in place does not
-        // reuse embeddings cached from the old one.
-        let size = std::fs::metadata(canonical.join("model.safetensors"))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let id = format!("bert:{}:{size}", canonical.display());
-        return Ok(Box::new(
-            BertEmbedder::load(&canonical, bert_options().map_err(fail)?)?.with_id(id),
-        ));
+        return Ok(Spec::Dir { path, int8 });
     }
-    Err(fail(format!(
-        "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory",
+    Err(format!(
+        "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory (a local BERT model suffixed {INT8_PASSAGES} embeds passages in int8)",
         CATALOG
             .iter()
             .filter(|e| e.role == Role::Embedding)
             .map(|e| e.name)
             .collect::<Vec<_>>()
             .join(", ")
-    )))
+    ))
+}
+
+/// Checks that `spec` names an embedder [`resolve()`] can load, without loading it (no
+/// model read, no install, no network), so that an index is never created with a name no
+/// ingest can use: the errors `resolve` would give for an unknown name, a catalog model
+/// that does not embed, or `:q8` on a model without an int8 form. `auto` and `none` pass.
+pub fn check(spec: &str) -> Result<(), EmbedError> {
+    if spec == "auto" || spec == "none" {
+        return Ok(());
+    }
+    parse(spec).map(|_| ()).map_err(|message| EmbedError {
+        model: spec.to_string(),
+        message,
+    })
+}
+
+/// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
+/// install`), or a path to a Hugging Face BERT directory (`config.json`, `tokenizer.json`,
+/// `model.safetensors`); either BERT kind suffixed [`INT8_PASSAGES`] embeds passages in
+/// int8.
+pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
+    let fail = |message: String| EmbedError {
+        model: spec.to_string(),
+        message,
+    };
+    match parse(spec).map_err(fail)? {
+        Spec::Catalog { entry, int8 } => {
+            let dir = situate_models::ensure(entry, "the embedder of this index")
+                .map_err(|e| fail(e.to_string()))?;
+            let id = format!("{}@{}", entry.name, entry.version);
+            if entry.name == MULTILINGUAL_DEFAULT {
+                return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));
+            }
+            Ok(Box::new(
+                BertEmbedder::load(&dir, bert_options(int8).map_err(fail)?)?.with_id(id),
+            ))
+        }
+        Spec::Hosted(name) => Ok(Box::new(crate::hosted::HostedEmbedder::from_spec(name)?)),
+        Spec::Hash(dim) => Ok(Box::new(crate::hashing::HashEmbedder::new(dim))),
+        Spec::Dir { path, int8 } => {
+            let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
+            // The weights' size is part of the id, so replacing the model in place does not
+            // reuse embeddings cached from the old one.
+            let size = std::fs::metadata(canonical.join("model.safetensors"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            let id = format!("bert:{}:{size}", canonical.display());
+            Ok(Box::new(
+                BertEmbedder::load(&canonical, bert_options(int8).map_err(fail)?)?.with_id(id),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -147,6 +221,46 @@ mod tests {
             e.contains("SITUATE_QUERY_PRECISION") && e.contains("f32"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn q8_names_a_local_models_int8_passages_and_nothing_else() {
+        assert_eq!(
+            split_int8("all-minilm-l6-v2:q8"),
+            ("all-minilm-l6-v2", true)
+        );
+        assert_eq!(split_int8("all-minilm-l6-v2"), ("all-minilm-l6-v2", false));
+        assert_eq!(split_int8("ollama:q8"), ("ollama:q8", false));
+        assert_eq!(split_int8("hash:64:q8"), ("hash:64:q8", false));
+        assert_eq!(split_int8("no-such-model:q8"), ("no-such-model:q8", false));
+        let dir = tempfile::tempdir().expect("tmp");
+        let spec = format!("{}:q8", dir.path().display());
+        assert_eq!(
+            split_int8(&spec),
+            (dir.path().to_str().expect("utf-8"), true)
+        );
+        // `check` gives `resolve`'s errors without loading anything.
+        assert!(check("auto").is_ok() && check("none").is_ok());
+        assert!(check("all-minilm-l6-v2:q8").is_ok() && check(&spec).is_ok());
+        assert!(check("hash:64").is_ok() && check("ollama:nomic-embed-text").is_ok());
+        for bad in [
+            "multilingual-e5-small:q8",
+            "no-such-model",
+            "hash:1",
+            "smollm2-135m-instruct",
+        ] {
+            let e = check(bad).expect_err(bad).to_string();
+            let r = resolve(bad).err().expect(bad).to_string();
+            assert_eq!(e, r, "{bad}");
+        }
+        // Refused before the model is looked for: e5 is 4-bit already.
+        let e = resolve("multilingual-e5-small:q8").err().expect("refused");
+        assert!(e.to_string().contains("already 4-bit"), "{e}");
+        let e = resolve("no-such-model:q8")
+            .err()
+            .expect("unknown")
+            .to_string();
+        assert!(e.contains(":q8"), "{e}");
     }
 
     #[test]

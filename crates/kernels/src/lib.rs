@@ -12,8 +12,9 @@
 //! [`attention`] is multi-head self-attention over packed texts, without candle's per-head
 //! tensor operations.
 //!
-//! [`i8`] multiplies a few rows by an int8 matrix with a scale per output channel (a
-//! query's products in the embedders), with VNNI where the CPU has it.
+//! [`i8`] multiplies f32 rows by an int8 matrix with a scale per output channel (a query's
+//! products in the embedders, and a batch of passages' for `:q8` embedders), with VNNI
+//! where the CPU has it.
 //!
 //! [`q8`] multiplies a few rows by a Q8_0 matrix (decoding with a quantized language model),
 //! where candle's product is several times slower; see its module documentation.
@@ -40,8 +41,24 @@ fn host_product(
     if k != cols {
         candle_core::bail!("{what} product: rows of {k} values against a matrix of {cols} columns");
     }
-    let values: Vec<f32> = x.contiguous()?.flatten_all()?.to_vec1()?;
-    Tensor::from_vec(matmul(&values, m), (m, rows), x.device())
+    let out = with_f32_values(x, |v| matmul(v, m))?;
+    Tensor::from_vec(out, (m, rows), x.device())
+}
+
+/// Calls `f` with the values of `x` (f32, row-major): the tensor's own buffer when it is a
+/// contiguous f32 tensor on the CPU (no copy: copying a batch's activations before each
+/// product was 5% of embedding passages), else a copy.
+pub fn with_f32_values<R>(x: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    {
+        let (storage, layout) = x.storage_and_layout();
+        if let (candle_core::Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            return Ok(f(&data[start..end]));
+        }
+    }
+    let values: Vec<f32> = x.flatten_all()?.to_vec1()?;
+    Ok(f(&values))
 }
 
 /// `e^x` in f32, branch-free (so loops over it vectorise), within 2 ulps of the exact value
@@ -60,7 +77,8 @@ pub fn exp(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     // NaN stays NaN through `clamp` and the arithmetic below.
     let x = x.clamp(-87.33, 88.37);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4;
     let p = p * r + 1.398_199_9e-3;
@@ -69,7 +87,11 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 0.166_666_65;
     let p = p * r + 0.5;
     let er = p * r * r + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // n as an integer, read from t's low mantissa bits (t = 1.5 · 2^23 + n exactly): `n as
+    // i32` would be Rust's saturating conversion, which LLVM does not vectorise (perf showed
+    // softmax's exponentials done one lane at a time around it).
+    let n_int = t.to_bits() as i32 - ROUND.to_bits() as i32;
+    let scale = f32::from_bits(((n_int + 127) as u32) << 23);
     er * scale
 }
 
