@@ -202,28 +202,37 @@ fn paraphrase_corpus(root: &Path) {
     .expect("w");
 }
 
+/// [`paraphrase_corpus`] ingested into `root/idx` with `flags`: its three documents
+/// embedded by `model`, and the vector leg finding the answer that shares no word with the
+/// question. Returns the index.
+fn paraphrase_index(root: &Path, flags: &[&str], model: &str) -> std::path::PathBuf {
+    paraphrase_corpus(root);
+    let index = root.join("idx");
+    let mut args = vec!["ingest", "help", "misc"];
+    args.extend_from_slice(flags);
+    let v = json(situate(&index).current_dir(root).args(args), 0);
+    assert_eq!(v["report"]["embed_model"], model);
+    assert_eq!(v["report"]["embedded"], 3);
+    let vec = search_ids(
+        &index,
+        "I cannot remember my login credentials",
+        &["--mode", "vector"],
+    );
+    assert_eq!(vec[0], "help/account.md#0", "{vec:?}");
+    index
+}
+
 #[test]
 fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
     let tmp = tempfile::tempdir().expect("tmp");
-    paraphrase_corpus(tmp.path());
-    let index = tmp.path().join("idx");
-    let v = json(
-        situate(&index).current_dir(tmp.path()).args([
-            "ingest",
-            "help",
-            "misc",
-            "--meta",
-            "team=support",
-        ]),
-        0,
+    let index = paraphrase_index(
+        tmp.path(),
+        &["--meta", "team=support"],
+        "all-minilm-l6-v2@0.1.0",
     );
-    assert_eq!(v["report"]["embed_model"], "all-minilm-l6-v2@0.1.0");
-    assert_eq!(v["report"]["embedded"], 3);
     // No word in common with the answer: BM25 finds nothing, the real MiniLM finds it.
     let q = "I cannot remember my login credentials";
     assert!(search_ids(&index, q, &[]).is_empty());
-    let vec = search_ids(&index, q, &["--mode", "vector"]);
-    assert_eq!(vec[0], "help/account.md#0", "{vec:?}");
     // Hybrid (the default): fused score = sum of 1/(60 + rank) over the legs that found it.
     let v = json(
         situate(&index).args(["search", "forgotten password settings"]),
@@ -299,23 +308,11 @@ fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
 #[test]
 fn int8_passages_are_an_index_of_their_own_and_still_find_paraphrases() {
     let tmp = tempfile::tempdir().expect("tmp");
-    paraphrase_corpus(tmp.path());
-    let index = tmp.path().join("idx");
-    let v = json(
-        situate(&index).current_dir(tmp.path()).args([
-            "ingest",
-            "help",
-            "misc",
-            "--embedder",
-            "all-minilm-l6-v2:q8",
-        ]),
-        0,
+    let index = paraphrase_index(
+        tmp.path(),
+        &["--embedder", "all-minilm-l6-v2:q8"],
+        "all-minilm-l6-v2@0.1.0:q8",
     );
-    assert_eq!(v["report"]["embed_model"], "all-minilm-l6-v2@0.1.0:q8");
-    assert_eq!(v["report"]["embedded"], 3);
-    let q = "I cannot remember my login credentials";
-    let vec = search_ids(&index, q, &["--mode", "vector"]);
-    assert_eq!(vec[0], "help/account.md#0", "{vec:?}");
     let s = json(situate(&index).arg("stats"), 0);
     assert_eq!(s["consistency"]["vector_chunks"], 3);
     let bad = tmp.path().join("bad");

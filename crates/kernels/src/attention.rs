@@ -217,6 +217,22 @@ fn attend_block(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f32>, 
     }
 }
 
+/// Rows `r..r + BLOCK_ROWS` of head `h`'s queries, scaled by `1 / sqrt(head_dim)` as row by
+/// row (head size [`BLOCK_HEAD`]).
+#[inline(always)]
+fn block_queries(t: &Text<'_>, r: usize, h: usize) -> [[f32; BLOCK_HEAD]; BLOCK_ROWS] {
+    let width = 3 * t.hidden;
+    let scale = 1.0 / (BLOCK_HEAD as f32).sqrt();
+    let mut q = [[0f32; BLOCK_HEAD]; BLOCK_ROWS];
+    for (i, q) in q.iter_mut().enumerate() {
+        let row = &t.qkv[(r + i) * width + h * BLOCK_HEAD..][..BLOCK_HEAD];
+        for (q, &x) in q.iter_mut().zip(row) {
+            *q = x * scale;
+        }
+    }
+    q
+}
+
 /// [`attend_row_generic`] for [`BLOCK_ROWS`] rows at once, in AVX2 registers: each key
 /// vector loaded once for four rows' scores, each value row once for four rows' sums, the
 /// sums held in registers (the compiler, left to vectorise the same loops over arrays,
@@ -241,18 +257,11 @@ fn attend_block_avx2(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f
         n,
     } = t;
     let width = 3 * hidden;
-    let scale = 1.0 / (HD as f32).sqrt();
     scores.clear();
     scores.resize(R * n, 0.0);
     assert!(out.len() == R * hidden && keys.len() == heads * HD * n && r + R <= first + n);
     for h in 0..heads {
-        let mut q = [[0f32; HD]; R];
-        for (i, q) in q.iter_mut().enumerate() {
-            let row = &qkv[(r + i) * width + h * HD..][..HD];
-            for (q, &x) in q.iter_mut().zip(row) {
-                *q = x * scale;
-            }
-        }
+        let q = block_queries(t, r, h);
         let kt = &keys[h * HD * n..][..HD * n];
         for pass in 0..R / P {
             let q = &q[pass * P..][..P];
@@ -352,7 +361,6 @@ fn attend_block_avx512(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec
         n,
     } = t;
     let width = 3 * hidden;
-    let scale = 1.0 / (HD as f32).sqrt();
     scores.clear();
     scores.resize(R * n, 0.0);
     assert!(
@@ -364,13 +372,7 @@ fn attend_block_avx512(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec
     );
     let lanes = |k: usize| ((1u32 << k.min(16)) - 1) as u16;
     for h in 0..heads {
-        let mut q = [[0f32; HD]; R];
-        for (i, q) in q.iter_mut().enumerate() {
-            let row = &qkv[(r + i) * width + h * HD..][..HD];
-            for (q, &x) in q.iter_mut().zip(row) {
-                *q = x * scale;
-            }
-        }
+        let q = block_queries(t, r, h);
         let kt = keys[h * HD * n..][..HD * n].as_ptr();
         let sp = scores.as_mut_ptr();
         // Scores, 32 keys at a time, the last step's missing keys masked off.
