@@ -137,17 +137,23 @@ async fn tiny_random_bert_loads_pools_over_real_tokens_and_normalises() {
     );
 }
 
-/// The installed all-MiniLM-L6-v2 (`situate models install all-minilm-l6-v2`; `.ci/run` and
-/// `scripts/test.sh` install it) against sentence-transformers' reference values
-/// (shared/BASELINES.md).
-#[tokio::test]
-async fn all_minilm_matches_the_sentence_transformers_reference() {
+/// The directory of the installed all-MiniLM-L6-v2, or a failure saying how to install it.
+fn installed_minilm() -> PathBuf {
     let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
     assert!(
         dir.join("model.safetensors").is_file(),
         "all-MiniLM-L6-v2 is not installed in {}: run `situate models install all-minilm-l6-v2` (scripts/test.sh does)",
         dir.display()
     );
+    dir
+}
+
+/// The installed all-MiniLM-L6-v2 (`situate models install all-minilm-l6-v2`; `.ci/run` and
+/// `scripts/test.sh` install it) against sentence-transformers' reference values
+/// (shared/BASELINES.md).
+#[tokio::test]
+async fn all_minilm_matches_the_sentence_transformers_reference() {
+    let dir = installed_minilm();
     let e = BertEmbedder::load(&dir, BertOptions::default()).expect("loads");
     assert_eq!(e.dim(), 384);
     let revenue = "The company's revenue grew by 3% over the previous quarter.";
@@ -202,11 +208,7 @@ async fn all_minilm_matches_the_sentence_transformers_reference() {
 /// or beside other queries, and passages untouched (still the reference f32 vectors).
 #[tokio::test]
 async fn q8_queries_stay_close_to_f32_and_leave_passages_alone() {
-    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "run scripts/test.sh"
-    );
+    let dir = installed_minilm();
     let f32 = BertEmbedder::load(&dir, BertOptions::default()).expect("f32");
     let q8 = BertEmbedder::load(
         &dir,
@@ -263,11 +265,7 @@ async fn q8_queries_stay_close_to_f32_and_leave_passages_alone() {
 /// single text's channels), a model id of their own, and the reference pairs' cosines kept.
 #[tokio::test]
 async fn int8_passages_stay_close_to_f32_and_do_not_depend_on_their_batch() {
-    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "run scripts/test.sh"
-    );
+    let dir = installed_minilm();
     let f32 = BertEmbedder::load(&dir, BertOptions::default()).expect("f32");
     let q8 = BertEmbedder::load(
         &dir,

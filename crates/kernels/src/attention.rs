@@ -370,7 +370,6 @@ fn attend_block_avx512(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec
             && heads * HD == hidden
             && qkv.len() >= (first + n) * width
     );
-    let lanes = |k: usize| ((1u32 << k.min(16)) - 1) as u16;
     for h in 0..heads {
         let q = block_queries(t, r, h);
         let kt = keys[h * HD * n..][..HD * n].as_ptr();
@@ -378,7 +377,10 @@ fn attend_block_avx512(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec
         // Scores, 32 keys at a time, the last step's missing keys masked off.
         let mut j = 0;
         while j < n {
-            let (m0, m1) = (lanes(n - j), lanes((n - j).saturating_sub(16)));
+            let (m0, m1) = (
+                crate::lanes(n - j),
+                crate::lanes((n - j).saturating_sub(16)),
+            );
             // SAFETY: AVX-512F is enabled here. Key `j + l` of dimension `d` is at `d·n + j
             // + l` in the head's keys (HD × n), and score `j + l` of row `i` at `i·n + j +
             // l` (R × n); the masks keep `j + l < n`, and masked-off lanes are neither read

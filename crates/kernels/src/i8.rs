@@ -623,7 +623,7 @@ unsafe fn tile_avx512<const R: usize>(
                     _mm512_loadu_ps(b.as_ptr().add(16 * h));
             }
         }
-        masks[h] = lanes(channels.saturating_sub(16 * h).min(16));
+        masks[h] = crate::lanes(channels.saturating_sub(16 * h));
     }
     for (r, &(scale, lo)) in xs.iter().enumerate() {
         let (sv, lov) = (_mm512_set1_ps(scale), _mm512_set1_ps(lo));
@@ -653,13 +653,6 @@ unsafe fn tile_avx512<const R: usize>(
             unsafe { _mm512_mask_storeu_ps(out.wrapping_add(r * ldo + h * 16), masks[h], v) };
         }
     }
-}
-
-/// The mask of the first `n` (≤ 16) lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn lanes(n: usize) -> u16 {
-    ((1u32 << n) - 1) as u16
 }
 
 /// The integer sums Σ u·w of two rows' unsigned bytes with a group of four weight rows

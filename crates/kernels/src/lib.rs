@@ -159,6 +159,14 @@ fn softmax_row(row: &[f32], out: &mut [f32]) {
     softmax_row_generic(row, out)
 }
 
+/// The mask of the first `n` lanes of 16 (all 16 for `n` ≥ 16): an AVX-512 masked load or
+/// store of a partial block.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lanes(n: usize) -> u16 {
+    ((1u32 << n.min(16)) - 1) as u16
+}
+
 /// Whether this CPU runs the AVX2/FMA builds (detected once, then cached by std).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
