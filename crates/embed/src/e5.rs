@@ -19,7 +19,8 @@
 //!   products are written, GELU through the encoder's vectorised `erf`. candle's Q4_0 × Q8_0
 //!   dot product was 72% of the reference path's time (BENCHMARKS.md). The vectors are no
 //!   longer exactly the reference's, so int8 passages are an index's choice (their model id
-//!   ends in `:q8`), and `bench/e5_quality.sh` measures what each costs in retrieval quality.
+//!   ends in `:q8`), and `MODEL=multilingual-e5-small bench/int8_quality.sh` measures what
+//!   each costs in retrieval quality.
 //! - Pooling: mean over every token of the window, then the windows of a long text
 //!   (`max positions − 2` content tokens each) averaged weighted by their token counts, then
 //!   unit length. `query: ` / `passage: ` prefixes as the model card requires.
