@@ -95,35 +95,34 @@ async fn text(c: &Client, css: &str) -> String {
 
 /// Waits until `css` holds `want` (the page's script updates it).
 async fn wait_text(c: &Client, css: &str, want: &str) {
-    let started = Instant::now();
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await
-            && e.text().await.is_ok_and(|t| t.contains(want))
-        {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{css} never showed {want:?}: {:?}",
-            c.source().await.ok()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        c,
+        css,
+        |t| t.contains(want),
+        &format!("never showed {want:?}"),
+    )
+    .await;
 }
 
 /// Waits until the element at `css` shows a text other than `old`: the page has moved on
 /// (a form's post and its redirect are over), not merely still showing the same heading.
 async fn wait_changed(c: &Client, css: &str, old: &str) {
+    wait_for(c, css, |t| t != old, &format!("still shows {old:?}")).await;
+}
+
+/// Polls the element at `css` until its text passes `ok`, failing after a minute with
+/// `failure` and the page's source.
+async fn wait_for(c: &Client, css: &str, ok: impl Fn(&str) -> bool, failure: &str) {
     let started = Instant::now();
     loop {
         if let Ok(e) = c.find(Locator::Css(css)).await
-            && e.text().await.is_ok_and(|t| t != old)
+            && e.text().await.is_ok_and(|t| ok(&t))
         {
             return;
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "{css} still shows {old:?}: {:?}",
+            "{css} {failure}: {:?}",
             c.source().await.ok()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

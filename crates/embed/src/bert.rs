@@ -110,7 +110,7 @@ impl BertEmbedder {
             }
         }
         Ok(BertEmbedder {
-            id: with_precision(id, options.passage_precision),
+            id: options.passage_precision.passages_id(id),
             model,
             tokenizer,
             dim: config.hidden_size,
@@ -125,7 +125,7 @@ impl BertEmbedder {
     /// With int8 passages the id is suffixed `:q8`, here as at load, so that their vectors
     /// are never cached or indexed as the f32 model's.
     pub fn with_id(mut self, id: String) -> Self {
-        self.id = with_precision(id, self.options.passage_precision);
+        self.id = self.options.passage_precision.passages_id(id);
         self
     }
 
@@ -179,14 +179,6 @@ impl BertEmbedder {
             }
         }
         Ok(out)
-    }
-}
-
-/// `id`, suffixed `:q8` for int8 passages.
-fn with_precision(id: String, passages: Precision) -> String {
-    match passages {
-        Precision::F32 => id,
-        Precision::Q8 => format!("{id}:q8"),
     }
 }
 

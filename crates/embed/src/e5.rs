@@ -378,10 +378,7 @@ impl E5Embedder {
             }
             layers.iter_mut().for_each(|l| l.int8 = None);
         }
-        let id = match options.passage_precision {
-            Precision::Q8 => format!("{id}:q8"),
-            Precision::F32 => id,
-        };
+        let id = options.passage_precision.passages_id(id);
         Ok(E5Embedder {
             id,
             hidden,

@@ -136,6 +136,18 @@ pub enum Precision {
     Q8,
 }
 
+impl Precision {
+    /// The model id of an embedder whose passages are in this arithmetic: `id`, suffixed
+    /// `:q8` for int8 passages, so that their vectors are never cached or indexed as the
+    /// reference model's.
+    pub fn passages_id(self, id: String) -> String {
+        match self {
+            Precision::F32 => id,
+            Precision::Q8 => format!("{id}:q8"),
+        }
+    }
+}
+
 struct Norm {
     w: Tensor,
     b: Tensor,
