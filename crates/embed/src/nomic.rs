@@ -1,0 +1,346 @@
+//! nomic-embed-text-v1.5 sentence embeddings in candle, from the f16 GGUF `situate models
+//! install nomic-embed-text-v1.5` inflates (architecture `nomic-bert`).
+//!
+//! The model, as llama.cpp's `nomic-bert` graph computes it: token embeddings plus the
+//! first token type's, LayerNorm; 12 post-LayerNorm layers, each a fused q|k|v product
+//! without bias, rotary positions on the whole head (GPT-NeoX's halves, θ = 1,000), an
+//! output product, then a gated feed-forward layer `down(silu(gate(x)) · up(x))`; mean
+//! pooling and unit length; a Matryoshka dimension keeps the first values and normalises
+//! again. Queries are prefixed `search_query: `, documents `search_document: `.
+//!
+//! The tokenizer is the GGUF's own WordPiece vocabulary (`tokenizer.ggml.tokens`), put
+//! together as BERT's uncased tokenizer: lower-cased, accents stripped, Chinese characters
+//! split, punctuation split, `##` continuations, `[CLS]` … `[SEP]`.
+//!
+//! The f16 weights are widened to f32 at load (about 550 MB): the reference arithmetic.
+
+use crate::attend::{Heads, Linear, attend};
+use crate::encoder::Norm;
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use situate_core::{EmbedError, EmbedKind, Embedder};
+use std::path::Path;
+use std::str::FromStr;
+use tokenizers::{Tokenizer, TruncationParams};
+
+/// The model file inside the installed directory.
+pub const MODEL_FILE: &str = "nomic-embed-text-v1.5.f16.gguf";
+/// The prefix of a query (the model card's).
+pub const QUERY_PREFIX: &str = "search_query: ";
+/// The prefix of a document.
+pub const DOCUMENT_PREFIX: &str = "search_document: ";
+/// The Matryoshka dimensions the model was trained to keep.
+pub const DIMENSIONS: [usize; 5] = [768, 512, 256, 128, 64];
+
+/// Tokens per forward pass (texts are packed up to this).
+const BATCH_TOKENS: usize = 4096;
+
+struct Layer {
+    qkv: Linear,
+    o: Linear,
+    aln: Norm,
+    gate_up: Linear,
+    down: Linear,
+    oln: Norm,
+}
+
+/// nomic-embed-text-v1.5 on the CPU.
+pub struct NomicEmbedder {
+    id: String,
+    tokenizer: Tokenizer,
+    word: Tensor,
+    ty: Tensor,
+    eln: Norm,
+    layers: Vec<Layer>,
+    rope: (Tensor, Tensor),
+    heads: Heads,
+    hidden: usize,
+    eps: f32,
+    dim: usize,
+    max_tokens: usize,
+}
+
+fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
+    EmbedError {
+        model: id.to_string(),
+        message: m.to_string(),
+    }
+}
+
+/// The GGUF's metadata value `key`, or an error naming it.
+fn meta<'a>(c: &'a gguf_file::Content, key: &str) -> candle_core::Result<&'a gguf_file::Value> {
+    c.metadata
+        .get(key)
+        .ok_or_else(|| candle_core::Error::msg(format!("the GGUF has no {key}")))
+}
+
+/// BERT's uncased WordPiece tokenizer over `tokens` (ids are positions), as a
+/// `tokenizer.json` document read by the `tokenizers` crate.
+fn wordpiece(tokens: &[String], cls: u32, sep: u32, unk: u32) -> Result<Tokenizer, String> {
+    let name = |id: u32| {
+        tokens
+            .get(id as usize)
+            .cloned()
+            .ok_or_else(|| format!("token id {id} is outside the vocabulary"))
+    };
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), serde_json::json!(i)))
+        .collect();
+    let (cls_t, sep_t, unk_t) = (name(cls)?, name(sep)?, name(unk)?);
+    let special = |id: u32, content: &str| {
+        serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": true})
+    };
+    let doc = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(cls, &cls_t), special(sep, &sep_t), special(unk, &unk_t)],
+        "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+            "strip_accents": null, "lowercase": true},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {"type": "BertProcessing", "sep": [sep_t, sep], "cls": [cls_t, cls]},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+        "model": {"type": "WordPiece", "unk_token": unk_t, "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100, "vocab": vocab}
+    });
+    Tokenizer::from_str(&doc.to_string()).map_err(|e| e.to_string())
+}
+
+impl NomicEmbedder {
+    /// Loads the GGUF in `dir`; `id` is the model id, `dim` the vector's dimension (768 or
+    /// a Matryoshka prefix).
+    pub fn load(dir: &Path, id: String, dim: usize) -> Result<Self, EmbedError> {
+        if !DIMENSIONS.contains(&dim) {
+            return Err(err(
+                &id,
+                format!(
+                    "nomic-embed-text-v1.5's dimension is one of 768, 512, 256, 128, 64 (Matryoshka), not {dim}"
+                ),
+            ));
+        }
+        let path = crate::encoder::model_file(dir, MODEL_FILE, "model").map_err(|m| err(&id, m))?;
+        Self::read(&path, id.clone(), dim).map_err(|e| err(&id, format!("{}: {e}", path.display())))
+    }
+
+    fn read(path: &Path, id: String, dim: usize) -> candle_core::Result<Self> {
+        let mut f = std::fs::File::open(path)?;
+        let c = gguf_file::Content::read(&mut f)?;
+        let arch = meta(&c, "general.architecture")?.to_string()?;
+        if arch != "nomic-bert" {
+            candle_core::bail!("architecture {arch:?}, not nomic-bert");
+        }
+        let u = |k: &str| -> candle_core::Result<usize> {
+            Ok(meta(&c, &format!("nomic-bert.{k}"))?.to_u32()? as usize)
+        };
+        let (layers_n, hidden, heads, ctx) = (
+            u("block_count")?,
+            u("embedding_length")?,
+            u("attention.head_count")?,
+            u("context_length")?,
+        );
+        let eps = meta(&c, "nomic-bert.attention.layer_norm_epsilon")?.to_f32()?;
+        let base = meta(&c, "nomic-bert.rope.freq_base")?.to_f32()? as f64;
+        if heads == 0 || !hidden.is_multiple_of(heads) {
+            candle_core::bail!("{hidden} is not a multiple of {heads} heads");
+        }
+        let tokens: Vec<String> = meta(&c, "tokenizer.ggml.tokens")?
+            .to_vec()?
+            .iter()
+            .map(|v| v.to_string().cloned())
+            .collect::<candle_core::Result<_>>()?;
+        let id_of = |k: &str| -> candle_core::Result<u32> { meta(&c, k)?.to_u32() };
+        let mut tokenizer = wordpiece(
+            &tokens,
+            id_of("tokenizer.ggml.bos_token_id")?,
+            id_of("tokenizer.ggml.seperator_token_id")
+                .or_else(|_| id_of("tokenizer.ggml.eos_token_id"))?,
+            id_of("tokenizer.ggml.unknown_token_id")?,
+        )
+        .map_err(candle_core::Error::msg)?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: ctx,
+                ..Default::default()
+            }))
+            .map_err(candle_core::Error::msg)?;
+        let dev = Device::Cpu;
+        let mut get = |name: &str| -> candle_core::Result<Tensor> {
+            c.tensor(&mut f, name, &dev)?.dequantize(&dev)
+        };
+        let word = get("token_embd.weight")?;
+        let ty = get("token_types.weight")?;
+        let eln = Norm {
+            w: get("token_embd_norm.weight")?,
+            b: get("token_embd_norm.bias")?,
+        };
+        let mut layers = Vec::with_capacity(layers_n);
+        for i in 0..layers_n {
+            let mut g = |n: &str| get(&format!("blk.{i}.{n}"));
+            layers.push(Layer {
+                qkv: Linear::fused(&[g("attn_qkv.weight")?])?,
+                o: Linear::fused(&[g("attn_output.weight")?])?,
+                aln: Norm {
+                    w: g("attn_output_norm.weight")?,
+                    b: g("attn_output_norm.bias")?,
+                },
+                gate_up: Linear::fused(&[g("ffn_gate.weight")?, g("ffn_up.weight")?])?,
+                down: Linear::fused(&[g("ffn_down.weight")?])?,
+                oln: Norm {
+                    w: g("layer_output_norm.weight")?,
+                    b: g("layer_output_norm.bias")?,
+                },
+            });
+        }
+        let head_dim = hidden / heads;
+        Ok(NomicEmbedder {
+            id: crate::gemma::GemmaEmbedder::id_for(id, dim),
+            tokenizer,
+            word,
+            ty,
+            eln,
+            layers,
+            rope: crate::gemma::rope_table(ctx, head_dim, base)?,
+            heads: Heads {
+                heads,
+                kv_heads: heads,
+                head_dim,
+                scale: 1.0 / (head_dim as f64).sqrt(),
+            },
+            hidden,
+            eps,
+            dim,
+            max_tokens: ctx,
+        })
+    }
+
+    /// The longest input in tokens (special tokens included); longer texts are cut.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// Token ids of one text as the model sees it (`[CLS]` … `[SEP]`, truncated).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        Ok(self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| err(&self.id, e))?
+            .get_ids()
+            .to_vec())
+    }
+
+    fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let dev = Device::Cpu;
+        let mut ids = Vec::new();
+        let mut positions = Vec::new();
+        let mut segs = Vec::new();
+        for t in texts {
+            segs.push((ids.len(), t.len()));
+            ids.extend_from_slice(t);
+            positions.extend(0..t.len() as u32);
+        }
+        let total = ids.len();
+        let positions = Tensor::new(positions.as_slice(), &dev)?;
+        let cos = self.rope.0.index_select(&positions, 0)?;
+        let sin = self.rope.1.index_select(&positions, 0)?;
+        let x = self
+            .word
+            .index_select(&Tensor::new(ids.as_slice(), &dev)?, 0)?;
+        let x = x.broadcast_add(&self.ty.narrow(0, 0, 1)?)?;
+        let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps)?;
+        let (h, n_heads, d) = (self.hidden, self.heads.heads, self.heads.head_dim);
+        for l in &self.layers {
+            let qkv = l.qkv.forward(&x)?;
+            let rot = |t: Tensor| -> candle_core::Result<Tensor> {
+                candle_nn::rotary_emb::rope_thd(
+                    &t.contiguous()?.reshape((1, total, n_heads, d))?,
+                    &cos,
+                    &sin,
+                )?
+                .reshape((total, h))
+            };
+            let q = rot(qkv.narrow(1, 0, h)?)?;
+            let k = rot(qkv.narrow(1, h, h)?)?;
+            let v = qkv.narrow(1, 2 * h, h)?.contiguous()?;
+            let mut ctx = Vec::with_capacity(segs.len());
+            for &(s, n) in &segs {
+                ctx.push(attend(
+                    &q.narrow(0, s, n)?,
+                    &k.narrow(0, s, n)?,
+                    &v.narrow(0, s, n)?,
+                    self.heads,
+                    None,
+                )?);
+            }
+            let y = (l.o.forward(&Tensor::cat(&ctx, 0)?)? + &x)?;
+            x = candle_nn::ops::layer_norm(&y, &l.aln.w, &l.aln.b, self.eps)?;
+            let gu = l.gate_up.forward(&x)?;
+            let inner = gu.dim(1)? / 2;
+            let mid = (gu.narrow(1, 0, inner)?.silu()? * gu.narrow(1, inner, inner)?)?;
+            let y = (l.down.forward(&mid)? + &x)?;
+            x = candle_nn::ops::layer_norm(&y, &l.oln.w, &l.oln.b, self.eps)?;
+        }
+        crate::encoder::mean_per_text(&x, &segs)
+    }
+
+    /// Embeds texts synchronously, each after its kind's prefix: unit length, cut to the
+    /// Matryoshka dimension and normalised again.
+    pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let prefix = match kind {
+            EmbedKind::Query => QUERY_PREFIX,
+            EmbedKind::Passage => DOCUMENT_PREFIX,
+        };
+        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        let encodings = self
+            .tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| err(&self.id, e))?;
+        let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in crate::gemma::token_batches(&ids, BATCH_TOKENS) {
+            let pooled = self
+                .pooled(batch)
+                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
+            for v in pooled {
+                let mut v = crate::gemma::unit(v);
+                if self.dim < v.len() {
+                    v.truncate(self.dim);
+                    v = crate::gemma::unit(v);
+                }
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for NomicEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_sync(texts, kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_wordpiece_tokenizer_is_berts_uncased_one() {
+        let tokens: Vec<String> = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cafe", "run", "##ning", ",", "!", "北",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let t = super::wordpiece(&tokens, 2, 3, 1).expect("builds");
+        let ids = t.encode("The Café, RUNNING! 北x", true).expect("encodes");
+        assert_eq!(ids.get_ids(), &[2, 4, 5, 8, 6, 7, 9, 10, 1, 3]);
+    }
+}
