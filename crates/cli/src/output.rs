@@ -292,6 +292,22 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
 }
 
 /// Index statistics.
+/// What a cut of embedding inputs cost, in one line: how many texts of how many, the
+/// tokens not embedded, and what to do about it.
+fn cut_line(c: &situate_engine::EmbedCut, of: u64) -> String {
+    let window = c
+        .window
+        .map(|w| format!("the embedder's {w}-token window"))
+        .unwrap_or_else(|| "the embedder's window".into());
+    format!(
+        "{} of {of} texts were longer than {window}: {} of their {} tokens ({:.0}%) are not in their vectors (BM25 reads them whole); smaller chunks (--max-tokens), shorter contexts or an embedder that reads more (embeddinggemma-300m, nomic-embed-text-v1.5: 2,048 tokens) keep them",
+        c.texts,
+        c.tokens,
+        c.input_tokens,
+        100.0 * c.tokens as f64 / c.input_tokens.max(1) as f64
+    )
+}
+
 pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Result<()> {
     if json {
         return print_json(&serde_json::json!({
@@ -330,6 +346,13 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
             s.vectors
         )?,
         _ => writeln!(out, "vectors     none (embedder {})", s.embedder)?,
+    }
+    if s.embed_cut.texts > 0 {
+        writeln!(
+            out,
+            "cut inputs  {}",
+            cut_line(&s.embed_cut, s.store.chunks)
+        )?;
     }
     writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
     if check.is_consistent() {
@@ -420,6 +443,9 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
             "embedded {} new texts with {m} (cached ones reused)",
             r.embedded
         )?;
+    }
+    if r.embed_cut.texts > 0 {
+        writeln!(out, "{}", cut_line(&r.embed_cut, r.embedded))?;
     }
     if r.embedding_failures > 0 {
         writeln!(

@@ -46,6 +46,15 @@ pub trait Embedder: Send + Sync {
         64
     }
 
+    /// How many tokens the model's input for `text` as `kind` has (prompt and special tokens
+    /// included) and the most it reads: `Some((tokens, window))`, the text's end cut when
+    /// `tokens > window`. `None` when the embedder cannot say (hosted models) or reads
+    /// every token (multilingual-e5 averages windows; the hashing embedder). Ingest counts
+    /// the cut texts with it, so that no input is cut silently.
+    fn input_tokens(&self, _text: &str, _kind: EmbedKind) -> Option<(usize, usize)> {
+        None
+    }
+
     /// One vector per text, in order.
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError>;
 }

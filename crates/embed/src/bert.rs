@@ -11,7 +11,7 @@ use crate::encoder::{Encoder, Precision};
 use candle_transformers::models::bert::Config;
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::{Path, PathBuf};
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
 /// How a BERT embedder runs.
 #[derive(Debug, Clone)]
@@ -85,11 +85,10 @@ impl BertEmbedder {
             .max_tokens
             .min(config.max_position_embeddings)
             .max(2);
+        // Inputs are cut by hand (`crate::gemma::fit`, the same tokens the tokenizer's
+        // truncation keeps), so that the cut is counted ([`Embedder::input_tokens`]).
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
-                ..Default::default()
-            }))
+            .with_truncation(None)
             .map_err(|e| err(&id, format!("setting truncation: {e}")))?;
         // Texts are packed, not padded (see the module doc).
         tokenizer.with_padding(None);
@@ -129,8 +128,15 @@ impl BertEmbedder {
         self
     }
 
-    /// Token ids of one text as the model sees it (special tokens included, truncated).
+    /// Token ids of one text as the model sees it (special tokens included, cut to the
+    /// window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut ids = self.full_ids(text)?;
+        crate::gemma::fit(&mut ids, self.options.max_tokens);
+        Ok(ids)
+    }
+
+    fn full_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let enc = self
             .tokenizer
             .encode(text, true)
@@ -157,7 +163,14 @@ impl BertEmbedder {
                 .tokenizer
                 .encode_batch(inputs, true)
                 .map_err(|e| err(&self.id, e))?;
-            let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+            let ids: Vec<Vec<u32>> = encodings
+                .iter()
+                .map(|e| {
+                    let mut ids = e.get_ids().to_vec();
+                    crate::gemma::fit(&mut ids, self.options.max_tokens);
+                    ids
+                })
+                .collect();
             // A query's whole forward pass runs on rayon's pool (the calling thread waits
             // once), so that its parallel int8 products are forked from a pool thread:
             // called from outside the pool, each of a query's two dozen products was handed
@@ -190,6 +203,15 @@ impl Embedder for BertEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    fn input_tokens(&self, text: &str, kind: EmbedKind) -> Option<(usize, usize)> {
+        let prefix = match kind {
+            EmbedKind::Query => &self.options.query_prefix,
+            EmbedKind::Passage => &self.options.passage_prefix,
+        };
+        let n = self.full_ids(&format!("{prefix}{text}")).ok()?.len();
+        Some((n, self.options.max_tokens))
     }
 
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {

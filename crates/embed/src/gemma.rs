@@ -28,7 +28,7 @@ use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{D, DType, Device, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::Path;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
 /// The prompt before a query (`config_sentence_transformers.json`'s `query`).
 pub const QUERY_PROMPT: &str = "task: search result | query: ";
@@ -138,6 +138,22 @@ pub(crate) fn token_batches(texts: &[Vec<u32>], tokens: usize) -> Vec<&[Vec<u32>
     out
 }
 
+/// Cuts a tokenized input (special tokens included) to `max` tokens the way the
+/// `tokenizers` crate's truncation does with a post-processor: the first `max - 1` tokens,
+/// then the last (the closing special token, `[SEP]`, `</s>` or `<eos>`). Returns how many
+/// tokens were cut. Cutting by hand rather than in the tokenizer keeps the full count, so
+/// a cut is never silent ([`situate_core::Embedder::input_tokens`]).
+pub(crate) fn fit(ids: &mut Vec<u32>, max: usize) -> usize {
+    if ids.len() <= max || max < 2 {
+        return 0;
+    }
+    let cut = ids.len() - max;
+    let last = ids[ids.len() - 1];
+    ids.truncate(max - 1);
+    ids.push(last);
+    cut
+}
+
 /// `v` at unit length (a zero vector stays zero).
 pub(crate) fn unit(mut v: Vec<f32>) -> Vec<f32> {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
@@ -193,11 +209,9 @@ impl GemmaEmbedder {
         let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         let max_tokens = options.max_tokens.clamp(2, c.max_position_embeddings);
+        // Inputs are cut by hand ([`fit`]), so the tokenizer cuts nothing.
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
-                ..Default::default()
-            }))
+            .with_truncation(None)
             .map_err(|e| err(&id, format!("setting truncation: {e}")))?;
         tokenizer.with_padding(None);
         let dense = [
@@ -329,14 +343,28 @@ impl GemmaEmbedder {
         self.options.max_tokens
     }
 
-    /// Token ids of one text as the model sees it (`<bos>` … `<eos>`, truncated).
+    /// Token ids of one text as the model sees it (`<bos>` … `<eos>`, cut to the window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut ids = self.full_ids(text)?;
+        fit(&mut ids, self.options.max_tokens);
+        Ok(ids)
+    }
+
+    fn full_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         Ok(self
             .tokenizer
             .encode(text, true)
             .map_err(|e| err(&self.id, e))?
             .get_ids()
             .to_vec())
+    }
+
+    /// The prompt before a text of `kind`.
+    fn prompt(kind: EmbedKind) -> &'static str {
+        match kind {
+            EmbedKind::Query => QUERY_PROMPT,
+            EmbedKind::Passage => DOCUMENT_PROMPT,
+        }
     }
 
     /// The scaled embeddings of `ids`, read row by row from the memory-mapped table.
@@ -458,16 +486,20 @@ impl GemmaEmbedder {
     /// Embeds texts synchronously, each prefixed by its kind's prompt: unit length, cut to
     /// the Matryoshka dimension and normalised again.
     pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let prompt = match kind {
-            EmbedKind::Query => QUERY_PROMPT,
-            EmbedKind::Passage => DOCUMENT_PROMPT,
-        };
+        let prompt = Self::prompt(kind);
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prompt}{t}")).collect();
         let encodings = self
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        let ids: Vec<Vec<u32>> = encodings
+            .iter()
+            .map(|e| {
+                let mut ids = e.get_ids().to_vec();
+                fit(&mut ids, self.options.max_tokens);
+                ids
+            })
+            .collect();
         let mut out = Vec::with_capacity(texts.len());
         for batch in token_batches(&ids, BATCH_TOKENS) {
             let pooled = self
@@ -500,6 +532,14 @@ impl Embedder for GemmaEmbedder {
         16
     }
 
+    fn input_tokens(&self, text: &str, kind: EmbedKind) -> Option<(usize, usize)> {
+        let n = self
+            .full_ids(&format!("{}{text}", Self::prompt(kind)))
+            .ok()?
+            .len();
+        Some((n, self.options.max_tokens))
+    }
+
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_sync(texts, kind)
     }
@@ -520,6 +560,16 @@ mod tests {
         assert_eq!(sizes, vec![2, 1, 1, 2]);
         assert_eq!(b.iter().map(|x| x.len()).sum::<usize>(), texts.len());
         assert!(token_batches(&[], 8).is_empty());
+    }
+
+    #[test]
+    fn inputs_are_cut_as_the_tokenizers_truncation_cuts_them() {
+        let mut ids = vec![2, 10, 11, 12, 13, 1];
+        assert_eq!(fit(&mut ids, 4), 2);
+        assert_eq!(ids, vec![2, 10, 11, 1]);
+        let mut short = vec![2, 10, 1];
+        assert_eq!(fit(&mut short, 4), 0);
+        assert_eq!(short, vec![2, 10, 1]);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::Path;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
 /// The longest input sentence-transformers gives all-mpnet-base-v2
 /// (`sentence_bert_config.json`), special tokens included.
@@ -123,11 +123,9 @@ impl MpnetEmbedder {
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         let position_offset = c.pad_token_id + 1;
         let max_tokens = MAX_TOKENS.min(c.max_position_embeddings.saturating_sub(position_offset));
+        // Inputs are cut by hand (`fit`), so the tokenizer cuts nothing.
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
-                ..Default::default()
-            }))
+            .with_truncation(None)
             .map_err(|e| err(&id, format!("setting truncation: {e}")))?;
         tokenizer.with_padding(None);
         let vb = crate::encoder::mmap_weights(&file("model.safetensors")?)
@@ -187,8 +185,15 @@ impl MpnetEmbedder {
         self.max_tokens
     }
 
-    /// Token ids of one text as the model sees it (special tokens included, truncated).
+    /// Token ids of one text as the model sees it (special tokens included, cut to the
+    /// window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut ids = self.full_ids(text)?;
+        crate::gemma::fit(&mut ids, self.max_tokens);
+        Ok(ids)
+    }
+
+    fn full_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         Ok(self
             .tokenizer
             .encode(text, true)
@@ -272,7 +277,14 @@ impl MpnetEmbedder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        let ids: Vec<Vec<u32>> = encodings
+            .iter()
+            .map(|e| {
+                let mut ids = e.get_ids().to_vec();
+                crate::gemma::fit(&mut ids, self.max_tokens);
+                ids
+            })
+            .collect();
         let mut out = Vec::with_capacity(texts.len());
         for batch in crate::gemma::token_batches(&ids, BATCH_TOKENS) {
             let pooled = self
@@ -292,6 +304,10 @@ impl Embedder for MpnetEmbedder {
 
     fn dim(&self) -> usize {
         self.hidden
+    }
+
+    fn input_tokens(&self, text: &str, _kind: EmbedKind) -> Option<(usize, usize)> {
+        Some((self.full_ids(text).ok()?.len(), self.max_tokens))
     }
 
     async fn embed(&self, texts: &[&str], _kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {

@@ -21,7 +21,7 @@ use candle_core::{Device, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use std::path::Path;
 use std::str::FromStr;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
 /// The model file inside the installed directory.
 pub const MODEL_FILE: &str = "nomic-embed-text-v1.5.f16.gguf";
@@ -74,8 +74,20 @@ fn meta<'a>(c: &'a gguf_file::Content, key: &str) -> candle_core::Result<&'a ggu
         .ok_or_else(|| candle_core::Error::msg(format!("the GGUF has no {key}")))
 }
 
-/// BERT's uncased WordPiece tokenizer over `tokens` (ids are positions), as a
-/// `tokenizer.json` document read by the `tokenizers` crate.
+/// A GGUF vocabulary entry as BERT's WordPiece spells it. llama.cpp's converter writes a
+/// word's first piece with `▁` before it and a continuation bare (BERT's `##how` is `how`,
+/// its `how` is `▁how`); control tokens (`[CLS]`, token type 3) are kept as they are.
+fn bert_piece(token: &str, control: bool) -> String {
+    match token.strip_prefix('\u{2581}') {
+        Some(word) => word.to_string(),
+        None if control => token.to_string(),
+        None => format!("##{token}"),
+    }
+}
+
+/// BERT's uncased WordPiece tokenizer over `tokens` (ids are positions, in BERT's
+/// spelling: [`bert_piece`]), as a `tokenizer.json` document read by the `tokenizers`
+/// crate.
 fn wordpiece(tokens: &[String], cls: u32, sep: u32, unk: u32) -> Result<Tokenizer, String> {
     let name = |id: u32| {
         tokens
@@ -144,10 +156,22 @@ impl NomicEmbedder {
         if heads == 0 || !hidden.is_multiple_of(heads) {
             candle_core::bail!("{hidden} is not a multiple of {heads} heads");
         }
+        let types: Vec<u32> = match c.metadata.get("tokenizer.ggml.token_type") {
+            Some(v) => v
+                .to_vec()?
+                .iter()
+                .map(|t| t.to_i32().map(|t| t as u32))
+                .collect::<candle_core::Result<_>>()?,
+            None => Vec::new(),
+        };
         let tokens: Vec<String> = meta(&c, "tokenizer.ggml.tokens")?
             .to_vec()?
             .iter()
-            .map(|v| v.to_string().cloned())
+            .enumerate()
+            .map(|(i, v)| {
+                let control = types.get(i) == Some(&3);
+                v.to_string().map(|t| bert_piece(t, control))
+            })
             .collect::<candle_core::Result<_>>()?;
         let id_of = |k: &str| -> candle_core::Result<u32> { meta(&c, k)?.to_u32() };
         let mut tokenizer = wordpiece(
@@ -158,11 +182,9 @@ impl NomicEmbedder {
             id_of("tokenizer.ggml.unknown_token_id")?,
         )
         .map_err(candle_core::Error::msg)?;
+        // Inputs are cut by hand (`fit`), so the tokenizer cuts nothing.
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: ctx,
-                ..Default::default()
-            }))
+            .with_truncation(None)
             .map_err(candle_core::Error::msg)?;
         let dev = Device::Cpu;
         let mut get = |name: &str| -> candle_core::Result<Tensor> {
@@ -219,14 +241,28 @@ impl NomicEmbedder {
         self.max_tokens
     }
 
-    /// Token ids of one text as the model sees it (`[CLS]` … `[SEP]`, truncated).
+    /// Token ids of one text as the model sees it (`[CLS]` … `[SEP]`, cut to the window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut ids = self.full_ids(text)?;
+        crate::gemma::fit(&mut ids, self.max_tokens);
+        Ok(ids)
+    }
+
+    fn full_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         Ok(self
             .tokenizer
             .encode(text, true)
             .map_err(|e| err(&self.id, e))?
             .get_ids()
             .to_vec())
+    }
+
+    /// The prefix before a text of `kind`.
+    fn prefix(kind: EmbedKind) -> &'static str {
+        match kind {
+            EmbedKind::Query => QUERY_PREFIX,
+            EmbedKind::Passage => DOCUMENT_PREFIX,
+        }
     }
 
     fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
@@ -286,16 +322,20 @@ impl NomicEmbedder {
     /// Embeds texts synchronously, each after its kind's prefix: unit length, cut to the
     /// Matryoshka dimension and normalised again.
     pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let prefix = match kind {
-            EmbedKind::Query => QUERY_PREFIX,
-            EmbedKind::Passage => DOCUMENT_PREFIX,
-        };
+        let prefix = Self::prefix(kind);
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
         let encodings = self
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        let ids: Vec<Vec<u32>> = encodings
+            .iter()
+            .map(|e| {
+                let mut ids = e.get_ids().to_vec();
+                crate::gemma::fit(&mut ids, self.max_tokens);
+                ids
+            })
+            .collect();
         let mut out = Vec::with_capacity(texts.len());
         for batch in crate::gemma::token_batches(&ids, BATCH_TOKENS) {
             let pooled = self
@@ -324,6 +364,14 @@ impl Embedder for NomicEmbedder {
         self.dim
     }
 
+    fn input_tokens(&self, text: &str, kind: EmbedKind) -> Option<(usize, usize)> {
+        let n = self
+            .full_ids(&format!("{}{text}", Self::prefix(kind)))
+            .ok()?
+            .len();
+        Some((n, self.max_tokens))
+    }
+
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_sync(texts, kind)
     }
@@ -333,11 +381,13 @@ impl Embedder for NomicEmbedder {
 mod tests {
     #[test]
     fn the_wordpiece_tokenizer_is_berts_uncased_one() {
+        // As llama.cpp's converter writes them: `▁` before a word's first piece.
         let tokens: Vec<String> = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cafe", "run", "##ning", ",", "!", "北",
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁the", "▁cafe", "▁run", "ning", "▁,", "▁!", "▁北",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .enumerate()
+        .map(|(i, s)| super::bert_piece(s, i < 4))
         .collect();
         let t = super::wordpiece(&tokens, 2, 3, 1).expect("builds");
         let ids = t.encode("The Café, RUNNING! 北x", true).expect("encodes");

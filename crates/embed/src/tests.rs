@@ -597,3 +597,35 @@ fn embeddinggemma_matches_the_sentence_transformers_reference() {
         "not a Matryoshka dimension"
     );
 }
+
+/// nomic-embed-text-v1.5 (`situate models install nomic-embed-text-v1.5`) against the
+/// vectors llama.cpp's embedding mode wrote from the same GGUF (its prefixes; English,
+/// Russian, Chinese, code, a text of 1,332 tokens); and a Matryoshka dimension.
+#[test]
+fn nomic_embed_matches_llama_cpp_on_the_same_gguf() {
+    use crate::nomic::{DOCUMENT_PREFIX, NomicEmbedder, QUERY_PREFIX};
+    let dir = installed("nomic-embed-text-v1.5", crate::nomic::MODEL_FILE);
+    let e = NomicEmbedder::load(&dir, "nomic".into(), 768).expect("loads");
+    assert_eq!((e.dim(), e.max_tokens()), (768, 2048));
+    let r = reference("nomic-embed-text-v1.5");
+    matches_reference(
+        &r,
+        |t, k| e.embed_sync(t, k).expect("embeds"),
+        |t, k| {
+            let prefix = match k {
+                EmbedKind::Query => QUERY_PREFIX,
+                EmbedKind::Passage => DOCUMENT_PREFIX,
+            };
+            e.token_ids(&format!("{prefix}{t}")).expect("tokens").len()
+        },
+    );
+    let small = NomicEmbedder::load(&dir, "nomic".into(), 64).expect("loads");
+    assert_eq!((small.dim(), small.model_id()), (64, "nomic:64"));
+    let text = &r.texts[0].1;
+    let full = e.embed_sync(&[text], EmbedKind::Query).expect("embeds");
+    let cut = small.embed_sync(&[text], EmbedKind::Query).expect("embeds");
+    let norm = dot(&full[0][..64], &full[0][..64]).sqrt();
+    for (a, b) in full[0][..64].iter().zip(&cut[0]) {
+        assert!((a / norm - b).abs() < 1e-6);
+    }
+}

@@ -64,22 +64,19 @@ impl Engine {
                 unknown.join(", ")
             )));
         }
-        let (vectors, failed, reason) =
-            self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
-        if failed > 0 {
+        let embedded = self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
+        if embedded.failed > 0 {
             tracing::warn!(
-                "{failed} new context(s) could not be embedded ({}); `situate rebuild` embeds them later",
-                reason.unwrap_or_default()
+                "{} new context(s) could not be embedded ({}); `situate rebuild` embeds them later",
+                embedded.failed,
+                embedded.reason.as_deref().unwrap_or_default()
             );
         }
         let model = self.embed_settings()?.model;
         let mut batch = self.store.batch()?;
         if let Some(model) = &model {
-            let items: Vec<(&str, &[f32])> = vectors
-                .iter()
-                .map(|(h, v)| (h.as_str(), v.as_slice()))
-                .collect();
-            batch.put_embeddings(model, &items)?;
+            batch.put_embeddings(model, &embedded.cache_rows())?;
+            batch.put_embedding_cuts(model, &embedded.cut_rows())?;
         }
         let mut changed = 0;
         for u in updates {

@@ -405,17 +405,18 @@ impl Follower {
                 .into_iter()
                 .filter(|(h, _)| !kept.contains_key(h))
                 .collect();
-            let (fresh, failed, reason) =
-                engine.embed_missing(engine.runtime()?, rest, &mut |_, _| {})?;
-            if failed > 0 {
+            let fresh = engine.embed_missing(engine.runtime()?, rest, &mut |_, _| {})?;
+            if fresh.failed > 0 {
                 tracing::warn!(
-                    "{failed} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
-                    reason.unwrap_or_default()
+                    "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
+                    fresh.failed,
+                    fresh.reason.as_deref().unwrap_or_default()
                 );
             }
-            report.embedded += fresh.len() as u64;
+            report.embedded += fresh.vectors.len() as u64;
+            engine.store.record_cuts(model, &fresh.cut_rows())?;
             vectors.extend(kept);
-            vectors.extend(fresh);
+            vectors.extend(fresh.vectors);
         }
         let mut batch = engine.store.batch()?;
         if let Some(model) = &model {

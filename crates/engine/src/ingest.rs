@@ -116,10 +116,26 @@ pub struct IngestReport {
     pub embedding_error: Option<String>,
     /// The embedder model used, if any.
     pub embed_model: Option<String>,
+    /// The texts embedded in this run whose input was longer than the embedder reads.
+    pub embed_cut: EmbedCut,
     /// Whether the run was cancelled ([`Engine::cancel_on`]) before it read every input:
     /// the documents whose contexts were written are committed, the rest are not stored,
     /// so running it again finishes the work.
     pub cancelled: bool,
+}
+
+/// Embedding inputs cut to the embedder's window (context + chunk longer than it reads):
+/// in an ingest's report (the texts it embedded) and in `stats` (the index's cards).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct EmbedCut {
+    /// Texts whose input was cut.
+    pub texts: u64,
+    /// The tokens those inputs had, all together.
+    pub input_tokens: u64,
+    /// The tokens cut from them (never embedded), all together.
+    pub tokens: u64,
+    /// The embedder's window in tokens (prompt and special tokens included), when known.
+    pub window: Option<usize>,
 }
 
 impl IngestReport {
@@ -353,23 +369,23 @@ impl Engine {
                 })
             })
             .collect();
-        let (vectors, failed, reason) =
-            self.embed_missing(self.runtime()?, texts, &mut |done, total| {
-                on_event(IngestEvent::Embedding { done, total })
-            })?;
-        report.embedded += vectors.len() as u64;
-        report.embedding_failures += failed as u64;
+        let embedded = self.embed_missing(self.runtime()?, texts, &mut |done, total| {
+            on_event(IngestEvent::Embedding { done, total })
+        })?;
+        report.embedded += embedded.vectors.len() as u64;
+        report.embedding_failures += embedded.failed as u64;
+        report.embed_cut.texts += embedded.cuts.len() as u64;
+        report.embed_cut.tokens += embedded.cuts.iter().map(|c| c.2).sum::<u64>();
+        report.embed_cut.input_tokens += embedded.cuts.iter().map(|c| c.1).sum::<u64>();
+        report.embed_cut.window = report.embed_cut.window.or(embedded.window);
         if report.embedding_error.is_none() {
-            report.embedding_error = reason;
+            report.embedding_error = embedded.reason.clone();
         }
         let model = self.embed_settings()?.model;
         let mut batch = self.store.batch()?;
         if let Some(model) = &model {
-            let items: Vec<(&str, &[f32])> = vectors
-                .iter()
-                .map(|(h, v)| (h.as_str(), v.as_slice()))
-                .collect();
-            batch.put_embeddings(model, &items)?;
+            batch.put_embeddings(model, &embedded.cache_rows())?;
+            batch.put_embedding_cuts(model, &embedded.cut_rows())?;
         }
         for p in pending.iter() {
             let ids: Vec<String> = p.spans.iter().map(|s| s.id_in(&p.doc.id)).collect();

@@ -52,7 +52,7 @@ pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
-pub use ingest::{IngestEvent, IngestOptions, IngestReport};
+pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store, prepare_ingest,
 };
@@ -718,11 +718,35 @@ impl Engine {
             bm25_generation: self.bm25.generation()?,
             chinese_tokenizer: self.chinese.as_str().to_string(),
             disk_bytes: dir_size(&self.dir),
+            embed_cut: match &embed.model {
+                Some(model) => self.embed_cut(model)?,
+                None => EmbedCut::default(),
+            },
             embedder: embed.spec,
             embed_model: embed.model,
             vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
             vector_index: self.vectors.as_ref().map(|v| v.kind().to_string()),
         })
+    }
+
+    /// The index's cards whose embedding input was cut to the embedder's window (recorded
+    /// when they were embedded; no model is loaded). The cards are read only when some
+    /// input of this model was ever cut.
+    fn embed_cut(&self, model: &str) -> Result<EmbedCut> {
+        let cuts = self.store.embedding_cuts(model)?;
+        let mut out = EmbedCut::default();
+        if cuts.is_empty() {
+            return Ok(out);
+        }
+        self.store.for_each_index_row(|row| {
+            if let Some((tokens, cut)) = cuts.get(&vectors::text_hash(&row)) {
+                out.texts += 1;
+                out.input_tokens += tokens;
+                out.tokens += cut;
+            }
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// Compares the BM25 index with the store card by card.
@@ -836,6 +860,9 @@ pub struct EngineStats {
     pub vectors: u64,
     /// The vector index's backend now (`exact`, `hnsw`), if any.
     pub vector_index: Option<String>,
+    /// The cards whose embedding input (context + chunk) was longer than the embedder
+    /// reads: their ends are not in their vectors (`window` is not known here).
+    pub embed_cut: EmbedCut,
 }
 
 struct StoreCards<'a>(&'a Store);

@@ -15,9 +15,39 @@ use situate_vector::{Backend, Vectors};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// What [`Engine::embed_missing`] returns: the new (text hash, vector) pairs to cache, how
-/// many texts failed, and the first failure's reason.
-pub(crate) type Embedded = (Vec<(String, Vec<f32>)>, usize, Option<String>);
+/// What [`Engine::embed_missing`] returns.
+#[derive(Default)]
+pub(crate) struct Embedded {
+    /// The new (text hash, vector) pairs to cache.
+    pub vectors: Vec<(String, Vec<f32>)>,
+    /// How many texts failed.
+    pub failed: usize,
+    /// The first failure's reason.
+    pub reason: Option<String>,
+    /// The embedded texts whose input was longer than the embedder reads: (hash, tokens
+    /// of the input, tokens cut), recorded beside the cache (`embedding_cuts`).
+    pub cuts: Vec<(String, u64, u64)>,
+    /// The embedder's window in tokens, when it has one.
+    pub window: Option<usize>,
+}
+
+impl Embedded {
+    /// The cuts as the store records them.
+    pub fn cut_rows(&self) -> Vec<situate_store::Cut<'_>> {
+        self.cuts
+            .iter()
+            .map(|(h, tokens, cut)| (h.as_str(), *tokens, *cut))
+            .collect()
+    }
+
+    /// The vectors as the store caches them.
+    pub fn cache_rows(&self) -> Vec<(&str, &[f32])> {
+        self.vectors
+            .iter()
+            .map(|(h, v)| (h.as_str(), v.as_slice()))
+            .collect()
+    }
+}
 
 /// The embedding settings of an index, from its store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +198,7 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Embedded> {
         let Some(model) = self.embed_settings()?.model else {
-            return Ok((Vec::new(), 0, None));
+            return Ok(Embedded::default());
         };
         let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
         let cached = self.store.embeddings(&model, &hashes)?;
@@ -180,9 +210,20 @@ impl Engine {
             }
         }
         if todo.is_empty() {
-            return Ok((Vec::new(), 0, None));
+            return Ok(Embedded::default());
         }
         let embedder = self.embedder()?;
+        // What each input loses to the embedder's window (counted, never silent).
+        let mut cuts = Vec::new();
+        let mut window = None;
+        for (h, t) in &todo {
+            if let Some((tokens, max)) = embedder.input_tokens(t, EmbedKind::Passage) {
+                window = Some(max);
+                if tokens > max {
+                    cuts.push((h.clone(), tokens as u64, (tokens - max) as u64));
+                }
+            }
+        }
         // Similar lengths together: each batch is padded to its longest text.
         todo.sort_by_key(|(_, t)| t.len());
         let total = todo.len();
@@ -209,7 +250,15 @@ impl Engine {
             }
             progress(out.len() + failed, total);
         }
-        Ok((out, failed, reason))
+        let done: HashSet<&str> = out.iter().map(|(h, _)| h.as_str()).collect();
+        cuts.retain(|(h, _, _)| done.contains(h.as_str()));
+        Ok(Embedded {
+            vectors: out,
+            failed,
+            reason,
+            cuts,
+            window,
+        })
     }
 
     /// Embeds and caches every card's text that has no cached embedding (the repair after
@@ -235,20 +284,17 @@ impl Engine {
             }
             Ok(())
         })?;
-        let (vectors, failed, reason) =
-            self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
-        let items: Vec<(&str, &[f32])> = vectors
-            .iter()
-            .map(|(h, v)| (h.as_str(), v.as_slice()))
-            .collect();
-        self.store.cache_embeddings(&model, &items)?;
-        if failed > 0 {
+        let e = self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
+        self.store.cache_embeddings(&model, &e.cache_rows())?;
+        self.store.record_cuts(&model, &e.cut_rows())?;
+        if e.failed > 0 {
             return Err(EngineError::Invalid(format!(
-                "{failed} chunks could not be embedded: {}",
-                reason.unwrap_or_default()
+                "{} chunks could not be embedded: {}",
+                e.failed,
+                e.reason.unwrap_or_default()
             )));
         }
-        Ok(vectors.len() as u64)
+        Ok(e.vectors.len() as u64)
     }
 
     /// Brings the vector index up to the store's generation: removes replaced and deleted

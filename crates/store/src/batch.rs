@@ -188,6 +188,15 @@ impl Batch<'_> {
         insert_embeddings(&self.tx, model, items)
     }
 
+    /// Records embedding inputs of `model` that were cut to its window, in this batch.
+    pub fn put_embedding_cuts(
+        &mut self,
+        model: &str,
+        items: &[crate::embeddings::Cut<'_>],
+    ) -> Result<()> {
+        crate::embeddings::insert_cuts(&self.tx, model, items)
+    }
+
     /// Documents written or removed in this batch so far.
     pub fn changed(&self) -> usize {
         self.changed

@@ -73,6 +73,53 @@ impl Store {
     }
 }
 
+/// A text whose embedding input was cut: its hash, the tokens the input had, the tokens cut.
+pub type Cut<'a> = (&'a str, u64, u64);
+
+/// Records cut embedding inputs of `model` (a text embedded again replaces its row).
+pub(crate) fn insert_cuts(conn: &Connection, model: &str, items: &[Cut<'_>]) -> Result<()> {
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO embedding_cuts(model, text_hash, tokens, cut) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .op("recording cut embedding inputs")?;
+    for (hash, tokens, cut) in items {
+        st.execute(params![model, hash, *tokens as i64, *cut as i64])
+            .op("recording cut embedding inputs")?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The cut embedding inputs of `model`: text hash → (tokens the input had, tokens cut).
+    pub fn embedding_cuts(&self, model: &str) -> Result<HashMap<String, (u64, u64)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT text_hash, tokens, cut FROM embedding_cuts WHERE model = ?1")
+            .op("reading cut embedding inputs")?;
+        let rows = st
+            .query_map(params![model], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    (r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64),
+                ))
+            })
+            .op("reading cut embedding inputs")?;
+        rows.collect::<rusqlite::Result<HashMap<_, _>>>()
+            .op("reading cut embedding inputs")
+    }
+
+    /// Records cut embedding inputs outside a batch (its own transaction).
+    pub fn record_cuts(&mut self, model: &str, items: &[Cut<'_>]) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction()
+            .op("recording cut embedding inputs")?;
+        insert_cuts(&tx, model, items)?;
+        tx.commit().op("recording cut embedding inputs")
+    }
+}
+
 /// Caches embeddings of `model` by text hash (already cached ones are kept).
 pub(crate) fn insert_embeddings(
     conn: &Connection,

@@ -22,7 +22,7 @@ mod schema;
 
 pub use batch::Batch;
 pub use context_cache::ContextCacheWriter;
-pub use embeddings::{blob_to_vector, vector_to_blob};
+pub use embeddings::{Cut, blob_to_vector, vector_to_blob};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use situate_core::{ChunkContext, ContextMethod, Language};

@@ -4,7 +4,7 @@ use crate::{Op, Result, StoreError};
 use rusqlite::Connection;
 
 /// Bumped on every incompatible schema change; a store of another version is refused.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -69,6 +69,20 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 ";
 
+/// Version 7's table: the texts whose embedding input was longer than the embedder reads,
+/// by (model, text hash), with the tokens the input had and how many were cut (only cut
+/// texts have a row). Derived data, like the embedding cache beside it: `stats` counts the
+/// cards it covers, so that no input is cut silently.
+const V7_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS embedding_cuts (
+    model     TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    tokens    INTEGER NOT NULL,
+    cut       INTEGER NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
+";
+
 /// Version 6's migration: the embedding cache copied into the rowid layout.
 fn v6_embeddings() -> String {
     format!(
@@ -130,22 +144,24 @@ pub fn prepare(conn: &Connection) -> Result<()> {
     // index has no vector index whose deletions it would need). Version 3 added the context
     // cache and each card's window strategy; version 4 the parts of composed contexts;
     // version 5 each card's kind (text, table, image) and place (pages or slides); version
-    // 6 moved the embedding cache to a rowid table (a copy of every cached vector, once).
+    // 6 moved the embedding cache to a rowid table (a copy of every cached vector, once);
+    // version 7 added the table of cut embedding inputs.
     const V5_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN card_kind TEXT NOT NULL DEFAULT 'text';ALTER TABLE chunks ADD COLUMN place TEXT;";
     const V4_COLUMNS: &str = "ALTER TABLE chunks ADD COLUMN context_parts TEXT;";
     let v6 = v6_embeddings();
     let upgrade = match existing.as_deref() {
         Some("1") => Some(format!(
-            "{EMBEDDINGS_TABLE}{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}"
+            "{EMBEDDINGS_TABLE}{V2_TABLES}ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{V7_TABLES}"
         )),
         Some("2") => Some(format!(
-            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{v6}"
+            "ALTER TABLE chunks ADD COLUMN context_strategy TEXT;{V3_TABLES}{V4_COLUMNS}{V5_COLUMNS}{v6}{V7_TABLES}"
         )),
         Some("3") => Some(format!(
-            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}{v6}"
+            "{V4_COLUMNS}ALTER TABLE context_cache ADD COLUMN parts TEXT;{V5_COLUMNS}{v6}{V7_TABLES}"
         )),
-        Some("4") => Some(format!("{V5_COLUMNS}{v6}")),
-        Some("5") => Some(v6),
+        Some("4") => Some(format!("{V5_COLUMNS}{v6}{V7_TABLES}")),
+        Some("5") => Some(format!("{v6}{V7_TABLES}")),
+        Some("6") => Some(V7_TABLES.to_string()),
         _ => None,
     };
     if let Some(steps) = upgrade {
@@ -153,7 +169,7 @@ pub fn prepare(conn: &Connection) -> Result<()> {
             "BEGIN IMMEDIATE;{steps}UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version';COMMIT;"
         ))
         .op("upgrading the store's format")?;
-        if existing.as_deref() != Some("1") {
+        if !matches!(existing.as_deref(), Some("1" | "6")) {
             // The old cache's pages are free now (4.4 GB of a 1M-chunk store): give them back
             // to the file system once, rather than leave the upgraded store larger than
             // before (at 1M: 9.6 GB until vacuumed, 5.2 GB after).
@@ -166,7 +182,7 @@ pub fn prepare(conn: &Connection) -> Result<()> {
         return check_version(&version);
     }
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{SCHEMA}{EMBEDDINGS_TABLE}{V2_TABLES}{V3_TABLES}
+        "BEGIN IMMEDIATE;{SCHEMA}{EMBEDDINGS_TABLE}{V2_TABLES}{V3_TABLES}{V7_TABLES}
         INSERT OR IGNORE INTO meta(key, value) VALUES ('format_version', '{FORMAT_VERSION}');
         INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
         COMMIT;"

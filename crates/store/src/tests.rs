@@ -188,7 +188,7 @@ fn a_store_of_another_format_version_is_refused() {
 }
 
 #[test]
-fn version_1_to_5_stores_are_upgraded_in_place() {
+fn version_1_to_6_stores_are_upgraded_in_place() {
     for (from, downgrade) in [
         (
             "1",
@@ -206,15 +206,16 @@ fn version_1_to_5_stores_are_upgraded_in_place() {
         ),
         ("4", ""),
         ("5", ""),
+        ("6", "DROP TABLE embedding_cuts;"),
     ] {
         // Versions before 5 also lack version 5's columns; versions 2 to 5 have the embedding
         // cache in its old layout (a WITHOUT ROWID table), with a vector to carry over.
-        let v5 = if from == "5" {
+        let v5 = if from == "5" || from == "6" {
             ""
         } else {
             "ALTER TABLE chunks DROP COLUMN card_kind; ALTER TABLE chunks DROP COLUMN place;"
         };
-        let old_cache = if from == "1" {
+        let old_cache = if from == "1" || from == "6" {
             ""
         } else {
             "DROP TABLE embeddings;
@@ -239,9 +240,12 @@ fn version_1_to_5_stores_are_upgraded_in_place() {
         let mut s = Store::open(&path).expect("upgraded");
         assert_eq!(
             s.meta("format_version").expect("meta").as_deref(),
-            Some("6")
+            Some("7")
         );
-        if from != "1" {
+        // Version 7's table is there: a cut input is recorded and read back.
+        s.record_cuts("m", &[("long", 300, 44)]).expect("record");
+        assert_eq!(s.embedding_cuts("m").expect("read")["long"], (300, 44), "v{from}");
+        if from != "1" && from != "6" {
             let kept = s.embeddings("m", &["kept"]).expect("read");
             assert_eq!(kept["kept"], vec![1.0], "a cached vector survives (v{from})");
             // The old cache's pages went back to the file system.
