@@ -206,3 +206,56 @@ fn settings_file_and_bad_settings() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown context method"));
 }
+
+/// A chunk longer than the embedder reads is never cut silently: the ingest report and
+/// `stats` say how many texts and tokens were cut (all-MiniLM-L6-v2 reads 256 tokens), and
+/// the same text under EmbeddingGemma (2,048 tokens) is not cut.
+#[test]
+fn inputs_longer_than_the_embedders_window_are_counted_not_cut_silently() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("long");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    let long: String = (0..80)
+        .map(|i| format!("Sentence {i} of the maintenance log says the pump ran for {i} hours. "))
+        .collect();
+    std::fs::write(docs.join("log.txt"), &long).expect("w");
+    std::fs::write(docs.join("short.txt"), "The pump was serviced in May.").expect("w");
+    let ingest = |index: &Path, embedder: &str| {
+        json(
+            situate(index)
+                .arg("--offline")
+                .arg("ingest")
+                .arg(&docs)
+                .args(["--embedder", embedder, "--max-tokens", "2000"]),
+            0,
+        )
+    };
+    let index = tmp.path().join("minilm");
+    let v = ingest(&index, "all-minilm-l6-v2");
+    let cut = &v["report"]["embed_cut"];
+    assert_eq!(cut["texts"], 1, "{v:#}");
+    assert_eq!(cut["window"], 256, "{v:#}");
+    let (tokens, lost) = (
+        cut["input_tokens"].as_u64().expect("n"),
+        cut["tokens"].as_u64().expect("n"),
+    );
+    assert!(tokens > 800 && lost == tokens - 256, "{v:#}");
+    let stats = consistent_stats(&index);
+    assert_eq!(stats["stats"]["embed_cut"]["texts"], 1, "{stats:#}");
+    assert_eq!(stats["stats"]["embed_cut"]["tokens"], lost, "{stats:#}");
+    let out = run(situate(&index).arg("stats"), 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 of 2 texts were longer than") && text.contains(&lost.to_string()),
+        "{text}"
+    );
+    // Ingested again, nothing is embedded, and stats still knows.
+    let again = ingest(&index, "all-minilm-l6-v2");
+    assert_eq!(again["report"]["embed_cut"]["texts"], 0, "{again:#}");
+    assert_eq!(consistent_stats(&index)["stats"]["embed_cut"]["texts"], 1);
+
+    let index = tmp.path().join("gemma");
+    let v = ingest(&index, "embeddinggemma-300m:128");
+    assert_eq!(v["report"]["embed_cut"]["texts"], 0, "{v:#}");
+    assert_eq!(consistent_stats(&index)["stats"]["embed_cut"]["texts"], 0);
+}
