@@ -210,11 +210,15 @@ struct ServeArgs {
 #[derive(Args)]
 struct EmbedArgs {
     /// Embedder, fixed when the index is created: auto (all-minilm-l6-v2 for English
-    /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name, a
-    /// Hugging Face model directory (either BERT kind with `:q8` to embed passages in int8:
-    /// all-minilm-l6-v2:q8), or a hosted model: openai:MODEL, ollama:MODEL,
-    /// voyage:MODEL, gemini:MODEL, with options after `?` (base_url, key_env, dimensions,
-    /// batch, concurrency, retries, timeout) [default: auto]
+    /// corpora, multilingual-e5-small otherwise), none (BM25 only), a model name
+    /// (`situate models list`: embeddinggemma-300m, nomic-embed-text-v1.5 and
+    /// all-mpnet-base-v2 too), a Hugging Face model directory (either BERT kind with `:q8`
+    /// to embed passages in int8: all-minilm-l6-v2:q8), or a hosted model: openai:MODEL,
+    /// ollama:MODEL, voyage:MODEL, gemini:MODEL, with options after `?` (base_url, key_env,
+    /// dimensions, batch, concurrency, retries, timeout). `:DIM` keeps a Matryoshka
+    /// dimension (embeddinggemma-300m:256), `:late` embeds by late chunking: each document
+    /// read whole, each chunk pooled from its span (nomic-embed-text-v1.5:late)
+    /// [default: auto]
     #[arg(long)]
     embedder: Option<String>,
     /// Vector index, fixed when the index is created: auto (exact when small, HNSW when

@@ -366,3 +366,137 @@ fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
         assert!(!index.exists(), "{spec}: no index made");
     }
 }
+
+/// Late chunking from the command line: two paragraphs end with the same sentence, which
+/// names nobody. Embedded alone (nomic-embed-text-v1.5), the two sentences tie; by late
+/// chunking (`:late`, or `[embed] late = true`), the question naming Marie Curie finds her
+/// paragraph's sentence first. The index's model id says how its vectors were made, new
+/// contexts keep the vectors (no model call: a context does not enter a late vector), and
+/// `rebuild` needs only the cards and the cache.
+#[test]
+fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("bios");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("curie.txt"),
+        "Marie Curie was a physicist and chemist who worked in Paris.\n\nThis scientist won two Nobel Prizes.",
+    )
+    .expect("w");
+    std::fs::write(
+        docs.join("pauling.txt"),
+        "Linus Pauling was an American chemist and peace activist.\n\nThis scientist won two Nobel Prizes.",
+    )
+    .expect("w");
+    let ingest = |index: &Path, embedder: Option<&str>| {
+        let mut c = situate(index);
+        c.arg("--offline").arg("ingest").arg(&docs).args([
+            "--max-tokens",
+            "16",
+            "--overlap",
+            "0",
+            "--context",
+            "none",
+        ]);
+        if let Some(e) = embedder {
+            c.args(["--embedder", e]);
+        }
+        json(&mut c, 0)
+    };
+    let question = "Which prizes did Marie Curie win?";
+    let sentences = |index: &Path| -> Vec<(String, f64)> {
+        let v = json(
+            situate(index).args(["search", question, "--mode", "vector", "-k", "4"]),
+            0,
+        );
+        v["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .filter(|h| {
+                h["original_text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("This scientist"))
+            })
+            .map(|h| {
+                (
+                    h["document_id"].as_str().expect("id").to_string(),
+                    h["score"].as_f64().expect("score"),
+                )
+            })
+            .collect()
+    };
+
+    let plain = tmp.path().join("plain");
+    let v = ingest(&plain, Some("nomic-embed-text-v1.5"));
+    assert_eq!(v["report"]["chunks"], 4, "a chunk per sentence: {v:#}");
+    let s = sentences(&plain);
+    assert_eq!(s.len(), 2, "{s:?}");
+    assert!((s[0].1 - s[1].1).abs() < 1e-4, "alone they tie: {s:?}");
+
+    let late = tmp.path().join("late");
+    let v = ingest(&late, Some("nomic-embed-text-v1.5:late"));
+    assert_eq!(
+        v["report"]["embed_model"], "nomic-embed-text-v1.5@0.0.2:late",
+        "{v:#}"
+    );
+    let s = sentences(&late);
+    assert_eq!(s[0].0, "bios/curie.txt", "{s:?}");
+    assert!(s[0].1 > s[1].1 + 0.01, "{s:?}");
+
+    // The settings file's form.
+    let with_toml = tmp.path().join("toml");
+    std::fs::create_dir_all(&with_toml).expect("mkdir");
+    std::fs::write(
+        with_toml.join("situate.toml"),
+        "[embed]\nembedder = \"nomic-embed-text-v1.5\"\nlate = true\n",
+    )
+    .expect("w");
+    let index = with_toml.join("idx");
+    let v = ingest(&index, None);
+    assert_eq!(
+        v["report"]["embed_model"], "nomic-embed-text-v1.5@0.0.2:late",
+        "{v:#}"
+    );
+
+    // New contexts: the vectors are carried over, and the answer does not change.
+    let chunk = json(
+        situate(&late).args(["search", question, "--mode", "vector", "-k", "1"]),
+        0,
+    )["hits"][0]["chunk_id"]
+        .as_str()
+        .expect("chunk")
+        .to_string();
+    run(
+        situate(&late).arg("--offline").args([
+            "contexts",
+            "set",
+            &chunk,
+            "--text",
+            "About a physicist's prizes.",
+        ]),
+        0,
+    );
+    assert_eq!(sentences(&late)[0].0, "bios/curie.txt");
+    // Rebuilt from the cards and the cache: the same answer, with the model refused.
+    run(situate(&late).arg("--offline").arg("rebuild"), 0);
+    assert_eq!(sentences(&late)[0].0, "bios/curie.txt");
+    consistent_stats(&late);
+
+    // An embedder that cannot read whole documents is refused before an index is made.
+    let bad = tmp.path().join("bad");
+    let out = run(
+        situate(&bad)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--embedder", "all-minilm-l6-v2:late"]),
+        1,
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("late chunking needs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!bad.exists());
+}

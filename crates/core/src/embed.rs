@@ -57,4 +57,24 @@ pub trait Embedder: Send + Sync {
 
     /// One vector per text, in order.
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Whether passages are embedded by late chunking ([`Embedder::embed_late`]): an index
+    /// whose embedder says so embeds each document once and pools each chunk's span.
+    fn late(&self) -> bool {
+        false
+    }
+
+    /// Late chunking: the model reads `document` whole (or in overlapping windows of its
+    /// length), and each chunk's vector is the mean of its tokens' states, the chunk being
+    /// a byte range of `document` (`spans`). One vector per span, in order.
+    async fn embed_late(
+        &self,
+        _document: &str,
+        _spans: &[(usize, usize)],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError {
+            model: self.model_id().to_string(),
+            message: "this embedder does not embed by late chunking".into(),
+        })
+    }
 }

@@ -83,6 +83,9 @@ pub struct GemmaOptions {
     pub dim: usize,
     /// The longest input in tokens, special tokens included (the model reads 2,048).
     pub max_tokens: usize,
+    /// Passages by late chunking ([`situate_core::Embedder::embed_late`]); the model id
+    /// is suffixed `:late`.
+    pub late: bool,
 }
 
 impl Default for GemmaOptions {
@@ -90,6 +93,7 @@ impl Default for GemmaOptions {
         GemmaOptions {
             dim: 768,
             max_tokens: 2048,
+            late: false,
         }
     }
 }
@@ -243,7 +247,7 @@ impl GemmaEmbedder {
         })()
         .map_err(|e| err(&id, e))?;
         let embedder = GemmaEmbedder {
-            id: Self::id_for(id.clone(), options.dim),
+            id: late_id(Self::id_for(id.clone(), options.dim), options.late),
             tokenizer,
             weights,
             layers,
@@ -391,6 +395,24 @@ impl GemmaEmbedder {
     /// The pooled (mean of the final-normed states), densed vectors of texts given as token
     /// ids, before normalisation.
     fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (x, segs) = self.states(texts)?;
+        let means: Vec<Tensor> = segs
+            .iter()
+            .map(|&(s, n)| x.narrow(0, s, n)?.mean_keepdim(0))
+            .collect::<candle_core::Result<_>>()?;
+        self.head(&Tensor::cat(&means, 0)?)
+    }
+
+    /// The dense layers over pooled rows.
+    fn head(&self, pooled: &Tensor) -> candle_core::Result<Vec<Vec<f32>>> {
+        self.dense[1]
+            .forward(&self.dense[0].forward(pooled)?)?
+            .to_vec2::<f32>()
+    }
+
+    /// The final-normed token states of texts packed end to end, and each text's (first
+    /// row, rows).
+    fn states(&self, texts: &[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
         let dev = Device::Cpu;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
@@ -474,13 +496,46 @@ impl GemmaEmbedder {
             x = (x + candle_nn::ops::rms_norm(&y, &l.post_ff_norm, self.eps)?)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.final_norm, self.eps)?;
-        let means: Vec<Tensor> = segs
+        Ok((x, segs))
+    }
+
+    /// Late chunking: `document` read whole after the document prompt (in overlapping
+    /// windows when longer than the model reads, [`late_windows`]), each span's tokens'
+    /// states averaged, then the dense layers, unit length and the Matryoshka cut.
+    pub fn embed_late_sync(
+        &self,
+        document: &str,
+        spans: &[(usize, usize)],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let text = format!("{DOCUMENT_PROMPT}{document}");
+        let enc = self
+            .tokenizer
+            .encode(text.as_str(), true)
+            .map_err(|e| err(&self.id, e))?;
+        let shifted: Vec<(usize, usize)> = spans
             .iter()
-            .map(|&(s, n)| x.narrow(0, s, n)?.mean_keepdim(0))
-            .collect::<candle_core::Result<_>>()?;
-        let pooled = Tensor::cat(&means, 0)?;
-        let y = self.dense[1].forward(&self.dense[0].forward(&pooled)?)?;
-        y.to_vec2::<f32>()
+            .map(|&(a, b)| (a + DOCUMENT_PROMPT.len(), b + DOCUMENT_PROMPT.len()))
+            .collect();
+        let pooled = late_pool(
+            enc.get_ids(),
+            enc.get_offsets(),
+            &shifted,
+            self.options.max_tokens,
+            |windows| self.states(windows),
+        )
+        .and_then(|rows| self.head(&rows))
+        .map_err(|e| err(&self.id, format!("late chunking: {e}")))?;
+        Ok(pooled.into_iter().map(|v| self.finish(v)).collect())
+    }
+
+    /// Unit length, then the Matryoshka cut normalised again.
+    fn finish(&self, v: Vec<f32>) -> Vec<f32> {
+        let mut v = unit(v);
+        if self.options.dim < v.len() {
+            v.truncate(self.options.dim);
+            v = unit(v);
+        }
+        v
     }
 
     /// Embeds texts synchronously, each prefixed by its kind's prompt: unit length, cut to
@@ -505,14 +560,7 @@ impl GemmaEmbedder {
             let pooled = self
                 .pooled(batch)
                 .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            for v in pooled {
-                let mut v = unit(v);
-                if self.options.dim < v.len() {
-                    v.truncate(self.options.dim);
-                    v = unit(v);
-                }
-                out.push(v);
-            }
+            out.extend(pooled.into_iter().map(|v| self.finish(v)));
         }
         Ok(out)
     }
@@ -543,6 +591,105 @@ impl Embedder for GemmaEmbedder {
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_sync(texts, kind)
     }
+
+    fn late(&self) -> bool {
+        self.options.late
+    }
+
+    async fn embed_late(
+        &self,
+        document: &str,
+        spans: &[(usize, usize)],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_late_sync(document, spans)
+    }
+}
+
+/// The model id of a late-chunking embedder: `id`, suffixed `:late`.
+pub(crate) fn late_id(id: String, late: bool) -> String {
+    if late { format!("{id}:late") } else { id }
+}
+
+/// The windows late chunking reads a tokenized text in (`ids` with its opening and closing
+/// special tokens): the whole text when it fits `max`, else windows of `max` tokens (the
+/// special tokens around each) whose content overlaps by a quarter. Returns each window's
+/// ids and the first content token it holds.
+pub(crate) fn late_windows(ids: &[u32], max: usize) -> Vec<(Vec<u32>, usize)> {
+    if ids.len() <= max || ids.len() < 2 || max < 4 {
+        return vec![(ids.to_vec(), 0)];
+    }
+    let (first, last) = (ids[0], ids[ids.len() - 1]);
+    let content = &ids[1..ids.len() - 1];
+    let width = max - 2;
+    let stride = (width * 3 / 4).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let end = (start + width).min(content.len());
+        let mut w = Vec::with_capacity(end - start + 2);
+        w.push(first);
+        w.extend_from_slice(&content[start..end]);
+        w.push(last);
+        out.push((w, start));
+        if end == content.len() {
+            break;
+        }
+        start += stride;
+    }
+    out
+}
+
+/// Late chunking's pooling, shared by the embedders that do it: the tokenized text (`ids`
+/// with their byte `offsets`; special tokens have empty offsets) read in
+/// [`late_windows`] by `states` (packed token states and each window's rows), each token's
+/// state taken from the window where it is farthest from an edge, and each span's tokens
+/// (those whose bytes overlap it) averaged. Returns spans × hidden, before any head.
+pub(crate) fn late_pool(
+    ids: &[u32],
+    offsets: &[(usize, usize)],
+    spans: &[(usize, usize)],
+    max: usize,
+    states: impl Fn(&[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)>,
+) -> candle_core::Result<Tensor> {
+    let windows = late_windows(ids, max);
+    let texts: Vec<Vec<u32>> = windows.iter().map(|(w, _)| w.clone()).collect();
+    let (x, segs) = states(&texts)?;
+    // The packed row holding each token's state (content tokens only: index into `ids`).
+    let mut row = vec![None; ids.len()];
+    let mut best = vec![0usize; ids.len()];
+    for ((_, start), &(s, n)) in windows.iter().zip(&segs) {
+        let single = windows.len() == 1;
+        for j in 0..n {
+            // Window row j is `ids[j]` for a single window, else content token start + j - 1.
+            let token = if single {
+                j
+            } else if j == 0 || j + 1 == n {
+                continue;
+            } else {
+                start + j
+            };
+            let margin = j.min(n - 1 - j);
+            if token < ids.len() && (row[token].is_none() || margin > best[token]) {
+                row[token] = Some(s + j);
+                best[token] = margin;
+            }
+        }
+    }
+    let mut means = Vec::with_capacity(spans.len());
+    for &(a, b) in spans {
+        let rows: Vec<u32> = offsets
+            .iter()
+            .enumerate()
+            .filter(|&(_, &(s, e))| e > s && s < b && e > a)
+            .filter_map(|(i, _)| row.get(i).copied().flatten().map(|r| r as u32))
+            .collect();
+        if rows.is_empty() {
+            candle_core::bail!("the span {a}..{b} holds no token of the document");
+        }
+        let idx = Tensor::new(rows.as_slice(), x.device())?;
+        means.push(x.index_select(&idx, 0)?.mean_keepdim(0)?);
+    }
+    Tensor::cat(&means, 0)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};
 pub use encoder::Precision;
-pub use resolve::{ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT, check, default_for, resolve};
+pub use resolve::{ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, check, default_for, resolve};
 
 #[cfg(test)]
 mod hosted_tests;

@@ -58,6 +58,7 @@ pub struct NomicEmbedder {
     eps: f32,
     dim: usize,
     max_tokens: usize,
+    late: bool,
 }
 
 fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
@@ -121,8 +122,9 @@ fn wordpiece(tokens: &[String], cls: u32, sep: u32, unk: u32) -> Result<Tokenize
 
 impl NomicEmbedder {
     /// Loads the GGUF in `dir`; `id` is the model id, `dim` the vector's dimension (768 or
-    /// a Matryoshka prefix).
-    pub fn load(dir: &Path, id: String, dim: usize) -> Result<Self, EmbedError> {
+    /// a Matryoshka prefix), `late` for passages by late chunking (the id suffixed
+    /// `:late`).
+    pub fn load(dir: &Path, id: String, dim: usize, late: bool) -> Result<Self, EmbedError> {
         if !DIMENSIONS.contains(&dim) {
             return Err(err(
                 &id,
@@ -132,10 +134,11 @@ impl NomicEmbedder {
             ));
         }
         let path = crate::encoder::model_file(dir, MODEL_FILE, "model").map_err(|m| err(&id, m))?;
-        Self::read(&path, id.clone(), dim).map_err(|e| err(&id, format!("{}: {e}", path.display())))
+        Self::read(&path, id.clone(), dim, late)
+            .map_err(|e| err(&id, format!("{}: {e}", path.display())))
     }
 
-    fn read(path: &Path, id: String, dim: usize) -> candle_core::Result<Self> {
+    fn read(path: &Path, id: String, dim: usize, late: bool) -> candle_core::Result<Self> {
         let mut f = std::fs::File::open(path)?;
         let c = gguf_file::Content::read(&mut f)?;
         let arch = meta(&c, "general.architecture")?.to_string()?;
@@ -216,7 +219,7 @@ impl NomicEmbedder {
         }
         let head_dim = hidden / heads;
         Ok(NomicEmbedder {
-            id: crate::gemma::GemmaEmbedder::id_for(id, dim),
+            id: crate::gemma::late_id(crate::gemma::GemmaEmbedder::id_for(id, dim), late),
             tokenizer,
             word,
             ty,
@@ -233,6 +236,7 @@ impl NomicEmbedder {
             eps,
             dim,
             max_tokens: ctx,
+            late,
         })
     }
 
@@ -266,6 +270,51 @@ impl NomicEmbedder {
     }
 
     fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (x, segs) = self.states(texts)?;
+        crate::encoder::mean_per_text(&x, &segs)
+    }
+
+    /// Late chunking: `document` read whole after the document prefix (in overlapping
+    /// windows when longer than the model reads), each span's tokens' states averaged,
+    /// unit length and the Matryoshka cut.
+    pub fn embed_late_sync(
+        &self,
+        document: &str,
+        spans: &[(usize, usize)],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let text = format!("{DOCUMENT_PREFIX}{document}");
+        let enc = self
+            .tokenizer
+            .encode(text.as_str(), true)
+            .map_err(|e| err(&self.id, e))?;
+        let shifted: Vec<(usize, usize)> = spans
+            .iter()
+            .map(|&(a, b)| (a + DOCUMENT_PREFIX.len(), b + DOCUMENT_PREFIX.len()))
+            .collect();
+        let rows = crate::gemma::late_pool(
+            enc.get_ids(),
+            enc.get_offsets(),
+            &shifted,
+            self.max_tokens,
+            |windows| self.states(windows),
+        )
+        .and_then(|t| t.to_vec2::<f32>())
+        .map_err(|e| err(&self.id, format!("late chunking: {e}")))?;
+        Ok(rows.into_iter().map(|v| self.finish(v)).collect())
+    }
+
+    /// Unit length, then the Matryoshka cut normalised again.
+    fn finish(&self, v: Vec<f32>) -> Vec<f32> {
+        let mut v = crate::gemma::unit(v);
+        if self.dim < v.len() {
+            v.truncate(self.dim);
+            v = crate::gemma::unit(v);
+        }
+        v
+    }
+
+    /// The last hidden states of texts packed end to end, and each text's (first row, rows).
+    fn states(&self, texts: &[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
         let dev = Device::Cpu;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
@@ -316,7 +365,7 @@ impl NomicEmbedder {
             let y = (l.down.forward(&mid)? + &x)?;
             x = candle_nn::ops::layer_norm(&y, &l.oln.w, &l.oln.b, self.eps)?;
         }
-        crate::encoder::mean_per_text(&x, &segs)
+        Ok((x, segs))
     }
 
     /// Embeds texts synchronously, each after its kind's prefix: unit length, cut to the
@@ -341,14 +390,7 @@ impl NomicEmbedder {
             let pooled = self
                 .pooled(batch)
                 .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            for v in pooled {
-                let mut v = crate::gemma::unit(v);
-                if self.dim < v.len() {
-                    v.truncate(self.dim);
-                    v = crate::gemma::unit(v);
-                }
-                out.push(v);
-            }
+            out.extend(pooled.into_iter().map(|v| self.finish(v)));
         }
         Ok(out)
     }
@@ -374,6 +416,18 @@ impl Embedder for NomicEmbedder {
 
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_sync(texts, kind)
+    }
+
+    fn late(&self) -> bool {
+        self.late
+    }
+
+    async fn embed_late(
+        &self,
+        document: &str,
+        spans: &[(usize, usize)],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_late_sync(document, spans)
     }
 }
 

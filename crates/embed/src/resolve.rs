@@ -94,6 +94,15 @@ const MATRYOSHKA: &[(&str, &[usize])] = &[
     (NOMIC, &crate::nomic::DIMENSIONS),
 ];
 
+/// The suffix of an embedder's name that embeds passages by late chunking
+/// (`embeddinggemma-300m:late`, `nomic-embed-text-v1.5:256:late`): each document is read
+/// whole and each chunk's vector pooled from its span, so a sentence's vector knows its
+/// paragraph. A property of the index (its embedder's name and model id).
+pub const LATE: &str = ":late";
+
+/// The catalog embedders that embed by late chunking: the ones that read long inputs.
+const LATE_MODELS: &[&str] = &[GEMMA, NOMIC];
+
 /// The catalog embedders that run int8 passages (`NAME:q8`).
 const INT8_MODELS: &[&str] = &[ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT];
 
@@ -120,11 +129,13 @@ fn split_dim(name: &str) -> Result<(&str, Option<usize>), String> {
 
 /// What an embedder spec names, read without loading anything.
 enum Spec<'a> {
-    /// A catalog embedding model; `int8` for int8 passages, `dim` a Matryoshka dimension.
+    /// A catalog embedding model; `int8` for int8 passages, `dim` a Matryoshka dimension,
+    /// `late` for passages by late chunking.
     Catalog {
         entry: &'static CatalogEntry,
         int8: bool,
         dim: Option<usize>,
+        late: bool,
     },
     /// A hosted model (`openai:…`, `ollama:…`, ...).
     Hosted(&'a str),
@@ -136,6 +147,10 @@ enum Spec<'a> {
 
 /// Reads `spec`, or says why no embedder has that name.
 fn parse(spec: &str) -> Result<Spec<'_>, String> {
+    let (spec, late) = match spec.strip_suffix(LATE) {
+        Some(name) if CATALOG.iter().any(|e| name.starts_with(e.name)) => (name, true),
+        _ => (spec, false),
+    };
     let (name, int8) = split_int8(spec);
     let (name, dim) = split_dim(name)?;
     if let Some(entry) = CATALOG.iter().find(|e| e.name == name) {
@@ -153,7 +168,19 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
                 INT8_MODELS.join(", ")
             ));
         }
-        return Ok(Spec::Catalog { entry, int8, dim });
+        if late && !LATE_MODELS.contains(&entry.name) {
+            return Err(format!(
+                "{}{LATE}: late chunking needs an embedder that reads whole documents ({})",
+                entry.name,
+                LATE_MODELS.join(", ")
+            ));
+        }
+        return Ok(Spec::Catalog {
+            entry,
+            int8,
+            dim,
+            late,
+        });
     }
     if crate::hosted::is_hosted(name) {
         return Ok(Spec::Hosted(name));
@@ -204,13 +231,19 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
         message,
     };
     match parse(spec).map_err(fail)? {
-        Spec::Catalog { entry, int8, dim } => {
+        Spec::Catalog {
+            entry,
+            int8,
+            dim,
+            late,
+        } => {
             let dir = situate_models::ensure(entry, "the embedder of this index")
                 .map_err(|e| fail(e.to_string()))?;
             let id = format!("{}@{}", entry.name, entry.version);
             if entry.name == GEMMA {
                 let options = crate::gemma::GemmaOptions {
                     dim: dim.unwrap_or(crate::gemma::DIMENSIONS[0]),
+                    late,
                     ..Default::default()
                 };
                 return Ok(Box::new(crate::gemma::GemmaEmbedder::load(
@@ -219,7 +252,9 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             }
             if entry.name == NOMIC {
                 let dim = dim.unwrap_or(crate::nomic::DIMENSIONS[0]);
-                return Ok(Box::new(crate::nomic::NomicEmbedder::load(&dir, id, dim)?));
+                return Ok(Box::new(crate::nomic::NomicEmbedder::load(
+                    &dir, id, dim, late,
+                )?));
             }
             if entry.name == MPNET {
                 return Ok(Box::new(crate::mpnet::MpnetEmbedder::load(&dir, id)?));

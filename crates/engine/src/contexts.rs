@@ -31,6 +31,42 @@ pub struct ContextProgress {
 }
 
 impl Engine {
+    /// Late chunking's vectors for new contexts: each card's cached vector (under its
+    /// current text's hash) cached again under its new text's hash. A card with no cached
+    /// vector gets none here (`situate rebuild` embeds it with its document).
+    fn carry_late_vectors(&self, updates: &[ContextUpdate]) -> Result<crate::vectors::Embedded> {
+        let mut out = crate::vectors::Embedded::default();
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok(out);
+        };
+        for u in updates {
+            let Some(rec) = self.store.card_by_chunk_id(&u.chunk_id)? else {
+                continue;
+            };
+            let old_ctx = rec
+                .card
+                .generated_context
+                .as_deref()
+                .filter(|_| rec.card.context_status.is_indexed());
+            let old = crate::vectors::embedding_input(old_ctx, &rec.card.original_text).0;
+            let new_ctx = u
+                .context
+                .text
+                .as_deref()
+                .filter(|_| u.context.status.is_indexed());
+            let new = crate::vectors::embedding_input(new_ctx, &rec.card.original_text).0;
+            let doc = &rec.card.document_id;
+            let (old, new) = (
+                crate::vectors::late_key(doc, &old),
+                crate::vectors::late_key(doc, &new),
+            );
+            if let Some(v) = self.store.embeddings(&model, &[old.as_str()])?.remove(&old) {
+                out.vectors.push((new, v));
+            }
+        }
+        Ok(out)
+    }
+
     /// Writes new contexts for existing cards, in one batch: the embeddings their new texts
     /// need are computed first, then the cards are updated and the indexes brought up to
     /// date. Unknown chunk ids are an error that names them, and nothing is written.
@@ -64,7 +100,13 @@ impl Engine {
                 unknown.join(", ")
             )));
         }
-        let embedded = self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?;
+        let embedded = if self.late_chunking()? {
+            // A late vector is pooled from the document, which a context does not enter:
+            // each card's vector is carried over to its new text's hash, no model call.
+            self.carry_late_vectors(updates)?
+        } else {
+            self.embed_missing(self.runtime()?, texts, &mut |_, _| {})?
+        };
         if embedded.failed > 0 {
             tracing::warn!(
                 "{} new context(s) could not be embedded ({}); `situate rebuild` embeds them later",

@@ -325,7 +325,7 @@ impl Follower {
         if self.by_hash.as_ref().is_none_or(|(g, _)| *g != generation) {
             let mut map: std::collections::HashMap<String, Vec<u64>> = Default::default();
             engine.store.for_each_index_row(|row| {
-                map.entry(crate::vectors::text_hash(&row))
+                map.entry(crate::vectors::text_hash(&row, false))
                     .or_default()
                     .push(row.card);
                 Ok(())

@@ -360,18 +360,46 @@ impl Engine {
         let languages: Vec<situate_core::Language> =
             pending.iter().map(|p| p.doc.language).collect();
         self.choose_embedder(&languages)?;
-        let texts: Vec<(String, String)> = pending
-            .iter()
-            .flat_map(|p| {
-                p.spans.iter().zip(&p.contexts).map(|(s, c)| {
-                    let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
-                    crate::vectors::embedding_input(ctx, &p.doc.text[s.byte_start..s.byte_end])
+        let late = self.late_chunking()?;
+        let embedded = if late {
+            // Each document read once; the chunks' vectors pooled from their spans.
+            let docs = pending
+                .iter()
+                .map(|p| crate::vectors::LateDocument {
+                    text: p.doc.text.clone(),
+                    chunks: p
+                        .spans
+                        .iter()
+                        .zip(&p.contexts)
+                        .map(|(s, c)| {
+                            let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
+                            let original = &p.doc.text[s.byte_start..s.byte_end];
+                            let h = crate::vectors::embedding_input(ctx, original).0;
+                            (
+                                crate::vectors::late_key(&p.doc.id, &h),
+                                (s.byte_start, s.byte_end),
+                            )
+                        })
+                        .collect(),
                 })
-            })
-            .collect();
-        let embedded = self.embed_missing(self.runtime()?, texts, &mut |done, total| {
-            on_event(IngestEvent::Embedding { done, total })
-        })?;
+                .collect();
+            self.embed_late_documents(self.runtime()?, docs, &mut |done, total| {
+                on_event(IngestEvent::Embedding { done, total })
+            })?
+        } else {
+            let texts: Vec<(String, String)> = pending
+                .iter()
+                .flat_map(|p| {
+                    p.spans.iter().zip(&p.contexts).map(|(s, c)| {
+                        let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
+                        crate::vectors::embedding_input(ctx, &p.doc.text[s.byte_start..s.byte_end])
+                    })
+                })
+                .collect();
+            self.embed_missing(self.runtime()?, texts, &mut |done, total| {
+                on_event(IngestEvent::Embedding { done, total })
+            })?
+        };
         report.embedded += embedded.vectors.len() as u64;
         report.embedding_failures += embedded.failed as u64;
         report.embed_cut.texts += embedded.cuts.len() as u64;
@@ -384,7 +412,11 @@ impl Engine {
         let model = self.embed_settings()?.model;
         let mut batch = self.store.batch()?;
         if let Some(model) = &model {
-            batch.put_embeddings(model, &embedded.cache_rows())?;
+            if late {
+                batch.replace_embeddings(model, &embedded.cache_rows())?;
+            } else {
+                batch.put_embeddings(model, &embedded.cache_rows())?;
+            }
             batch.put_embedding_cuts(model, &embedded.cut_rows())?;
         }
         for p in pending.iter() {

@@ -738,8 +738,9 @@ impl Engine {
         if cuts.is_empty() {
             return Ok(out);
         }
+        let late = self.late_chunking()?;
         self.store.for_each_index_row(|row| {
-            if let Some((tokens, cut)) = cuts.get(&vectors::text_hash(&row)) {
+            if let Some((tokens, cut)) = cuts.get(&vectors::text_hash(&row, late)) {
                 out.texts += 1;
                 out.input_tokens += tokens;
                 out.tokens += cut;

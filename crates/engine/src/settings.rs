@@ -261,6 +261,9 @@ pub struct EmbedSettings {
     pub embedder: Option<String>,
     /// The vector index backend (`auto`, `exact`, `hnsw`).
     pub vector_index: Option<String>,
+    /// Passages by late chunking: the embedder's name gets `:late` (an embedder that reads
+    /// whole documents: embeddinggemma-300m, nomic-embed-text-v1.5).
+    pub late: Option<bool>,
 }
 
 /// `[chunk]`.
@@ -373,15 +376,24 @@ impl Settings {
         vector_index: Option<&str>,
     ) -> Result<crate::CreateSettings> {
         let chinese = chinese.or(self.bm25.chinese.as_deref()).unwrap_or("bigram");
-        let embedder = embedder
+        let mut embedder = embedder
             .or(self.embed.embedder.as_deref())
-            .unwrap_or("auto");
+            .unwrap_or("auto")
+            .to_string();
+        if self.embed.late == Some(true) && !embedder.ends_with(situate_embed::LATE) {
+            if matches!(embedder.as_str(), "auto" | "none") {
+                return Err(EngineError::Invalid(format!(
+                    "[embed] late = true needs a named embedder that reads whole documents (embeddinggemma-300m, nomic-embed-text-v1.5), not {embedder:?}"
+                )));
+            }
+            embedder.push_str(situate_embed::LATE);
+        }
         let vector_index = vector_index
             .or(self.embed.vector_index.as_deref())
             .unwrap_or("auto");
         Ok(crate::CreateSettings {
             chinese: chinese.parse().map_err(EngineError::Invalid)?,
-            embedder: embedder.to_string(),
+            embedder,
             vector_index: vector_index.parse().map_err(EngineError::Invalid)?,
         })
     }

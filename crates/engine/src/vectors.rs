@@ -66,9 +66,71 @@ pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String,
     (content_hash(text.as_bytes()), text)
 }
 
-/// The text hash under which a card's embedding is cached.
-pub(crate) fn text_hash(row: &IndexRow) -> String {
-    embedding_input(row.context.as_deref(), &row.original).0
+/// A document to embed by late chunking: its text and its chunks' (cache hash, byte span).
+pub(crate) struct LateDocument {
+    pub text: String,
+    pub chunks: Vec<(String, (usize, usize))>,
+}
+
+/// A document's text put back together from its cards (each original at its character
+/// offsets; what lay between two chunks, which no card keeps, as spaces) and each card's
+/// byte span in it: what late chunking reads when the document itself is not at hand
+/// (the repair of missing vectors). Cards whose offsets do not hold their text are laid
+/// end to end instead.
+pub(crate) fn reassemble(cards: &[situate_core::ChunkCard]) -> (String, Vec<(usize, usize)>) {
+    let fits = cards.iter().all(|c| {
+        c.char_end >= c.char_start
+            && c.original_text.chars().count() as u64 == c.char_end - c.char_start
+    });
+    if !fits {
+        let mut text = String::new();
+        let mut spans = Vec::with_capacity(cards.len());
+        for c in cards {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            spans.push((text.len(), text.len() + c.original_text.len()));
+            text.push_str(&c.original_text);
+        }
+        return (text, spans);
+    }
+    let len = cards.iter().map(|c| c.char_end).max().unwrap_or(0) as usize;
+    let mut chars = vec![' '; len];
+    for c in cards {
+        for (i, ch) in c.original_text.chars().enumerate() {
+            chars[c.char_start as usize + i] = ch;
+        }
+    }
+    // Byte offset of each character position.
+    let mut at = Vec::with_capacity(len + 1);
+    let mut text = String::with_capacity(len);
+    for ch in &chars {
+        at.push(text.len());
+        text.push(*ch);
+    }
+    at.push(text.len());
+    let spans = cards
+        .iter()
+        .map(|c| (at[c.char_start as usize], at[c.char_end as usize]))
+        .collect();
+    (text, spans)
+}
+
+/// The hash under which a card's embedding is cached: its indexed text's; by late
+/// chunking (`late`), that and its document's id, since a late vector depends on its
+/// document (two documents ending with the same sentence have two vectors for it).
+pub(crate) fn text_hash(row: &IndexRow, late: bool) -> String {
+    let h = embedding_input(row.context.as_deref(), &row.original).0;
+    if late {
+        late_key(&row.document_id, &h)
+    } else {
+        h
+    }
+}
+
+/// A late chunking vector's cache key: the document id and the indexed text's hash.
+pub(crate) fn late_key(document_id: &str, text_hash: &str) -> String {
+    content_hash(format!("late\0{document_id}\0{text_hash}").as_bytes())
 }
 
 /// The process's one async runtime for hosted models ([`Engine::runtime`]), also used by
@@ -213,6 +275,15 @@ impl Engine {
             return Ok(Embedded::default());
         }
         let embedder = self.embedder()?;
+        if embedder.late() {
+            // Ingest, new contexts and the repair read whole documents instead; what is
+            // left (a query node of the shared store) has only the chunks.
+            return Err(EngineError::Invalid(format!(
+                "{} embeds by late chunking (whole documents), which this path cannot: use the embedder without `{}`",
+                embedder.model_id(),
+                situate_embed::LATE
+            )));
+        }
         // What each input loses to the embedder's window (counted, never silent).
         let mut cuts = Vec::new();
         let mut window = None;
@@ -261,9 +332,61 @@ impl Engine {
         })
     }
 
+    /// Whether the index embeds passages by late chunking (its embedder's name ends
+    /// `:late`).
+    pub(crate) fn late_chunking(&self) -> Result<bool> {
+        Ok(self.embed_settings()?.spec.ends_with(situate_embed::LATE))
+    }
+
+    /// Late chunking: each document read once by the embedder, each chunk's vector pooled
+    /// from its span, keyed by the chunk's cache hash. A document whose embedding fails
+    /// counts all its chunks as failed.
+    pub(crate) fn embed_late_documents(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        docs: Vec<LateDocument>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Embedded> {
+        let mut out = Embedded::default();
+        if docs.is_empty() || self.embed_settings()?.model.is_none() {
+            return Ok(out);
+        }
+        let embedder = self.embedder()?;
+        let total: usize = docs.iter().map(|d| d.chunks.len()).sum();
+        let mut done = 0;
+        for d in docs {
+            let spans: Vec<(usize, usize)> = d.chunks.iter().map(|(_, s)| *s).collect();
+            match runtime.block_on(embedder.embed_late(&d.text, &spans)) {
+                Ok(vs) if vs.len() == spans.len() => {
+                    out.vectors
+                        .extend(d.chunks.into_iter().map(|(h, _)| h).zip(vs));
+                }
+                Ok(vs) => {
+                    out.failed += spans.len();
+                    out.reason.get_or_insert(format!(
+                        "embedder returned {} vectors for {} chunks",
+                        vs.len(),
+                        spans.len()
+                    ));
+                }
+                Err(e) => {
+                    out.failed += spans.len();
+                    out.reason.get_or_insert(e.to_string());
+                }
+            }
+            done += spans.len();
+            progress(done, total);
+        }
+        Ok(out)
+    }
+
     /// Embeds and caches every card's text that has no cached embedding (the repair after
     /// embedding failures; a no-op normally).
     pub(crate) fn embed_uncached(&mut self) -> Result<u64> {
+        let late = self.late_chunking()?;
+        if late {
+            return self.embed_uncached_late();
+        }
         let Some(model) = self.embed_settings()?.model else {
             return Ok(0);
         };
@@ -278,7 +401,7 @@ impl Engine {
         }
         let mut texts = Vec::new();
         self.store.for_each_index_row(|row| {
-            let h = text_hash(&row);
+            let h = text_hash(&row, late);
             if missing.remove(&h) {
                 texts.push((h, indexed_text(row.context.as_deref(), &row.original)));
             }
@@ -297,10 +420,66 @@ impl Engine {
         Ok(e.vectors.len() as u64)
     }
 
+    /// [`Engine::embed_uncached`] for late chunking: the documents of the cards without a
+    /// vector, each put back together from its cards ([`reassemble`]) and embedded whole.
+    fn embed_uncached_late(&mut self) -> Result<u64> {
+        let late = self.late_chunking()?;
+        let Some(model) = self.embed_settings()?.model else {
+            return Ok(0);
+        };
+        let mut docs = std::collections::BTreeSet::new();
+        let mut missing = HashSet::new();
+        for (_, h, cached) in self.card_hashes(&model)? {
+            if !cached {
+                missing.insert(h);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        self.store.for_each_index_row(|row| {
+            if missing.contains(&text_hash(&row, late)) {
+                docs.insert(row.document_id.clone());
+            }
+            Ok(())
+        })?;
+        let mut late = Vec::new();
+        for id in docs {
+            let cards = self.store.cards_of(&id)?;
+            let (text, spans) = reassemble(&cards);
+            let chunks = cards
+                .iter()
+                .zip(spans)
+                .map(|(c, span)| {
+                    let ctx = c
+                        .generated_context
+                        .as_deref()
+                        .filter(|_| c.context_status.is_indexed());
+                    (
+                        late_key(&id, &embedding_input(ctx, &c.original_text).0),
+                        span,
+                    )
+                })
+                .collect();
+            late.push(LateDocument { text, chunks });
+        }
+        let e = self.embed_late_documents(self.runtime()?, late, &mut |_, _| {})?;
+        self.store.replace_embeddings(&model, &e.cache_rows())?;
+        if e.failed > 0 {
+            return Err(EngineError::Invalid(format!(
+                "{} chunks could not be embedded: {}",
+                e.failed,
+                e.reason.unwrap_or_default()
+            )));
+        }
+        Ok(e.vectors.len() as u64)
+    }
+
     /// Brings the vector index up to the store's generation: removes replaced and deleted
     /// cards (card journal), adds the changed documents' cards from the embedding cache.
     /// Falls back to a full reload from the cache when the journal no longer reaches back.
     pub(crate) fn sync_vectors(&mut self) -> Result<()> {
+        let late = self.late_chunking()?;
         let Some(model) = self.embed_settings()?.model else {
             return Ok(());
         };
@@ -316,7 +495,7 @@ impl Engine {
         let mut adds: Vec<(u64, String)> = Vec::new();
         for (doc, _) in &changes {
             self.store.for_each_index_row_of(doc, |row| {
-                adds.push((row.card, text_hash(&row)));
+                adds.push((row.card, text_hash(&row, late)));
                 Ok(())
             })?;
         }
@@ -341,13 +520,14 @@ impl Engine {
     /// Rebuilds the in-memory vector index from the cache alone (cards without a cached
     /// embedding are left out; `rebuild` embeds them first).
     pub(crate) fn reload_vectors(&mut self) -> Result<()> {
+        let late = self.late_chunking()?;
         let s = self.embed_settings()?;
         let (Some(model), Some(dim)) = (s.model, s.dim) else {
             return Ok(());
         };
         let mut rows = Vec::new();
         self.store.for_each_index_row(|row| {
-            rows.push((row.card, text_hash(&row)));
+            rows.push((row.card, text_hash(&row, late)));
             Ok(())
         })?;
         let mut fresh = Vectors::new(dim, Backend::Exact)?;
@@ -433,9 +613,10 @@ impl Engine {
 
     /// Every card's key, embedding text hash, and whether `model` has it cached.
     fn card_hashes(&self, model: &str) -> Result<Vec<(u64, String, bool)>> {
+        let late = self.late_chunking()?;
         let mut rows = Vec::new();
         self.store.for_each_index_row(|row| {
-            rows.push((row.card, text_hash(&row)));
+            rows.push((row.card, text_hash(&row, late)));
             Ok(())
         })?;
         let mut out = Vec::with_capacity(rows.len());
@@ -448,5 +629,63 @@ impl Engine {
             );
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use situate_core::{CardKind, ChunkCard, ContextStatus};
+
+    fn card(start: u64, text: &str) -> ChunkCard {
+        ChunkCard {
+            card: start,
+            document_id: "d".into(),
+            chunk_id: format!("d#{start}"),
+            ordinal: 0,
+            char_start: start,
+            char_end: start + text.chars().count() as u64,
+            heading_path: Vec::new(),
+            kind: CardKind::Text,
+            place: None,
+            original_text: text.into(),
+            generated_context: None,
+            context_status: ContextStatus::Pending,
+            provenance: None,
+            context_notes: Vec::new(),
+        }
+    }
+
+    /// A document put back from overlapping cards (a gap between two as a space, multi-byte
+    /// characters kept): every card's span holds its text again.
+    #[test]
+    fn a_document_is_put_back_together_from_its_cards() {
+        let doc = "Ёлка растёт. Она зелёная. Зимой тоже.";
+        let chars: Vec<char> = doc.chars().collect();
+        let piece = |a: usize, b: usize| chars[a..b].iter().collect::<String>();
+        let cards = vec![
+            card(0, &piece(0, 12)),
+            card(7, &piece(7, 25)),
+            card(26, &piece(26, 37)),
+        ];
+        let (text, spans) = reassemble(&cards);
+        assert_eq!(text.chars().count(), 37);
+        for (c, (a, b)) in cards.iter().zip(&spans) {
+            assert_eq!(&text[*a..*b], c.original_text);
+        }
+        assert_eq!(&text[spans[2].0 - 1..spans[2].0], " ", "the gap");
+        // Offsets that do not hold the text: laid end to end instead.
+        let mut odd = cards.clone();
+        odd[1].char_end += 3;
+        let (text, spans) = reassemble(&odd);
+        for (c, (a, b)) in odd.iter().zip(&spans) {
+            assert_eq!(&text[*a..*b], c.original_text);
+        }
+    }
+
+    #[test]
+    fn late_keys_tell_documents_apart() {
+        assert_ne!(late_key("a", "h"), late_key("b", "h"));
+        assert_eq!(late_key("a", "h"), late_key("a", "h"));
     }
 }

@@ -415,6 +415,13 @@ fn write_embeddings(
     let kept = store.embeddings(&model, &hashes)?;
     todo.retain(|(h, _)| !kept.contains_key(h));
     if !todo.is_empty() {
+        if embedder.late() {
+            return Err(EngineError::Invalid(format!(
+                "{} embeds by late chunking (whole documents), which the shared store's workers do not do yet: use the embedder without `{}`",
+                embedder.model_id(),
+                situate_embed::LATE
+            )));
+        }
         let runtime = crate::vectors::runtime()?;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::with_capacity(todo.len());
         for part in todo.chunks(embedder.call_size().max(1)) {

@@ -188,6 +188,12 @@ impl Batch<'_> {
         insert_embeddings(&self.tx, model, items)
     }
 
+    /// Caches embeddings of `model` in this batch, replacing cached ones (late chunking:
+    /// a vector depends on its whole document).
+    pub fn replace_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        crate::embeddings::write_embeddings(&self.tx, model, items, true)
+    }
+
     /// Records embedding inputs of `model` that were cut to its window, in this batch.
     pub fn put_embedding_cuts(
         &mut self,

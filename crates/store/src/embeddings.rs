@@ -109,6 +109,13 @@ impl Store {
             .op("reading cut embedding inputs")
     }
 
+    /// Caches embeddings outside a batch, replacing cached ones (late chunking's vectors).
+    pub fn replace_embeddings(&mut self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        let tx = self.conn.transaction().op("caching embeddings")?;
+        write_embeddings(&tx, model, items, true)?;
+        tx.commit().op("caching embeddings")
+    }
+
     /// Records cut embedding inputs outside a batch (its own transaction).
     pub fn record_cuts(&mut self, model: &str, items: &[Cut<'_>]) -> Result<()> {
         let tx = self
@@ -126,10 +133,24 @@ pub(crate) fn insert_embeddings(
     model: &str,
     items: &[(&str, &[f32])],
 ) -> Result<()> {
+    write_embeddings(conn, model, items, false)
+}
+
+/// Caches embeddings of `model` by text hash, replacing cached ones when `replace`: a late
+/// chunking vector depends on its whole document, not only on its text, so a document
+/// ingested again brings new vectors for unchanged texts.
+pub(crate) fn write_embeddings(
+    conn: &Connection,
+    model: &str,
+    items: &[(&str, &[f32])],
+    replace: bool,
+) -> Result<()> {
     let mut st = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)",
-        )
+        .prepare_cached(if replace {
+            "INSERT OR REPLACE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)"
+        } else {
+            "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) VALUES (?1, ?2, ?3)"
+        })
         .op("caching embeddings")?;
     for (hash, v) in items {
         st.execute(params![model, hash, vector_to_blob(v)])
