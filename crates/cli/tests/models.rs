@@ -263,9 +263,10 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
 /// a zip and unpacked, each file's sha256 checked, its license shown) and finds a
 /// paraphrase; EmbeddingGemma, offline and not installed, is refused with the command and
 /// nothing made; installed (as `scripts/test.sh` leaves it), it builds an index at a
-/// Matryoshka dimension whose Russian question finds its English passage; and a dimension
-/// a model was not trained for, or int8 passages not written for it yet, are refused
-/// before an index is created.
+/// Matryoshka dimension, in f32 and with int8 passages, whose Russian question finds its
+/// English passage; and a dimension
+/// a model was not trained for, or suffixes out of order, are refused before an index is
+/// created.
 #[test]
 fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -322,35 +323,41 @@ fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
     assert_eq!(found[0], "mixed/boiler.md#0", "{found:?}");
     consistent_stats(&index);
 
-    // Installed models (the ones scripts/test.sh installs): a Matryoshka dimension.
-    let index = tmp.path().join("gemma");
-    let v = json(
-        situate(&index)
-            .arg("--offline")
-            .arg("ingest")
-            .arg(&docs)
-            .args(["--embedder", "embeddinggemma-300m:256"]),
-        0,
-    );
-    assert_eq!(
-        v["report"]["embed_model"],
-        "embeddinggemma-300m@0.2.1-0.2.25:256"
-    );
-    let found = search_ids(
-        &index,
-        "когда обслуживать котёл",
-        &["--mode", "vector", "-k", "1"],
-    );
-    assert!(found[0].starts_with("mixed/"), "{found:?}");
-    consistent_stats(&index);
+    // Installed models (the ones scripts/test.sh installs): a Matryoshka dimension, in
+    // f32 and with int8 passages (`:q8`, a model id of its own).
+    for (spec, id) in [
+        (
+            "embeddinggemma-300m:256",
+            "embeddinggemma-300m@0.2.1-0.2.25:256",
+        ),
+        (
+            "embeddinggemma-300m:256:q8",
+            "embeddinggemma-300m@0.2.1-0.2.25:256:q8",
+        ),
+    ] {
+        let index = tmp.path().join(spec.replace(':', "-"));
+        let v = json(
+            situate(&index)
+                .arg("--offline")
+                .arg("ingest")
+                .arg(&docs)
+                .args(["--embedder", spec]),
+            0,
+        );
+        assert_eq!(v["report"]["embed_model"], id);
+        let found = search_ids(
+            &index,
+            "когда обслуживать котёл",
+            &["--mode", "vector", "-k", "1"],
+        );
+        assert!(found[0].starts_with("mixed/"), "{spec}: {found:?}");
+        consistent_stats(&index);
+    }
 
     for (spec, why) in [
         ("nomic-embed-text-v1.5:100", "one of 768, 512, 256, 128, 64"),
         ("embeddinggemma-300m:300", "one of 768, 512, 256, 128"),
-        (
-            "all-mpnet-base-v2:q8",
-            "not available for all-mpnet-base-v2 yet",
-        ),
+        ("embeddinggemma-300m:q8:256", "unknown embedder"),
     ] {
         let index = tmp.path().join("refused");
         let out = run(
@@ -365,6 +372,33 @@ fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
         assert!(err.contains(why), "{spec}: {err}");
         assert!(!index.exists(), "{spec}: no index made");
     }
+}
+
+/// The vector hits of `question` whose chunk is the sentence the late chunking and title
+/// slot tests give two documents ("This scientist won two Nobel Prizes."): (document,
+/// chunk, score), best first.
+fn shared_sentence_hits(index: &Path, question: &str) -> Vec<(String, String, f64)> {
+    let v = json(
+        situate(index).args(["search", question, "--mode", "vector", "-k", "6"]),
+        0,
+    );
+    v["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .filter(|h| {
+            h["original_text"]
+                .as_str()
+                .is_some_and(|t| t.trim() == "This scientist won two Nobel Prizes.")
+        })
+        .map(|h| {
+            (
+                h["document_id"].as_str().expect("id").to_string(),
+                h["chunk_id"].as_str().expect("chunk").to_string(),
+                h["score"].as_f64().expect("score"),
+            )
+        })
+        .collect()
 }
 
 /// Late chunking from the command line: two paragraphs end with the same sentence, which
@@ -405,25 +439,9 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
     };
     let question = "Which prizes did Marie Curie win?";
     let sentences = |index: &Path| -> Vec<(String, f64)> {
-        let v = json(
-            situate(index).args(["search", question, "--mode", "vector", "-k", "4"]),
-            0,
-        );
-        v["hits"]
-            .as_array()
-            .expect("hits")
-            .iter()
-            .filter(|h| {
-                h["original_text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("This scientist"))
-            })
-            .map(|h| {
-                (
-                    h["document_id"].as_str().expect("id").to_string(),
-                    h["score"].as_f64().expect("score"),
-                )
-            })
+        shared_sentence_hits(index, question)
+            .into_iter()
+            .map(|(doc, _, score)| (doc, score))
             .collect()
     };
 
@@ -499,4 +517,98 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!bad.exists());
+}
+
+/// EmbeddingGemma's title slot (`embeddinggemma-300m:title`): each chunk's context goes in
+/// the document prompt's `title:` instead of before the chunk. Two documents end with the
+/// same sentence, which names nobody; with no context their vectors tie, so a question
+/// naming one subject cannot tell them apart. With structural contexts (the heading) in
+/// the title slot, the right one wins: the context reaches the vector through ingest, and
+/// through `contexts set`. Only EmbeddingGemma has the slot.
+#[test]
+fn the_title_slot_carries_each_chunks_context_into_its_vector() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("bios");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    for (file, name, about) in [
+        (
+            "curie.md",
+            "Marie Curie",
+            "She was a physicist who worked in Paris.",
+        ),
+        (
+            "pauling.md",
+            "Linus Pauling",
+            "He was an American chemist in California.",
+        ),
+    ] {
+        std::fs::write(
+            docs.join(file),
+            format!("# {name}\n\n{about}\n\nThis scientist won two Nobel Prizes.\n"),
+        )
+        .expect("w");
+    }
+    let ingest = |index: &Path, embedder: &str, context: &str| {
+        json(
+            situate(index)
+                .arg("--offline")
+                .arg("ingest")
+                .arg(&docs)
+                .args([
+                    "--max-tokens",
+                    "16",
+                    "--overlap",
+                    "0",
+                    "--context",
+                    context,
+                    "--embedder",
+                    embedder,
+                ]),
+            0,
+        )
+    };
+    let question = "Which prizes did Marie Curie win?";
+    let sentences = |index: &Path| shared_sentence_hits(index, question);
+
+    let plain = tmp.path().join("plain");
+    ingest(&plain, "embeddinggemma-300m:256", "none");
+    let s = sentences(&plain);
+    assert_eq!(s.len(), 2, "the sentence is a chunk of its own: {s:?}");
+    assert!((s[0].2 - s[1].2).abs() < 1e-4, "alone they tie: {s:?}");
+
+    let titled = tmp.path().join("titled");
+    let v = ingest(&titled, "embeddinggemma-300m:256:title", "structural");
+    assert_eq!(
+        v["report"]["embed_model"], "embeddinggemma-300m@0.2.1-0.2.25:256:title",
+        "{v:#}"
+    );
+    let s = sentences(&titled);
+    assert_eq!(s[0].0, "bios/curie.md", "{s:?}");
+    assert!(s[0].2 > s[1].2 + 0.01, "{s:?}");
+
+    // A context set by hand is re-embedded in the slot: swapped, the answer swaps.
+    for (chunk, text) in [(&s[0].1, "Linus Pauling"), (&s[1].1, "Marie Curie")] {
+        run(
+            situate(&titled)
+                .arg("--offline")
+                .args(["contexts", "set", chunk, "--text", text]),
+            0,
+        );
+    }
+    let swapped = sentences(&titled);
+    assert_eq!(swapped[0].0, "bios/pauling.md", "{swapped:?}");
+    consistent_stats(&titled);
+
+    let bad = tmp.path().join("bad");
+    let out = run(
+        situate(&bad)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--embedder", "all-mpnet-base-v2:title"]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("title slot"), "{err}");
+    assert!(!bad.exists(), "no index made");
 }

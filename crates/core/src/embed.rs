@@ -10,6 +10,32 @@ pub enum EmbedKind {
     Passage,
 }
 
+/// A chunk to embed as a passage: its indexed context (when it has one) and its original
+/// text, kept apart until the embedder joins them ([`Embedder::embed_passages`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassageInput {
+    /// The situating context, when one is indexed.
+    pub context: Option<String>,
+    /// The chunk's own text.
+    pub original: String,
+}
+
+impl PassageInput {
+    /// A passage from its context and original text.
+    pub fn new(context: Option<&str>, original: &str) -> Self {
+        PassageInput {
+            context: context.map(str::to_string),
+            original: original.to_string(),
+        }
+    }
+
+    /// The text every index sees for it ([`crate::indexed_text`]): context, blank line,
+    /// original.
+    pub fn indexed(&self) -> String {
+        crate::indexed_text(self.context.as_deref(), &self.original)
+    }
+}
+
 /// An embedder failed.
 #[derive(Debug, thiserror::Error)]
 #[error("embedder {model}: {message}")]
@@ -57,6 +83,22 @@ pub trait Embedder: Send + Sync {
 
     /// One vector per text, in order.
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// One vector per passage, in order, each given as context and original apart. By
+    /// default a passage is embedded as its indexed text ([`PassageInput::indexed`]); an
+    /// embedder with a slot of its own for the context (EmbeddingGemma's `title:`, named
+    /// `embeddinggemma-300m:title`) puts it there.
+    async fn embed_passages(&self, passages: &[PassageInput]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let texts: Vec<String> = passages.iter().map(PassageInput::indexed).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.embed(&refs, EmbedKind::Passage).await
+    }
+
+    /// [`Embedder::input_tokens`] of a passage as [`Embedder::embed_passages`] gives it to
+    /// the model.
+    fn passage_tokens(&self, passage: &PassageInput) -> Option<(usize, usize)> {
+        self.input_tokens(&passage.indexed(), EmbedKind::Passage)
+    }
 
     /// Whether passages are embedded by late chunking ([`Embedder::embed_late`]): an index
     /// whose embedder says so embeds each document once and pools each chunk's span.

@@ -30,7 +30,7 @@ pub use context::{
     ChunkContext, ChunkView, ContextError, ContextSink, Contextualizer, DocumentContexts,
     DocumentView, NoSink, TokenUsage, chunk_key,
 };
-pub use embed::{EmbedError, EmbedKind, Embedder};
+pub use embed::{EmbedError, EmbedKind, Embedder, PassageInput};
 pub use model::{
     CardKind, CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextPart, ContextStatus, DocKind,
     Document, Hit, Language, Layout, LegScore, PartKind, Place, PlaceUnit, Provenance,

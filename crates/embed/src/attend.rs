@@ -8,7 +8,9 @@
 //! [`crate::encoder`], so no padding and no padding mask), one batched product per group
 //! of heads for the scores and one for the context.
 
-use candle_core::{D, Tensor};
+use crate::encoder::Precision;
+use candle_core::{D, Device, Tensor};
+use situate_kernels::i8::I8Matrix;
 
 /// The shape of a layer's attention.
 #[derive(Debug, Clone, Copy)]
@@ -63,9 +65,11 @@ pub(crate) fn attend(
 }
 
 /// A linear layer without bias, its weight transposed once at load (in × out), so that
-/// gemm reads it in place (see [`crate::encoder`]).
+/// gemm reads it in place (see [`crate::encoder`]), and optionally the same weight in int8
+/// for [`Precision::Q8`] products ([`Linear::quantize`]).
 pub(crate) struct Linear {
     wt: Tensor,
+    q8: Option<I8Matrix>,
 }
 
 impl Linear {
@@ -79,18 +83,62 @@ impl Linear {
         };
         Ok(Linear {
             wt: w.t()?.contiguous()?,
+            q8: None,
         })
     }
 
-    /// x (t × in) → t × out.
+    /// Keeps an int8 copy of the weight (one scale per output channel,
+    /// [`situate_kernels::i8`]); with `anywhere`, the portable kernel where this CPU runs
+    /// no vectorised one. False (nothing kept) when the input size is not a multiple of 32
+    /// or, without `anywhere`, no vectorised kernel runs here.
+    pub fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
+        let w = self.wt.t()?.contiguous()?;
+        let (rows, cols) = w.dims2()?;
+        let values = w.flatten_all()?.to_vec1::<f32>()?;
+        self.q8 = if anywhere {
+            I8Matrix::quantize_anywhere(&values, rows, cols)
+        } else {
+            I8Matrix::quantize(&values, rows, cols)
+        };
+        Ok(self.q8.is_some())
+    }
+
+    /// x (t × in) → t × out, in f32.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.matmul(&self.wt)
+    }
+
+    /// x (t × in) → t × out, in int8 when `precision` is [`Precision::Q8`] and an int8
+    /// copy is kept, in f32 otherwise.
+    pub fn forward_with(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
+        match (&self.q8, precision) {
+            (Some(q8), Precision::Q8) => q8.forward(x),
+            _ => x.matmul(&self.wt),
+        }
     }
 
     /// Output size.
     pub fn outputs(&self) -> candle_core::Result<usize> {
         self.wt.dim(D::Minus1)
     }
+}
+
+/// cos and sin of rotary angles for positions 0..n (n × head_dim/2 each).
+pub(crate) fn rope_table(
+    n: usize,
+    head_dim: usize,
+    base: f64,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let half = head_dim / 2;
+    let inv: Vec<f32> = (0..half)
+        .map(|i| (1.0 / base.powf((2 * i) as f64 / head_dim as f64)) as f32)
+        .collect();
+    let mut angles = Vec::with_capacity(n * half);
+    for p in 0..n {
+        angles.extend(inv.iter().map(|f| p as f32 * f));
+    }
+    let t = Tensor::from_vec(angles, (n, half), &Device::Cpu)?;
+    Ok((t.cos()?, t.sin()?))
 }
 
 #[cfg(test)]

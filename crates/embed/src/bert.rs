@@ -85,7 +85,7 @@ impl BertEmbedder {
             .max_tokens
             .min(config.max_position_embeddings)
             .max(2);
-        // Inputs are cut by hand (`crate::gemma::fit`, the same tokens the tokenizer's
+        // Inputs are cut by hand (`crate::inputs::fit`, the same tokens the tokenizer's
         // truncation keeps), so that the cut is counted ([`Embedder::input_tokens`]).
         tokenizer
             .with_truncation(None)
@@ -132,7 +132,7 @@ impl BertEmbedder {
     /// window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let mut ids = self.full_ids(text)?;
-        crate::gemma::fit(&mut ids, self.options.max_tokens);
+        crate::inputs::fit(&mut ids, self.options.max_tokens);
         Ok(ids)
     }
 
@@ -167,7 +167,7 @@ impl BertEmbedder {
                 .iter()
                 .map(|e| {
                     let mut ids = e.get_ids().to_vec();
-                    crate::gemma::fit(&mut ids, self.options.max_tokens);
+                    crate::inputs::fit(&mut ids, self.options.max_tokens);
                     ids
                 })
                 .collect();

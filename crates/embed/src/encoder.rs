@@ -53,7 +53,7 @@ impl Dense {
     /// Keeps an int8 copy of the weight for [`Precision::Q8`] products; false (and
     /// nothing kept) when the input size is not a multiple of 32 (the kernels read 32 bytes
     /// at a time) or, unless `anywhere`, this CPU runs no vectorised int8 kernel.
-    fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
+    pub(crate) fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
         let (rows, cols) = w.dims2()?;
         let values = w.flatten_all()?.to_vec1::<f32>()?;
@@ -81,7 +81,12 @@ impl Dense {
         self.forward_with(x, Precision::F32)
     }
 
-    fn forward_with(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
+    /// x (t × in) → t × out, bias added, in `precision` (see [`Dense::product`]).
+    pub(crate) fn forward_with(
+        &self,
+        x: &Tensor,
+        precision: Precision,
+    ) -> candle_core::Result<Tensor> {
         match (&self.q8, precision) {
             // The bias added as the int8 product writes each value.
             (Some(q8), Precision::Q8) => q8.forward_add(x, &self.b, None),
@@ -145,6 +150,80 @@ impl Precision {
             Precision::F32 => id,
             Precision::Q8 => format!("{id}:q8"),
         }
+    }
+}
+
+/// A layer that can keep an int8 copy of its weight ([`Dense`], [`crate::attend::Linear`]).
+pub(crate) trait Quantize {
+    /// Keeps the copy; false when it cannot (see [`Dense::quantize`]).
+    fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool>;
+}
+
+impl Quantize for Dense {
+    fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
+        Dense::quantize(self, anywhere)
+    }
+}
+
+impl Quantize for crate::attend::Linear {
+    fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
+        crate::attend::Linear::quantize(self, anywhere)
+    }
+}
+
+/// The arithmetic of an embedder's queries and of its passages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precisions {
+    /// Queries' products (not stored, so int8 may be chosen per process:
+    /// [`crate::resolve::QUERY_PRECISION_ENV`]).
+    pub query: Precision,
+    /// Passages' products (stored: int8 only for an embedder named `:q8`, whose model id
+    /// says so, [`Precision::passages_id`]).
+    pub passage: Precision,
+}
+
+impl Default for Precisions {
+    /// The reference model's arithmetic for both.
+    fn default() -> Self {
+        Precisions {
+            query: Precision::F32,
+            passage: Precision::F32,
+        }
+    }
+}
+
+impl Precisions {
+    /// The arithmetic of a text of `kind`.
+    pub fn of(self, kind: situate_core::EmbedKind) -> Precision {
+        match kind {
+            situate_core::EmbedKind::Query => self.query,
+            situate_core::EmbedKind::Passage => self.passage,
+        }
+    }
+
+    /// Quantizes `layers` when either side runs in int8: int8 passages need every layer
+    /// quantized (the portable kernel where this CPU has no vectorised one, so that an
+    /// index's vectors are the same on every machine); int8 queries use what this CPU
+    /// runs fast and f32 for the rest. The error says which layer could not be.
+    pub(crate) fn quantize<'a, L: Quantize + 'a>(
+        self,
+        layers: impl IntoIterator<Item = &'a mut L>,
+    ) -> Result<(), String> {
+        let passages = self.passage == Precision::Q8;
+        if !passages && self.query != Precision::Q8 {
+            return Ok(());
+        }
+        for (i, l) in layers.into_iter().enumerate() {
+            let kept = l
+                .quantize(passages)
+                .map_err(|e| format!("quantizing the weights: {e}"))?;
+            if passages && !kept {
+                return Err(format!(
+                    "int8 passages need layers whose input sizes are multiples of 32 (product {i} is not)"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

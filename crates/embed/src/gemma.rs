@@ -23,10 +23,13 @@
 //! file a row per token, never copied whole, so only the pages of tokens seen stay
 //! resident; the layers' weights (about 400 MB) are loaded.
 
-use crate::attend::{Heads, Linear, attend};
+use crate::attend::{Heads, Linear, attend, rope_table};
+use crate::encoder::{Precision, Precisions};
+use crate::inputs::{embed_batches, encode_fitted, fit, matryoshka};
+use crate::late::{late_id, late_pool};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{D, DType, Device, Tensor};
-use situate_core::{EmbedError, EmbedKind, Embedder};
+use situate_core::{EmbedError, EmbedKind, Embedder, PassageInput};
 use std::path::Path;
 use tokenizers::Tokenizer;
 
@@ -86,6 +89,11 @@ pub struct GemmaOptions {
     /// Passages by late chunking ([`situate_core::Embedder::embed_late`]); the model id
     /// is suffixed `:late`.
     pub late: bool,
+    /// The arithmetic of queries and passages (int8 passages suffix the model id `:q8`).
+    pub precisions: Precisions,
+    /// A passage's context goes in the document prompt's title slot (`title: CONTEXT |
+    /// text: CHUNK`) instead of before the chunk; the model id is suffixed `:title`.
+    pub title: bool,
 }
 
 impl Default for GemmaOptions {
@@ -94,6 +102,8 @@ impl Default for GemmaOptions {
             dim: 768,
             max_tokens: 2048,
             late: false,
+            precisions: Precisions::default(),
+            title: false,
         }
     }
 }
@@ -122,65 +132,6 @@ fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
         model: id.to_string(),
         message: m.to_string(),
     }
-}
-
-/// Splits texts (as token ids) into runs of about `tokens` tokens each, in order (a text
-/// longer than that is a run of its own).
-pub(crate) fn token_batches(texts: &[Vec<u32>], tokens: usize) -> Vec<&[Vec<u32>]> {
-    let mut out = Vec::new();
-    let (mut start, mut sum) = (0, 0);
-    for (i, t) in texts.iter().enumerate() {
-        if sum > 0 && sum + t.len() > tokens {
-            out.push(&texts[start..i]);
-            (start, sum) = (i, 0);
-        }
-        sum += t.len();
-    }
-    if start < texts.len() {
-        out.push(&texts[start..]);
-    }
-    out
-}
-
-/// Cuts a tokenized input (special tokens included) to `max` tokens the way the
-/// `tokenizers` crate's truncation does with a post-processor: the first `max - 1` tokens,
-/// then the last (the closing special token, `[SEP]`, `</s>` or `<eos>`). Returns how many
-/// tokens were cut. Cutting by hand rather than in the tokenizer keeps the full count, so
-/// a cut is never silent ([`situate_core::Embedder::input_tokens`]).
-pub(crate) fn fit(ids: &mut Vec<u32>, max: usize) -> usize {
-    if ids.len() <= max || max < 2 {
-        return 0;
-    }
-    let cut = ids.len() - max;
-    let last = ids[ids.len() - 1];
-    ids.truncate(max - 1);
-    ids.push(last);
-    cut
-}
-
-/// `v` at unit length (a zero vector stays zero).
-pub(crate) fn unit(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
-}
-
-/// cos and sin of rotary angles for positions 0..n (n × head_dim/2 each).
-pub(crate) fn rope_table(
-    n: usize,
-    head_dim: usize,
-    base: f64,
-) -> candle_core::Result<(Tensor, Tensor)> {
-    let half = head_dim / 2;
-    let inv: Vec<f32> = (0..half)
-        .map(|i| (1.0 / base.powf((2 * i) as f64 / head_dim as f64)) as f32)
-        .collect();
-    let mut angles = Vec::with_capacity(n * half);
-    for p in 0..n {
-        angles.extend(inv.iter().map(|f| p as f32 * f));
-    }
-    let t = Tensor::from_vec(angles, (n, half), &Device::Cpu)?;
-    Ok((t.cos()?, t.sin()?))
 }
 
 impl GemmaEmbedder {
@@ -229,10 +180,18 @@ impl GemmaEmbedder {
         // a model directory changed under a running process is outside what it promises.
         let weights = unsafe { MmapedSafetensors::new(file("model.safetensors")?) }
             .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
-        let layers = (0..c.num_hidden_layers)
+        let mut layers = (0..c.num_hidden_layers)
             .map(|i| Self::layer(&weights, &c, i))
             .collect::<candle_core::Result<Vec<_>>>()
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
+        options
+            .precisions
+            .quantize(
+                layers
+                    .iter_mut()
+                    .flat_map(|l| [&mut l.qkv, &mut l.o, &mut l.gate_up, &mut l.down]),
+            )
+            .map_err(|m| err(&id, m))?;
         let final_norm = Self::norm(&weights, "norm.weight")
             .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
         let tables = (|| {
@@ -247,7 +206,17 @@ impl GemmaEmbedder {
         })()
         .map_err(|e| err(&id, e))?;
         let embedder = GemmaEmbedder {
-            id: late_id(Self::id_for(id.clone(), options.dim), options.late),
+            id: {
+                let id = options
+                    .precisions
+                    .passage
+                    .passages_id(Self::id_for(id.clone(), options.dim));
+                if options.title {
+                    format!("{id}:title")
+                } else {
+                    late_id(id, options.late)
+                }
+            },
             tokenizer,
             weights,
             layers,
@@ -394,8 +363,12 @@ impl GemmaEmbedder {
 
     /// The pooled (mean of the final-normed states), densed vectors of texts given as token
     /// ids, before normalisation.
-    fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let (x, segs) = self.states(texts)?;
+    fn pooled(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (x, segs) = self.states(texts, precision)?;
         let means: Vec<Tensor> = segs
             .iter()
             .map(|&(s, n)| x.narrow(0, s, n)?.mean_keepdim(0))
@@ -412,7 +385,11 @@ impl GemmaEmbedder {
 
     /// The final-normed token states of texts packed end to end, and each text's (first
     /// row, rows).
-    fn states(&self, texts: &[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
+    fn states(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
         let dev = Device::Cpu;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
@@ -461,7 +438,7 @@ impl GemmaEmbedder {
         let mut x = self.embed_tokens(&ids)?;
         for l in &self.layers {
             let h = candle_nn::ops::rms_norm(&x, &l.input_norm, self.eps)?;
-            let qkv = l.qkv.forward(&h)?;
+            let qkv = l.qkv.forward_with(&h, precision)?;
             let q = qkv.narrow(1, 0, heads * d)?.reshape((total, heads, d))?;
             let k = qkv
                 .narrow(1, heads * d, kv_heads * d)?
@@ -486,13 +463,13 @@ impl GemmaEmbedder {
                     mask,
                 )?);
             }
-            let attn = l.o.forward(&Tensor::cat(&ctx, 0)?)?;
+            let attn = l.o.forward_with(&Tensor::cat(&ctx, 0)?, precision)?;
             x = (x + candle_nn::ops::rms_norm(&attn, &l.post_attention_norm, self.eps)?)?;
             let h = candle_nn::ops::rms_norm(&x, &l.pre_ff_norm, self.eps)?;
-            let gu = l.gate_up.forward(&h)?;
+            let gu = l.gate_up.forward_with(&h, precision)?;
             let half = gu.dim(D::Minus1)? / 2;
             let mid = (gu.narrow(1, 0, half)?.gelu()? * gu.narrow(1, half, half)?)?;
-            let y = l.down.forward(&mid)?;
+            let y = l.down.forward_with(&mid, precision)?;
             x = (x + candle_nn::ops::rms_norm(&y, &l.post_ff_norm, self.eps)?)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.final_norm, self.eps)?;
@@ -521,21 +498,14 @@ impl GemmaEmbedder {
             enc.get_offsets(),
             &shifted,
             self.options.max_tokens,
-            |windows| self.states(windows),
+            |windows| self.states(windows, self.options.precisions.passage),
         )
         .and_then(|rows| self.head(&rows))
         .map_err(|e| err(&self.id, format!("late chunking: {e}")))?;
-        Ok(pooled.into_iter().map(|v| self.finish(v)).collect())
-    }
-
-    /// Unit length, then the Matryoshka cut normalised again.
-    fn finish(&self, v: Vec<f32>) -> Vec<f32> {
-        let mut v = unit(v);
-        if self.options.dim < v.len() {
-            v.truncate(self.options.dim);
-            v = unit(v);
-        }
-        v
+        Ok(pooled
+            .into_iter()
+            .map(|v| matryoshka(v, self.options.dim))
+            .collect())
     }
 
     /// Embeds texts synchronously, each prefixed by its kind's prompt: unit length, cut to
@@ -543,26 +513,57 @@ impl GemmaEmbedder {
     pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         let prompt = Self::prompt(kind);
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prompt}{t}")).collect();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings
-            .iter()
-            .map(|e| {
-                let mut ids = e.get_ids().to_vec();
-                fit(&mut ids, self.options.max_tokens);
-                ids
-            })
-            .collect();
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in token_batches(&ids, BATCH_TOKENS) {
-            let pooled = self
-                .pooled(batch)
-                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            out.extend(pooled.into_iter().map(|v| self.finish(v)));
-        }
-        Ok(out)
+        self.embed_prompted(inputs, kind)
+    }
+
+    /// The document prompt of a passage with its context in the title slot (`none` when
+    /// it has none, as the model's own prompt says).
+    pub fn titled(passage: &PassageInput) -> String {
+        let title = passage
+            .context
+            .as_deref()
+            .map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|c| !c.is_empty());
+        format!(
+            "title: {} | text: {}",
+            title.as_deref().unwrap_or("none"),
+            passage.original
+        )
+    }
+
+    /// Embeds passages: with the title slot ([`GemmaOptions::title`]) each context goes
+    /// there, otherwise before its chunk as every embedder puts it.
+    pub fn embed_passages_sync(
+        &self,
+        passages: &[PassageInput],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inputs: Vec<String> = if self.options.title {
+            passages.iter().map(Self::titled).collect()
+        } else {
+            passages
+                .iter()
+                .map(|p| format!("{DOCUMENT_PROMPT}{}", p.indexed()))
+                .collect()
+        };
+        self.embed_prompted(inputs, EmbedKind::Passage)
+    }
+
+    /// Embeds texts that carry their prompt already.
+    fn embed_prompted(
+        &self,
+        inputs: Vec<String>,
+        kind: EmbedKind,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids = encode_fitted(&self.tokenizer, &self.id, inputs, self.options.max_tokens)?;
+        let precision = self.options.precisions.of(kind);
+        embed_batches(
+            &self.id,
+            &ids,
+            BATCH_TOKENS,
+            kind,
+            |batch| self.pooled(batch, precision),
+            |v| matryoshka(v, self.options.dim),
+        )
     }
 }
 
@@ -588,8 +589,20 @@ impl Embedder for GemmaEmbedder {
         Some((n, self.options.max_tokens))
     }
 
+    fn passage_tokens(&self, passage: &PassageInput) -> Option<(usize, usize)> {
+        if !self.options.title {
+            return self.input_tokens(&passage.indexed(), EmbedKind::Passage);
+        }
+        let n = self.full_ids(&Self::titled(passage)).ok()?.len();
+        Some((n, self.options.max_tokens))
+    }
+
     async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_sync(texts, kind)
+    }
+
+    async fn embed_passages(&self, passages: &[PassageInput]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_passages_sync(passages)
     }
 
     fn late(&self) -> bool {
@@ -605,119 +618,9 @@ impl Embedder for GemmaEmbedder {
     }
 }
 
-/// The model id of a late-chunking embedder: `id`, suffixed `:late`.
-pub(crate) fn late_id(id: String, late: bool) -> String {
-    if late { format!("{id}:late") } else { id }
-}
-
-/// The windows late chunking reads a tokenized text in (`ids` with its opening and closing
-/// special tokens): the whole text when it fits `max`, else windows of `max` tokens (the
-/// special tokens around each) whose content overlaps by a quarter. Returns each window's
-/// ids and the first content token it holds.
-pub(crate) fn late_windows(ids: &[u32], max: usize) -> Vec<(Vec<u32>, usize)> {
-    if ids.len() <= max || ids.len() < 2 || max < 4 {
-        return vec![(ids.to_vec(), 0)];
-    }
-    let (first, last) = (ids[0], ids[ids.len() - 1]);
-    let content = &ids[1..ids.len() - 1];
-    let width = max - 2;
-    let stride = (width * 3 / 4).max(1);
-    let mut out = Vec::new();
-    let mut start = 0;
-    loop {
-        let end = (start + width).min(content.len());
-        let mut w = Vec::with_capacity(end - start + 2);
-        w.push(first);
-        w.extend_from_slice(&content[start..end]);
-        w.push(last);
-        out.push((w, start));
-        if end == content.len() {
-            break;
-        }
-        start += stride;
-    }
-    out
-}
-
-/// Late chunking's pooling, shared by the embedders that do it: the tokenized text (`ids`
-/// with their byte `offsets`; special tokens have empty offsets) read in
-/// [`late_windows`] by `states` (packed token states and each window's rows), each token's
-/// state taken from the window where it is farthest from an edge, and each span's tokens
-/// (those whose bytes overlap it) averaged. Returns spans × hidden, before any head.
-pub(crate) fn late_pool(
-    ids: &[u32],
-    offsets: &[(usize, usize)],
-    spans: &[(usize, usize)],
-    max: usize,
-    states: impl Fn(&[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)>,
-) -> candle_core::Result<Tensor> {
-    let windows = late_windows(ids, max);
-    let texts: Vec<Vec<u32>> = windows.iter().map(|(w, _)| w.clone()).collect();
-    let (x, segs) = states(&texts)?;
-    // The packed row holding each token's state (content tokens only: index into `ids`).
-    let mut row = vec![None; ids.len()];
-    let mut best = vec![0usize; ids.len()];
-    for ((_, start), &(s, n)) in windows.iter().zip(&segs) {
-        let single = windows.len() == 1;
-        for j in 0..n {
-            // Window row j is `ids[j]` for a single window, else content token start + j - 1.
-            let token = if single {
-                j
-            } else if j == 0 || j + 1 == n {
-                continue;
-            } else {
-                start + j
-            };
-            let margin = j.min(n - 1 - j);
-            if token < ids.len() && (row[token].is_none() || margin > best[token]) {
-                row[token] = Some(s + j);
-                best[token] = margin;
-            }
-        }
-    }
-    let mut means = Vec::with_capacity(spans.len());
-    for &(a, b) in spans {
-        let rows: Vec<u32> = offsets
-            .iter()
-            .enumerate()
-            .filter(|&(_, &(s, e))| e > s && s < b && e > a)
-            .filter_map(|(i, _)| row.get(i).copied().flatten().map(|r| r as u32))
-            .collect();
-        if rows.is_empty() {
-            candle_core::bail!("the span {a}..{b} holds no token of the document");
-        }
-        let idx = Tensor::new(rows.as_slice(), x.device())?;
-        means.push(x.index_select(&idx, 0)?.mean_keepdim(0)?);
-    }
-    Tensor::cat(&means, 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn batches_keep_order_and_hold_about_the_budget() {
-        let texts: Vec<Vec<u32>> = [3usize, 4, 5, 9, 1, 1]
-            .iter()
-            .map(|&n| vec![0; n])
-            .collect();
-        let b = token_batches(&texts, 8);
-        let sizes: Vec<usize> = b.iter().map(|x| x.len()).collect();
-        assert_eq!(sizes, vec![2, 1, 1, 2]);
-        assert_eq!(b.iter().map(|x| x.len()).sum::<usize>(), texts.len());
-        assert!(token_batches(&[], 8).is_empty());
-    }
-
-    #[test]
-    fn inputs_are_cut_as_the_tokenizers_truncation_cuts_them() {
-        let mut ids = vec![2, 10, 11, 12, 13, 1];
-        assert_eq!(fit(&mut ids, 4), 2);
-        assert_eq!(ids, vec![2, 10, 11, 1]);
-        let mut short = vec![2, 10, 1];
-        assert_eq!(fit(&mut short, 4), 0);
-        assert_eq!(short, vec![2, 10, 1]);
-    }
 
     #[test]
     fn a_matryoshka_dimension_is_part_of_the_model_id() {

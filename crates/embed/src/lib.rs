@@ -21,13 +21,17 @@ pub mod encoder;
 pub mod gemma;
 pub mod hashing;
 pub mod hosted;
+mod inputs;
+mod late;
 pub mod mpnet;
 pub mod nomic;
 pub mod resolve;
 
 pub use bert::{BertEmbedder, BertOptions};
-pub use encoder::Precision;
-pub use resolve::{ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, check, default_for, resolve};
+pub use encoder::{Precision, Precisions};
+pub use resolve::{
+    ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, TITLE, check, default_for, resolve,
+};
 
 #[cfg(test)]
 mod hosted_tests;

@@ -16,7 +16,8 @@
 //! overridden, and its fixed padding switched off: texts are packed end to end).
 
 use crate::attend::{Heads, attend};
-use crate::encoder::{Act, Dense, Norm, Precision, mean_per_text};
+use crate::encoder::{Act, Dense, Norm, Precision, Precisions, mean_per_text};
+use crate::inputs::{embed_batches, encode_fitted, fit, unit};
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use situate_core::{EmbedError, EmbedKind, Embedder};
@@ -79,6 +80,7 @@ pub struct MpnetEmbedder {
     eps: f32,
     position_offset: usize,
     max_tokens: usize,
+    precisions: Precisions,
 }
 
 fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
@@ -112,8 +114,8 @@ pub(crate) fn bucket(relative: i64, buckets: usize) -> usize {
 
 impl MpnetEmbedder {
     /// Loads the sentence-transformers folder `dir` (`config.json`, `model.safetensors`,
-    /// `tokenizer.json`); `id` is the model id.
-    pub fn load(dir: &Path, id: String) -> Result<Self, EmbedError> {
+    /// `tokenizer.json`); `id` is the model id (suffixed `:q8` for int8 passages).
+    pub fn load(dir: &Path, id: String, precisions: Precisions) -> Result<Self, EmbedError> {
         let file =
             |name: &str| crate::encoder::model_file(dir, name, "model").map_err(|m| err(&id, m));
         let text = std::fs::read_to_string(file("config.json")?).map_err(|e| err(&id, e))?;
@@ -130,8 +132,25 @@ impl MpnetEmbedder {
         tokenizer.with_padding(None);
         let vb = crate::encoder::mmap_weights(&file("model.safetensors")?)
             .map_err(|e| err(&id, format!("model.safetensors: {e}")))?;
-        Self::from_weights(vb, &c, tokenizer, id.clone(), position_offset, max_tokens)
-            .map_err(|e| err(&id, format!("loading the weights: {e}")))
+        let mut model = Self::from_weights(
+            vb,
+            &c,
+            tokenizer,
+            precisions.passage.passages_id(id.clone()),
+            position_offset,
+            max_tokens,
+        )
+        .map_err(|e| err(&id, format!("loading the weights: {e}")))?;
+        precisions
+            .quantize(
+                model
+                    .layers
+                    .iter_mut()
+                    .flat_map(|l| [&mut l.qkv, &mut l.o, &mut l.fi, &mut l.fo]),
+            )
+            .map_err(|m| err(&id, m))?;
+        model.precisions = precisions;
+        Ok(model)
     }
 
     fn from_weights(
@@ -177,6 +196,7 @@ impl MpnetEmbedder {
             eps: c.layer_norm_eps as f32,
             position_offset,
             max_tokens,
+            precisions: Precisions::default(),
         })
     }
 
@@ -189,7 +209,7 @@ impl MpnetEmbedder {
     /// window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let mut ids = self.full_ids(text)?;
-        crate::gemma::fit(&mut ids, self.max_tokens);
+        fit(&mut ids, self.max_tokens);
         Ok(ids)
     }
 
@@ -219,7 +239,11 @@ impl MpnetEmbedder {
     }
 
     /// The mean-pooled last hidden states of texts given as token ids, one per text.
-    fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
+    fn pooled(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let dev = Device::Cpu;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
@@ -249,7 +273,7 @@ impl MpnetEmbedder {
             scale: 1.0 / ((h / self.heads) as f64).sqrt(),
         };
         for l in &self.layers {
-            let qkv = l.qkv.forward(&x)?;
+            let qkv = l.qkv.forward_with(&x, precision)?;
             let mut ctx = Vec::with_capacity(segs.len());
             for (&(s, n), bias) in segs.iter().zip(&biases) {
                 let t = qkv.narrow(0, s, n)?;
@@ -262,37 +286,28 @@ impl MpnetEmbedder {
                 )?);
             }
             let ctx = Tensor::cat(&ctx, 0)?;
-            let y = l.o.forward_residual(&ctx, &x, Precision::F32)?;
+            let y = l.o.forward_residual(&ctx, &x, precision)?;
             x = candle_nn::ops::layer_norm(&y, &l.aln.w, &l.aln.b, self.eps)?;
-            let mid = l.fi.forward_act(&x, Act::Gelu, Precision::F32)?;
-            let y = l.fo.forward_residual(&mid, &x, Precision::F32)?;
+            let mid = l.fi.forward_act(&x, Act::Gelu, precision)?;
+            let y = l.fo.forward_residual(&mid, &x, precision)?;
             x = candle_nn::ops::layer_norm(&y, &l.oln.w, &l.oln.b, self.eps)?;
         }
         mean_per_text(&x, &segs)
     }
 
     /// Embeds texts synchronously (mean pooling, unit length).
-    pub fn embed_sync(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings
-            .iter()
-            .map(|e| {
-                let mut ids = e.get_ids().to_vec();
-                crate::gemma::fit(&mut ids, self.max_tokens);
-                ids
-            })
-            .collect();
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in crate::gemma::token_batches(&ids, BATCH_TOKENS) {
-            let pooled = self
-                .pooled(batch)
-                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            out.extend(pooled.into_iter().map(crate::gemma::unit));
-        }
-        Ok(out)
+    pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inputs = texts.iter().map(|t| t.to_string()).collect();
+        let ids = encode_fitted(&self.tokenizer, &self.id, inputs, self.max_tokens)?;
+        let precision = self.precisions.of(kind);
+        embed_batches(
+            &self.id,
+            &ids,
+            BATCH_TOKENS,
+            kind,
+            |batch| self.pooled(batch, precision),
+            unit,
+        )
     }
 }
 
@@ -310,8 +325,8 @@ impl Embedder for MpnetEmbedder {
         Some((self.full_ids(text).ok()?.len(), self.max_tokens))
     }
 
-    async fn embed(&self, texts: &[&str], _kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed_sync(texts)
+    async fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_sync(texts, kind)
     }
 }
 

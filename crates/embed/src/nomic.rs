@@ -14,8 +14,10 @@
 //!
 //! The f16 weights are widened to f32 at load (about 550 MB): the reference arithmetic.
 
-use crate::attend::{Heads, Linear, attend};
-use crate::encoder::Norm;
+use crate::attend::{Heads, Linear, attend, rope_table};
+use crate::encoder::{Norm, Precision, Precisions};
+use crate::inputs::{embed_batches, encode_fitted, fit, matryoshka};
+use crate::late::{late_id, late_pool};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
@@ -59,6 +61,28 @@ pub struct NomicEmbedder {
     dim: usize,
     max_tokens: usize,
     late: bool,
+    precisions: Precisions,
+}
+
+/// How a nomic embedder runs.
+#[derive(Debug, Clone, Copy)]
+pub struct NomicOptions {
+    /// The vector's dimension: 768 or a Matryoshka prefix (the id suffixed `:DIM`).
+    pub dim: usize,
+    /// Passages by late chunking (the id suffixed `:late`).
+    pub late: bool,
+    /// The arithmetic of queries and passages (int8 passages suffix the id `:q8`).
+    pub precisions: Precisions,
+}
+
+impl Default for NomicOptions {
+    fn default() -> Self {
+        NomicOptions {
+            dim: DIMENSIONS[0],
+            late: false,
+            precisions: Precisions::default(),
+        }
+    }
 }
 
 fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
@@ -121,10 +145,11 @@ fn wordpiece(tokens: &[String], cls: u32, sep: u32, unk: u32) -> Result<Tokenize
 }
 
 impl NomicEmbedder {
-    /// Loads the GGUF in `dir`; `id` is the model id, `dim` the vector's dimension (768 or
-    /// a Matryoshka prefix), `late` for passages by late chunking (the id suffixed
-    /// `:late`).
-    pub fn load(dir: &Path, id: String, dim: usize, late: bool) -> Result<Self, EmbedError> {
+    /// Loads the GGUF in `dir`; `id` is the model id.
+    pub fn load(dir: &Path, id: String, options: NomicOptions) -> Result<Self, EmbedError> {
+        let NomicOptions {
+            dim, precisions, ..
+        } = options;
         if !DIMENSIONS.contains(&dim) {
             return Err(err(
                 &id,
@@ -134,11 +159,25 @@ impl NomicEmbedder {
             ));
         }
         let path = crate::encoder::model_file(dir, MODEL_FILE, "model").map_err(|m| err(&id, m))?;
-        Self::read(&path, id.clone(), dim, late)
-            .map_err(|e| err(&id, format!("{}: {e}", path.display())))
+        let mut model = Self::read(&path, id.clone(), options)
+            .map_err(|e| err(&id, format!("{}: {e}", path.display())))?;
+        precisions
+            .quantize(
+                model
+                    .layers
+                    .iter_mut()
+                    .flat_map(|l| [&mut l.qkv, &mut l.o, &mut l.gate_up, &mut l.down]),
+            )
+            .map_err(|m| err(&id, m))?;
+        Ok(model)
     }
 
-    fn read(path: &Path, id: String, dim: usize, late: bool) -> candle_core::Result<Self> {
+    fn read(path: &Path, id: String, options: NomicOptions) -> candle_core::Result<Self> {
+        let NomicOptions {
+            dim,
+            late,
+            precisions,
+        } = options;
         let mut f = std::fs::File::open(path)?;
         let c = gguf_file::Content::read(&mut f)?;
         let arch = meta(&c, "general.architecture")?.to_string()?;
@@ -219,13 +258,18 @@ impl NomicEmbedder {
         }
         let head_dim = hidden / heads;
         Ok(NomicEmbedder {
-            id: crate::gemma::late_id(crate::gemma::GemmaEmbedder::id_for(id, dim), late),
+            id: late_id(
+                precisions
+                    .passage
+                    .passages_id(crate::gemma::GemmaEmbedder::id_for(id, dim)),
+                late,
+            ),
             tokenizer,
             word,
             ty,
             eln,
             layers,
-            rope: crate::gemma::rope_table(ctx, head_dim, base)?,
+            rope: rope_table(ctx, head_dim, base)?,
             heads: Heads {
                 heads,
                 kv_heads: heads,
@@ -237,6 +281,7 @@ impl NomicEmbedder {
             dim,
             max_tokens: ctx,
             late,
+            precisions,
         })
     }
 
@@ -248,7 +293,7 @@ impl NomicEmbedder {
     /// Token ids of one text as the model sees it (`[CLS]` … `[SEP]`, cut to the window).
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let mut ids = self.full_ids(text)?;
-        crate::gemma::fit(&mut ids, self.max_tokens);
+        fit(&mut ids, self.max_tokens);
         Ok(ids)
     }
 
@@ -269,8 +314,12 @@ impl NomicEmbedder {
         }
     }
 
-    fn pooled(&self, texts: &[Vec<u32>]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let (x, segs) = self.states(texts)?;
+    fn pooled(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (x, segs) = self.states(texts, precision)?;
         crate::encoder::mean_per_text(&x, &segs)
     }
 
@@ -291,30 +340,24 @@ impl NomicEmbedder {
             .iter()
             .map(|&(a, b)| (a + DOCUMENT_PREFIX.len(), b + DOCUMENT_PREFIX.len()))
             .collect();
-        let rows = crate::gemma::late_pool(
+        let rows = late_pool(
             enc.get_ids(),
             enc.get_offsets(),
             &shifted,
             self.max_tokens,
-            |windows| self.states(windows),
+            |windows| self.states(windows, self.precisions.passage),
         )
         .and_then(|t| t.to_vec2::<f32>())
         .map_err(|e| err(&self.id, format!("late chunking: {e}")))?;
-        Ok(rows.into_iter().map(|v| self.finish(v)).collect())
-    }
-
-    /// Unit length, then the Matryoshka cut normalised again.
-    fn finish(&self, v: Vec<f32>) -> Vec<f32> {
-        let mut v = crate::gemma::unit(v);
-        if self.dim < v.len() {
-            v.truncate(self.dim);
-            v = crate::gemma::unit(v);
-        }
-        v
+        Ok(rows.into_iter().map(|v| matryoshka(v, self.dim)).collect())
     }
 
     /// The last hidden states of texts packed end to end, and each text's (first row, rows).
-    fn states(&self, texts: &[Vec<u32>]) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
+    fn states(
+        &self,
+        texts: &[Vec<u32>],
+        precision: Precision,
+    ) -> candle_core::Result<(Tensor, Vec<(usize, usize)>)> {
         let dev = Device::Cpu;
         let mut ids = Vec::new();
         let mut positions = Vec::new();
@@ -335,7 +378,7 @@ impl NomicEmbedder {
         let mut x = candle_nn::ops::layer_norm(&x, &self.eln.w, &self.eln.b, self.eps)?;
         let (h, n_heads, d) = (self.hidden, self.heads.heads, self.heads.head_dim);
         for l in &self.layers {
-            let qkv = l.qkv.forward(&x)?;
+            let qkv = l.qkv.forward_with(&x, precision)?;
             let rot = |t: Tensor| -> candle_core::Result<Tensor> {
                 candle_nn::rotary_emb::rope_thd(
                     &t.contiguous()?.reshape((1, total, n_heads, d))?,
@@ -357,12 +400,12 @@ impl NomicEmbedder {
                     None,
                 )?);
             }
-            let y = (l.o.forward(&Tensor::cat(&ctx, 0)?)? + &x)?;
+            let y = (l.o.forward_with(&Tensor::cat(&ctx, 0)?, precision)? + &x)?;
             x = candle_nn::ops::layer_norm(&y, &l.aln.w, &l.aln.b, self.eps)?;
-            let gu = l.gate_up.forward(&x)?;
+            let gu = l.gate_up.forward_with(&x, precision)?;
             let inner = gu.dim(1)? / 2;
             let mid = (gu.narrow(1, 0, inner)?.silu()? * gu.narrow(1, inner, inner)?)?;
-            let y = (l.down.forward(&mid)? + &x)?;
+            let y = (l.down.forward_with(&mid, precision)? + &x)?;
             x = candle_nn::ops::layer_norm(&y, &l.oln.w, &l.oln.b, self.eps)?;
         }
         Ok((x, segs))
@@ -373,26 +416,16 @@ impl NomicEmbedder {
     pub fn embed_sync(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         let prefix = Self::prefix(kind);
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| err(&self.id, e))?;
-        let ids: Vec<Vec<u32>> = encodings
-            .iter()
-            .map(|e| {
-                let mut ids = e.get_ids().to_vec();
-                crate::gemma::fit(&mut ids, self.max_tokens);
-                ids
-            })
-            .collect();
-        let mut out = Vec::with_capacity(texts.len());
-        for batch in crate::gemma::token_batches(&ids, BATCH_TOKENS) {
-            let pooled = self
-                .pooled(batch)
-                .map_err(|e| err(&self.id, format!("forward pass: {e}")))?;
-            out.extend(pooled.into_iter().map(|v| self.finish(v)));
-        }
-        Ok(out)
+        let ids = encode_fitted(&self.tokenizer, &self.id, inputs, self.max_tokens)?;
+        let precision = self.precisions.of(kind);
+        embed_batches(
+            &self.id,
+            &ids,
+            BATCH_TOKENS,
+            kind,
+            |batch| self.pooled(batch, precision),
+            |v| matryoshka(v, self.dim),
+        )
     }
 }
 

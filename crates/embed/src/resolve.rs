@@ -2,7 +2,7 @@
 //! loaded [`Embedder`].
 
 use crate::bert::{BertEmbedder, BertOptions};
-use crate::encoder::Precision;
+use crate::encoder::{Precision, Precisions};
 use situate_core::{EmbedError, Embedder, Language};
 use situate_models::{CATALOG, CatalogEntry, Role};
 use std::path::Path;
@@ -58,7 +58,13 @@ pub const INT8_PASSAGES: &str = ":q8";
 /// A spec's name and whether it asks for int8 passages. `:q8` belongs to the name only
 /// after a local model (a catalog name or a directory): `ollama:q8` stays a hosted model.
 fn split_int8(spec: &str) -> (&str, bool) {
-    let local = |name: &str| CATALOG.iter().any(|e| e.name == name) || Path::new(name).is_dir();
+    let catalog = |name: &str| CATALOG.iter().any(|e| e.name == name);
+    // A catalog name, with or without a Matryoshka dimension (`embeddinggemma-300m:256:q8`).
+    let local = |name: &str| {
+        catalog(name)
+            || name.rsplit_once(':').is_some_and(|(base, _)| catalog(base))
+            || Path::new(name).is_dir()
+    };
     match spec.strip_suffix(INT8_PASSAGES) {
         Some(name) if local(name) => (name, true),
         _ => (spec, false),
@@ -100,11 +106,17 @@ const MATRYOSHKA: &[(&str, &[usize])] = &[
 /// paragraph. A property of the index (its embedder's name and model id).
 pub const LATE: &str = ":late";
 
+/// The suffix of EmbeddingGemma's name that puts a passage's context in the document
+/// prompt's title slot (`title: CONTEXT | text: CHUNK`) instead of before the chunk
+/// (`embeddinggemma-300m:title`, `embeddinggemma-300m:256:q8:title`). A property of the
+/// index (its embedder's name and model id).
+pub const TITLE: &str = ":title";
+
 /// The catalog embedders that embed by late chunking: the ones that read long inputs.
 const LATE_MODELS: &[&str] = &[GEMMA, NOMIC];
 
 /// The catalog embedders that run int8 passages (`NAME:q8`).
-const INT8_MODELS: &[&str] = &[ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT];
+const INT8_MODELS: &[&str] = &[ENGLISH_DEFAULT, MULTILINGUAL_DEFAULT, GEMMA, NOMIC, MPNET];
 
 /// `name` without a Matryoshka suffix `:DIM`, and the dimension, for the models in
 /// [`MATRYOSHKA`]; an unknown dimension is an error naming the allowed ones.
@@ -130,12 +142,13 @@ fn split_dim(name: &str) -> Result<(&str, Option<usize>), String> {
 /// What an embedder spec names, read without loading anything.
 enum Spec<'a> {
     /// A catalog embedding model; `int8` for int8 passages, `dim` a Matryoshka dimension,
-    /// `late` for passages by late chunking.
+    /// `late` for passages by late chunking, `title` for contexts in the title slot.
     Catalog {
         entry: &'static CatalogEntry,
         int8: bool,
         dim: Option<usize>,
         late: bool,
+        title: bool,
     },
     /// A hosted model (`openai:…`, `ollama:…`, ...).
     Hosted(&'a str),
@@ -147,8 +160,13 @@ enum Spec<'a> {
 
 /// Reads `spec`, or says why no embedder has that name.
 fn parse(spec: &str) -> Result<Spec<'_>, String> {
+    let catalog_prefix = |name: &str| CATALOG.iter().any(|e| name.starts_with(e.name));
     let (spec, late) = match spec.strip_suffix(LATE) {
-        Some(name) if CATALOG.iter().any(|e| name.starts_with(e.name)) => (name, true),
+        Some(name) if catalog_prefix(name) => (name, true),
+        _ => (spec, false),
+    };
+    let (spec, title) = match spec.strip_suffix(TITLE) {
+        Some(name) if catalog_prefix(name) => (name, true),
         _ => (spec, false),
     };
     let (name, int8) = split_int8(spec);
@@ -168,6 +186,18 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
                 INT8_MODELS.join(", ")
             ));
         }
+        if title && entry.name != GEMMA {
+            return Err(format!(
+                "{}{TITLE}: only {GEMMA}'s prompt has a title slot for the context",
+                entry.name
+            ));
+        }
+        if title && late {
+            return Err(format!(
+                "{}: late chunking embeds no context, so it has no title to fill ({TITLE} or {LATE}, not both)",
+                entry.name
+            ));
+        }
         if late && !LATE_MODELS.contains(&entry.name) {
             return Err(format!(
                 "{}{LATE}: late chunking needs an embedder that reads whole documents ({})",
@@ -180,6 +210,7 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
             int8,
             dim,
             late,
+            title,
         });
     }
     if crate::hosted::is_hosted(name) {
@@ -236,14 +267,19 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             int8,
             dim,
             late,
+            title,
         } => {
             let dir = situate_models::ensure(entry, "the embedder of this index")
                 .map_err(|e| fail(e.to_string()))?;
             let id = format!("{}@{}", entry.name, entry.version);
+            let (query, passage) = precisions(int8).map_err(fail)?;
+            let precisions = Precisions { query, passage };
             if entry.name == GEMMA {
                 let options = crate::gemma::GemmaOptions {
                     dim: dim.unwrap_or(crate::gemma::DIMENSIONS[0]),
                     late,
+                    precisions,
+                    title,
                     ..Default::default()
                 };
                 return Ok(Box::new(crate::gemma::GemmaEmbedder::load(
@@ -251,19 +287,24 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
                 )?));
             }
             if entry.name == NOMIC {
-                let dim = dim.unwrap_or(crate::nomic::DIMENSIONS[0]);
+                let options = crate::nomic::NomicOptions {
+                    dim: dim.unwrap_or(crate::nomic::DIMENSIONS[0]),
+                    late,
+                    precisions,
+                };
                 return Ok(Box::new(crate::nomic::NomicEmbedder::load(
-                    &dir, id, dim, late,
+                    &dir, id, options,
                 )?));
             }
             if entry.name == MPNET {
-                return Ok(Box::new(crate::mpnet::MpnetEmbedder::load(&dir, id)?));
+                return Ok(Box::new(crate::mpnet::MpnetEmbedder::load(
+                    &dir, id, precisions,
+                )?));
             }
             if entry.name == MULTILINGUAL_DEFAULT {
-                let (query_precision, passage_precision) = precisions(int8).map_err(fail)?;
                 let options = crate::e5::E5Options {
-                    query_precision,
-                    passage_precision,
+                    query_precision: query,
+                    passage_precision: passage,
                 };
                 return Ok(Box::new(crate::e5::E5Embedder::load_with(
                     &dir, id, options,
@@ -355,6 +396,28 @@ mod tests {
             ("multilingual-e5-small", true)
         );
         assert!(check("hash:64").is_ok() && check("ollama:nomic-embed-text").is_ok());
+        // The stronger embedders too, with a Matryoshka dimension and late chunking.
+        for spec in [
+            "embeddinggemma-300m:q8",
+            "embeddinggemma-300m:256:q8",
+            "embeddinggemma-300m:256:q8:late",
+            "nomic-embed-text-v1.5:q8",
+            "all-mpnet-base-v2:q8",
+        ] {
+            assert!(check(spec).is_ok(), "{spec}");
+        }
+        assert_eq!(
+            split_int8("embeddinggemma-300m:256:q8"),
+            ("embeddinggemma-300m:256", true)
+        );
+        assert!(check("embeddinggemma-300m:300:q8").is_err());
+        // The title slot: EmbeddingGemma's alone, and not with late chunking.
+        assert!(check("embeddinggemma-300m:title").is_ok());
+        assert!(check("embeddinggemma-300m:256:q8:title").is_ok());
+        let e = check("all-mpnet-base-v2:title").expect_err("no title slot");
+        assert!(e.to_string().contains("title slot"), "{e}");
+        let e = check("embeddinggemma-300m:title:late").expect_err("both");
+        assert!(e.to_string().contains("not both"), "{e}");
         for bad in [
             "smollm2-135m-instruct:q8",
             "no-such-model",

@@ -527,13 +527,14 @@ fn matches_reference(
 #[test]
 fn all_mpnet_matches_the_sentence_transformers_reference() {
     let dir = installed("all-mpnet-base-v2", "model.safetensors");
-    let e = crate::mpnet::MpnetEmbedder::load(&dir, "mpnet".into()).expect("loads");
+    let e =
+        crate::mpnet::MpnetEmbedder::load(&dir, "mpnet".into(), Default::default()).expect("loads");
     assert_eq!(e.dim(), 768);
     let r = reference("all-mpnet-base-v2");
     assert_eq!(r.max_seq_length, e.max_tokens());
     matches_reference(
         &r,
-        |t, _| e.embed_sync(t).expect("embeds"),
+        |t, k| e.embed_sync(t, k).expect("embeds"),
         |t, _| e.token_ids(t).expect("tokens").len(),
     );
 }
@@ -605,7 +606,7 @@ fn embeddinggemma_matches_the_sentence_transformers_reference() {
 fn nomic_embed_matches_llama_cpp_on_the_same_gguf() {
     use crate::nomic::{DOCUMENT_PREFIX, NomicEmbedder, QUERY_PREFIX};
     let dir = installed("nomic-embed-text-v1.5", crate::nomic::MODEL_FILE);
-    let e = NomicEmbedder::load(&dir, "nomic".into(), 768, false).expect("loads");
+    let e = NomicEmbedder::load(&dir, "nomic".into(), Default::default()).expect("loads");
     assert_eq!((e.dim(), e.max_tokens()), (768, 2048));
     let r = reference("nomic-embed-text-v1.5");
     matches_reference(
@@ -619,7 +620,15 @@ fn nomic_embed_matches_llama_cpp_on_the_same_gguf() {
             e.token_ids(&format!("{prefix}{t}")).expect("tokens").len()
         },
     );
-    let small = NomicEmbedder::load(&dir, "nomic".into(), 64, false).expect("loads");
+    let small = NomicEmbedder::load(
+        &dir,
+        "nomic".into(),
+        crate::nomic::NomicOptions {
+            dim: 64,
+            ..Default::default()
+        },
+    )
+    .expect("loads");
     assert_eq!((small.dim(), small.model_id()), (64, "nomic:64"));
     let text = &r.texts[0].1;
     let full = e.embed_sync(&[text], EmbedKind::Query).expect("embeds");
@@ -639,7 +648,15 @@ fn nomic_embed_matches_llama_cpp_on_the_same_gguf() {
 #[test]
 fn late_chunking_gives_a_sentence_its_paragraph() {
     let dir = installed("nomic-embed-text-v1.5", crate::nomic::MODEL_FILE);
-    let e = crate::nomic::NomicEmbedder::load(&dir, "nomic".into(), 768, true).expect("loads");
+    let e = crate::nomic::NomicEmbedder::load(
+        &dir,
+        "nomic".into(),
+        crate::nomic::NomicOptions {
+            late: true,
+            ..Default::default()
+        },
+    )
+    .expect("loads");
     assert!(situate_core::Embedder::late(&e));
     assert_eq!(situate_core::Embedder::model_id(&e), "nomic:late");
     let docs = [
@@ -705,7 +722,7 @@ fn late_chunking_gives_a_sentence_its_paragraph() {
 
 #[test]
 fn late_windows_cover_a_long_text_with_overlap() {
-    use crate::gemma::late_windows;
+    use crate::late::late_windows;
     let ids: Vec<u32> = (0..10).collect();
     assert_eq!(late_windows(&ids, 16), vec![(ids.clone(), 0)]);
     let w = late_windows(&ids, 6);
@@ -715,3 +732,113 @@ fn late_windows_cover_a_long_text_with_overlap() {
     assert_eq!(w[2].0, vec![0, 7, 8, 9]);
     assert!(w.iter().all(|(x, _)| x.len() <= 6));
 }
+
+/// The stronger embedders in int8 (`NAME:q8`: int8 queries and passages), against the
+/// reference vectors of their fixtures: every text close to the reference (English,
+/// Russian, Chinese, code, the long text), the same vector alone or in a batch, the model
+/// id suffixed `:q8`, and each query still nearer its own passage than the others.
+#[test]
+fn the_stronger_embedders_in_int8_stay_close_to_their_references() {
+    use crate::encoder::{Precision, Precisions};
+    let q8 = Precisions {
+        query: Precision::Q8,
+        passage: Precision::Q8,
+    };
+    let gemma = crate::gemma::GemmaEmbedder::load(
+        &installed("embeddinggemma-300m", "model.safetensors"),
+        "gemma".into(),
+        crate::gemma::GemmaOptions {
+            precisions: q8,
+            ..Default::default()
+        },
+    )
+    .expect("gemma");
+    let nomic = crate::nomic::NomicEmbedder::load(
+        &installed("nomic-embed-text-v1.5", crate::nomic::MODEL_FILE),
+        "nomic".into(),
+        crate::nomic::NomicOptions {
+            precisions: q8,
+            ..Default::default()
+        },
+    )
+    .expect("nomic");
+    let mpnet = crate::mpnet::MpnetEmbedder::load(
+        &installed("all-mpnet-base-v2", "model.safetensors"),
+        "mpnet".into(),
+        q8,
+    )
+    .expect("mpnet");
+    type Embed<'a> = Box<dyn Fn(&[&str], EmbedKind) -> Vec<Vec<f32>> + 'a>;
+    let models: [(&str, &dyn Embedder, Embed, f32); 3] = [
+        (
+            "embeddinggemma-300m",
+            &gemma,
+            Box::new(|t, k| gemma.embed_sync(t, k).expect("embeds")),
+            BOUND_GEMMA,
+        ),
+        (
+            "nomic-embed-text-v1.5",
+            &nomic,
+            Box::new(|t, k| nomic.embed_sync(t, k).expect("embeds")),
+            BOUND_NOMIC,
+        ),
+        (
+            "all-mpnet-base-v2",
+            &mpnet,
+            Box::new(|t, k| mpnet.embed_sync(t, k).expect("embeds")),
+            BOUND_MPNET,
+        ),
+    ];
+    for (name, model, embed, bound) in models {
+        assert!(model.model_id().ends_with(":q8"), "{}", model.model_id());
+        let r = reference(name);
+        let mut worst = 1f32;
+        for (kind, text, _, want) in &r.texts {
+            let got = embed(&[text], *kind).remove(0);
+            let c = cosine(&got, want);
+            worst = worst.min(c);
+            assert!(c >= bound, "{name}: cosine {c} for {text:.60}");
+        }
+        eprintln!("{name} int8: worst cosine to the reference {worst}");
+        for kind in [EmbedKind::Query, EmbedKind::Passage] {
+            let texts: Vec<&str> = r
+                .texts
+                .iter()
+                .filter(|t| t.0 == kind)
+                .map(|t| t.1.as_str())
+                .collect();
+            let batch = embed(&texts, kind);
+            // The same vector alone and in a batch, up to the f32 operations around the
+            // int8 products (gemm's blocking depends on the rows it is given).
+            for (t, v) in texts.iter().zip(&batch) {
+                let c = cosine(&embed(&[t], kind)[0], v);
+                assert!(
+                    c > 0.99999,
+                    "{name}: {t:.40} alone and in a batch: cosine {c}"
+                );
+            }
+        }
+        // Each query (they come in pairs with their passage) nearest its own passage.
+        let pairs: Vec<(&str, &str)> = r
+            .texts
+            .windows(2)
+            .filter(|w| w[0].0 == EmbedKind::Query && w[1].0 == EmbedKind::Passage)
+            .map(|w| (w[0].1.as_str(), w[1].1.as_str()))
+            .collect();
+        let passages: Vec<&str> = pairs.iter().map(|p| p.1).collect();
+        let pv = embed(&passages, EmbedKind::Passage);
+        for (i, (q, _)) in pairs.iter().enumerate() {
+            let qv = embed(&[q], EmbedKind::Query).remove(0);
+            let best = (0..pv.len())
+                .max_by(|&a, &b| dot(&qv, &pv[a]).total_cmp(&dot(&qv, &pv[b])))
+                .expect("passages");
+            assert_eq!(best, i, "{name}: {q:?} finds another passage in int8");
+        }
+    }
+}
+
+/// The least cosine of an int8 vector to the reference's (measured: see the test's
+/// output; set a little below the worst seen).
+const BOUND_GEMMA: f32 = 0.998;
+const BOUND_NOMIC: f32 = 0.975;
+const BOUND_MPNET: f32 = 0.993;

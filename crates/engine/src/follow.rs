@@ -388,7 +388,7 @@ impl Follower {
         let model = engine.embed_settings()?.model;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
         if let Some(model) = &model {
-            let texts: Vec<(String, String)> = docs
+            let texts: Vec<(String, situate_core::PassageInput)> = docs
                 .iter()
                 .zip(&contexts)
                 .flat_map(|(d, cs)| {
@@ -401,7 +401,7 @@ impl Follower {
             let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
             let kept = self.store.embeddings(model, &hashes)?;
             report.embeddings_from_store += kept.len() as u64;
-            let rest: Vec<(String, String)> = texts
+            let rest: Vec<(String, situate_core::PassageInput)> = texts
                 .into_iter()
                 .filter(|(h, _)| !kept.contains_key(h))
                 .collect();

@@ -387,7 +387,7 @@ impl Engine {
                 on_event(IngestEvent::Embedding { done, total })
             })?
         } else {
-            let texts: Vec<(String, String)> = pending
+            let texts: Vec<(String, situate_core::PassageInput)> = pending
                 .iter()
                 .flat_map(|p| {
                     p.spans.iter().zip(&p.contexts).map(|(s, c)| {

@@ -9,7 +9,7 @@
 //! embedding call for any text embedded before.
 
 use crate::{Engine, EngineError, Result};
-use situate_core::{EmbedKind, Embedder, Language, content_hash, indexed_text};
+use situate_core::{EmbedKind, Embedder, Language, PassageInput, content_hash, indexed_text};
 use situate_store::IndexRow;
 use situate_vector::{Backend, Vectors};
 use std::collections::{HashMap, HashSet};
@@ -60,10 +60,15 @@ pub(crate) struct EmbedSettings {
     pub dim: Option<usize>,
 }
 
-/// What is embedded for a chunk (its indexed text) and the hash it is cached under.
-pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String, String) {
+/// What is embedded for a chunk (its context and original, which the embedder joins) and
+/// the hash it is cached under (of its indexed text: an embedder that joins them otherwise
+/// has a model id of its own, so the hash still names one input).
+pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String, PassageInput) {
     let text = indexed_text(context, original);
-    (content_hash(text.as_bytes()), text)
+    (
+        content_hash(text.as_bytes()),
+        PassageInput::new(context, original),
+    )
 }
 
 /// A document to embed by late chunking: its text and its chunks' (cache hash, byte span).
@@ -256,7 +261,7 @@ impl Engine {
     pub(crate) fn embed_missing(
         &self,
         runtime: &tokio::runtime::Runtime,
-        texts: Vec<(String, String)>,
+        texts: Vec<(String, PassageInput)>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Embedded> {
         let Some(model) = self.embed_settings()?.model else {
@@ -264,7 +269,7 @@ impl Engine {
         };
         let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
         let cached = self.store.embeddings(&model, &hashes)?;
-        let mut todo: Vec<(String, String)> = Vec::new();
+        let mut todo: Vec<(String, PassageInput)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (h, t) in texts {
             if !cached.contains_key(&h) && seen.insert(h.clone()) {
@@ -288,7 +293,7 @@ impl Engine {
         let mut cuts = Vec::new();
         let mut window = None;
         for (h, t) in &todo {
-            if let Some((tokens, max)) = embedder.input_tokens(t, EmbedKind::Passage) {
+            if let Some((tokens, max)) = embedder.passage_tokens(t) {
                 window = Some(max);
                 if tokens > max {
                     cuts.push((h.clone(), tokens as u64, (tokens - max) as u64));
@@ -296,13 +301,13 @@ impl Engine {
             }
         }
         // Similar lengths together: each batch is padded to its longest text.
-        todo.sort_by_key(|(_, t)| t.len());
+        todo.sort_by_key(|(_, t)| t.original.len() + t.context.as_ref().map_or(0, |c| c.len() + 2));
         let total = todo.len();
         let mut out = Vec::with_capacity(total);
         let (mut failed, mut reason) = (0usize, None);
         for part in todo.chunks(embedder.call_size().max(1)) {
-            let refs: Vec<&str> = part.iter().map(|(_, t)| t.as_str()).collect();
-            match runtime.block_on(embedder.embed(&refs, EmbedKind::Passage)) {
+            let inputs: Vec<PassageInput> = part.iter().map(|(_, t)| t.clone()).collect();
+            match runtime.block_on(embedder.embed_passages(&inputs)) {
                 Ok(vs) if vs.len() == part.len() => {
                     out.extend(part.iter().map(|(h, _)| h.clone()).zip(vs));
                 }
@@ -403,7 +408,7 @@ impl Engine {
         self.store.for_each_index_row(|row| {
             let h = text_hash(&row, late);
             if missing.remove(&h) {
-                texts.push((h, indexed_text(row.context.as_deref(), &row.original)));
+                texts.push((h, PassageInput::new(row.context.as_deref(), &row.original)));
             }
             Ok(())
         })?;

@@ -15,9 +15,7 @@ use crate::shared_store::PgCache;
 use crate::vectors::embedding_input;
 use crate::{EngineError, Result};
 use serde::Serialize;
-use situate_core::{
-    ChunkView, Contextualizer, Document, DocumentView, EmbedKind, Embedder, TokenUsage,
-};
+use situate_core::{ChunkView, Contextualizer, Document, DocumentView, Embedder, TokenUsage};
 use situate_pg::{Claimed, Env, PgStore};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -401,7 +399,7 @@ fn write_embeddings(
         .map(|i| (i.chunk_id.clone(), i))
         .collect();
     // The text each item embeds, when its card still embeds it.
-    let mut todo: Vec<(String, String)> = Vec::new();
+    let mut todo: Vec<(String, situate_core::PassageInput)> = Vec::new();
     for c in claimed {
         let Some(i) = inputs.get(&c.chunk_id) else {
             continue;
@@ -425,9 +423,10 @@ fn write_embeddings(
         let runtime = crate::vectors::runtime()?;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::with_capacity(todo.len());
         for part in todo.chunks(embedder.call_size().max(1)) {
-            let refs: Vec<&str> = part.iter().map(|(_, t)| t.as_str()).collect();
+            let inputs: Vec<situate_core::PassageInput> =
+                part.iter().map(|(_, t)| t.clone()).collect();
             let vs = runtime
-                .block_on(embedder.embed(&refs, EmbedKind::Passage))
+                .block_on(embedder.embed_passages(&inputs))
                 .map_err(|e| EngineError::Invalid(format!("embedding failed: {e}")))?;
             if vs.len() != part.len() {
                 return Err(EngineError::Invalid(format!(
