@@ -9,7 +9,7 @@
 //! of heads for the scores and one for the context.
 
 use crate::encoder::Precision;
-use candle_core::{D, Device, Tensor};
+use candle_core::{Device, Tensor};
 use situate_kernels::i8::I8Matrix;
 
 /// The shape of a layer's attention.
@@ -64,11 +64,22 @@ pub(crate) fn attend(
         .reshape((n, heads * d))
 }
 
-/// A linear layer without bias, its weight transposed once at load (in × out), so that
-/// gemm reads it in place (see [`crate::encoder`]), and optionally the same weight in int8
-/// for [`Precision::Q8`] products ([`Linear::quantize`]).
+/// A linear layer without bias: its weight as loaded (out × in), transposed once, on its
+/// first f32 product, to in × out so that gemm reads it in place (see [`crate::encoder`]),
+/// and optionally the same weight in int8 for [`Precision::Q8`] products
+/// ([`Linear::quantize`]).
+///
+/// The transposition waits for an f32 product because a process that only embeds queries
+/// (a one-shot `situate search`, a query node) runs them in int8 by default and never
+/// needs it: perf showed the transpositions, and the transposition back that quantizing
+/// needed, as a third of such a process's time (EmbeddingGemma's 400 MB of layers).
 pub(crate) struct Linear {
-    wt: Tensor,
+    /// The weight as loaded, until the transposed copy replaces it.
+    w: std::sync::Mutex<Option<Tensor>>,
+    /// in × out, made on the first f32 product.
+    wt: std::sync::OnceLock<Tensor>,
+    /// Output size.
+    outputs: usize,
     q8: Option<I8Matrix>,
 }
 
@@ -77,14 +88,37 @@ impl Linear {
     /// their outputs are then one product's columns, in order.
     pub fn fused(weights: &[Tensor]) -> candle_core::Result<Self> {
         let w = if weights.len() == 1 {
-            weights[0].clone()
+            weights[0].contiguous()?
         } else {
             Tensor::cat(weights, 0)?
         };
         Ok(Linear {
-            wt: w.t()?.contiguous()?,
+            outputs: w.dim(0)?,
+            w: std::sync::Mutex::new(Some(w)),
+            wt: std::sync::OnceLock::new(),
             q8: None,
         })
+    }
+
+    /// The weight in × out, made from the loaded one on first use (which it replaces).
+    fn transposed(&self) -> candle_core::Result<&Tensor> {
+        if let Some(t) = self.wt.get() {
+            return Ok(t);
+        }
+        let mut w = self
+            .w
+            .lock()
+            .map_err(|_| candle_core::Error::msg("a linear layer's weight lock is poisoned"))?;
+        // Another thread may have made it while this one waited for the lock.
+        if let Some(t) = self.wt.get() {
+            return Ok(t);
+        }
+        let t = match w.as_ref() {
+            Some(src) => src.t()?.contiguous()?,
+            None => candle_core::bail!("a linear layer lost its weight"),
+        };
+        *w = None;
+        Ok(self.wt.get_or_init(|| t))
     }
 
     /// Keeps an int8 copy of the weight (one scale per output channel,
@@ -92,20 +126,26 @@ impl Linear {
     /// no vectorised one. False (nothing kept) when the input size is not a multiple of 32
     /// or, without `anywhere`, no vectorised kernel runs here.
     pub fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
-        let w = self.wt.t()?.contiguous()?;
-        let (rows, cols) = w.dims2()?;
-        let values = w.flatten_all()?.to_vec1::<f32>()?;
-        self.q8 = if anywhere {
-            I8Matrix::quantize_anywhere(&values, rows, cols)
-        } else {
-            I8Matrix::quantize(&values, rows, cols)
+        let w = match self.w.get_mut() {
+            Ok(Some(w)) => w.clone(),
+            // Already transposed: back to out × in.
+            _ => self.transposed()?.t()?.contiguous()?,
         };
+        let (rows, cols) = w.dims2()?;
+        // Read in place (no copy of the weight).
+        self.q8 = situate_kernels::with_f32_values(&w, |values| {
+            if anywhere {
+                I8Matrix::quantize_anywhere(values, rows, cols)
+            } else {
+                I8Matrix::quantize(values, rows, cols)
+            }
+        })?;
         Ok(self.q8.is_some())
     }
 
     /// x (t × in) → t × out, in f32.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.matmul(&self.wt)
+        x.matmul(self.transposed()?)
     }
 
     /// x (t × in) → t × out, in int8 when `precision` is [`Precision::Q8`] and an int8
@@ -113,13 +153,13 @@ impl Linear {
     pub fn forward_with(&self, x: &Tensor, precision: Precision) -> candle_core::Result<Tensor> {
         match (&self.q8, precision) {
             (Some(q8), Precision::Q8) => q8.forward(x),
-            _ => x.matmul(&self.wt),
+            _ => self.forward(x),
         }
     }
 
     /// Output size.
-    pub fn outputs(&self) -> candle_core::Result<usize> {
-        self.wt.dim(D::Minus1)
+    pub fn outputs(&self) -> usize {
+        self.outputs
     }
 }
 

@@ -56,12 +56,14 @@ impl Dense {
     pub(crate) fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
         let (rows, cols) = w.dims2()?;
-        let values = w.flatten_all()?.to_vec1::<f32>()?;
-        self.q8 = if anywhere {
-            I8Matrix::quantize_anywhere(&values, rows, cols)
-        } else {
-            I8Matrix::quantize(&values, rows, cols)
-        };
+        // Read in place (no copy of the weight).
+        self.q8 = situate_kernels::with_f32_values(&w, |values| {
+            if anywhere {
+                I8Matrix::quantize_anywhere(values, rows, cols)
+            } else {
+                I8Matrix::quantize(values, rows, cols)
+            }
+        })?;
         Ok(self.q8.is_some())
     }
 

@@ -289,7 +289,7 @@ impl GemmaEmbedder {
             other => candle_core::bail!("layer {i}: unknown attention type {other:?}"),
         };
         let gate_up = Linear::fused(&[get("mlp.gate_proj.weight")?, get("mlp.up_proj.weight")?])?;
-        if gate_up.outputs()? != 2 * c.intermediate_size {
+        if gate_up.outputs() != 2 * c.intermediate_size {
             candle_core::bail!("layer {i}: the feed-forward layer is not intermediate_size wide");
         }
         Ok(Layer {
