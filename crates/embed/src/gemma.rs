@@ -477,8 +477,9 @@ impl GemmaEmbedder {
     }
 
     /// Late chunking: `document` read whole after the document prompt (in overlapping
-    /// windows when longer than the model reads, [`late_windows`]), each span's tokens'
-    /// states averaged, then the dense layers, unit length and the Matryoshka cut.
+    /// windows when longer than the model reads, [`crate::late::late_windows`]), each
+    /// span's tokens' states averaged, then the dense layers, unit length and the
+    /// Matryoshka cut.
     pub fn embed_late_sync(
         &self,
         document: &str,
