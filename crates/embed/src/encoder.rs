@@ -243,14 +243,55 @@ impl Norm {
     }
 }
 
-struct Layer {
+/// A post-LayerNorm transformer layer of the BERT family.
+pub(crate) struct Layer {
     /// The query, key and value projections as one product (in × 3·hidden: q | k | v).
-    qkv: Dense,
-    ao: Dense,
-    aln: Norm,
-    fi: Dense,
-    fo: Dense,
-    oln: Norm,
+    pub(crate) qkv: Dense,
+    pub(crate) ao: Dense,
+    pub(crate) aln: Norm,
+    pub(crate) fi: Dense,
+    pub(crate) fo: Dense,
+    pub(crate) oln: Norm,
+}
+
+/// Where a layer's attention weights are, under `encoder.layer.N.attention`: BERT's
+/// `self.query` … `output.LayerNorm`, MPNet's `attn.q` … `LayerNorm`.
+pub(crate) struct AttentionNames {
+    pub(crate) q: &'static str,
+    pub(crate) k: &'static str,
+    pub(crate) v: &'static str,
+    pub(crate) o: &'static str,
+    pub(crate) norm: &'static str,
+}
+
+/// BERT's (and XLM-RoBERTa's) names.
+pub(crate) const BERT_ATTENTION: AttentionNames = AttentionNames {
+    q: "self.query",
+    k: "self.key",
+    v: "self.value",
+    o: "output.dense",
+    norm: "output.LayerNorm",
+};
+
+impl Layer {
+    /// Loads layer `vb` (`encoder.layer.N`) of hidden size `h` and feed-forward size
+    /// `inter`, its attention weights named by `names`.
+    pub(crate) fn load(
+        vb: VarBuilder,
+        names: &AttentionNames,
+        h: usize,
+        inter: usize,
+    ) -> candle_core::Result<Self> {
+        let a = vb.pp("attention");
+        Ok(Layer {
+            qkv: Dense::fused(&[a.pp(names.q), a.pp(names.k), a.pp(names.v)], h, h)?,
+            ao: Dense::load(a.pp(names.o), h, h)?,
+            aln: Norm::load(a.pp(names.norm), h)?,
+            fi: Dense::load(vb.pp("intermediate.dense"), h, inter)?,
+            fo: Dense::load(vb.pp("output.dense"), inter, h)?,
+            oln: Norm::load(vb.pp("output.LayerNorm"), h)?,
+        })
+    }
 }
 
 /// The activation of the feed-forward layers.
@@ -298,20 +339,12 @@ impl Encoder {
         let e = vb.pp("embeddings");
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
-            let l = vb.pp(format!("encoder.layer.{i}"));
-            let a = l.pp("attention");
-            layers.push(Layer {
-                qkv: Dense::fused(
-                    &[a.pp("self.query"), a.pp("self.key"), a.pp("self.value")],
-                    h,
-                    h,
-                )?,
-                ao: Dense::load(a.pp("output.dense"), h, h)?,
-                aln: Norm::load(a.pp("output.LayerNorm"), h)?,
-                fi: Dense::load(l.pp("intermediate.dense"), h, c.intermediate_size)?,
-                fo: Dense::load(l.pp("output.dense"), c.intermediate_size, h)?,
-                oln: Norm::load(l.pp("output.LayerNorm"), h)?,
-            });
+            layers.push(Layer::load(
+                vb.pp(format!("encoder.layer.{i}")),
+                &BERT_ATTENTION,
+                h,
+                c.intermediate_size,
+            )?);
         }
         Ok(Encoder {
             word: e.get((c.vocab_size, h), "word_embeddings.weight")?,

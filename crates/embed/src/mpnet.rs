@@ -16,7 +16,7 @@
 //! overridden, and its fixed padding switched off: texts are packed end to end).
 
 use crate::attend::{Heads, attend};
-use crate::encoder::{Act, Dense, Norm, Precision, Precisions, mean_per_text};
+use crate::encoder::{Act, AttentionNames, Layer, Norm, Precision, Precisions, mean_per_text};
 use crate::inputs::{embed_batches, encode_fitted, fit, unit};
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
@@ -55,15 +55,6 @@ fn default_buckets() -> usize {
     32
 }
 
-struct Layer {
-    qkv: Dense,
-    o: Dense,
-    aln: Norm,
-    fi: Dense,
-    fo: Dense,
-    oln: Norm,
-}
-
 /// all-mpnet-base-v2 on the CPU.
 pub struct MpnetEmbedder {
     id: String,
@@ -82,6 +73,15 @@ pub struct MpnetEmbedder {
     max_tokens: usize,
     precisions: Precisions,
 }
+
+/// MPNet's attention weights under `encoder.layer.N.attention`.
+const MPNET_ATTENTION: AttentionNames = AttentionNames {
+    q: "attn.q",
+    k: "attn.k",
+    v: "attn.v",
+    o: "attn.o",
+    norm: "LayerNorm",
+};
 
 fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
     EmbedError {
@@ -146,7 +146,7 @@ impl MpnetEmbedder {
                 model
                     .layers
                     .iter_mut()
-                    .flat_map(|l| [&mut l.qkv, &mut l.o, &mut l.fi, &mut l.fo]),
+                    .flat_map(|l| [&mut l.qkv, &mut l.ao, &mut l.fi, &mut l.fo]),
             )
             .map_err(|m| err(&id, m))?;
         model.precisions = precisions;
@@ -168,16 +168,12 @@ impl MpnetEmbedder {
         let e = vb.pp("embeddings");
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
-            let l = vb.pp(format!("encoder.layer.{i}"));
-            let a = l.pp("attention");
-            layers.push(Layer {
-                qkv: Dense::fused(&[a.pp("attn.q"), a.pp("attn.k"), a.pp("attn.v")], h, h)?,
-                o: Dense::load(a.pp("attn.o"), h, h)?,
-                aln: Norm::load(a.pp("LayerNorm"), h)?,
-                fi: Dense::load(l.pp("intermediate.dense"), h, c.intermediate_size)?,
-                fo: Dense::load(l.pp("output.dense"), c.intermediate_size, h)?,
-                oln: Norm::load(l.pp("output.LayerNorm"), h)?,
-            });
+            layers.push(Layer::load(
+                vb.pp(format!("encoder.layer.{i}")),
+                &MPNET_ATTENTION,
+                h,
+                c.intermediate_size,
+            )?);
         }
         Ok(MpnetEmbedder {
             id,
@@ -286,7 +282,7 @@ impl MpnetEmbedder {
                 )?);
             }
             let ctx = Tensor::cat(&ctx, 0)?;
-            let y = l.o.forward_residual(&ctx, &x, precision)?;
+            let y = l.ao.forward_residual(&ctx, &x, precision)?;
             x = candle_nn::ops::layer_norm(&y, &l.aln.w, &l.aln.b, self.eps)?;
             let mid = l.fi.forward_act(&x, Act::Gelu, precision)?;
             let y = l.fo.forward_residual(&mid, &x, precision)?;
