@@ -359,19 +359,25 @@ fn the_stronger_embedders_install_on_first_use_and_find_what_they_should() {
         ("embeddinggemma-300m:300", "one of 768, 512, 256, 128"),
         ("embeddinggemma-300m:q8:256", "unknown embedder"),
     ] {
-        let index = tmp.path().join("refused");
-        let out = run(
-            situate(&index)
-                .arg("--offline")
-                .arg("ingest")
-                .arg(&docs)
-                .args(["--embedder", spec]),
-            1,
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(why), "{spec}: {err}");
-        assert!(!index.exists(), "{spec}: no index made");
+        refused_before_any_index(tmp.path(), &docs, spec, why);
     }
+}
+
+/// An ingest of `docs` with the embedder `spec` fails with an error containing `why`, and
+/// leaves no index behind (refused before the index is created).
+fn refused_before_any_index(root: &Path, docs: &Path, spec: &str, why: &str) {
+    let index = root.join("refused");
+    let out = run(
+        situate(&index)
+            .arg("--offline")
+            .arg("ingest")
+            .arg(docs)
+            .args(["--embedder", spec]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(why), "{spec}: {err}");
+    assert!(!index.exists(), "{spec}: no index made");
 }
 
 /// The vector hits of `question` whose chunk is the sentence the late chunking and title
@@ -502,21 +508,12 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
     consistent_stats(&late);
 
     // An embedder that cannot read whole documents is refused before an index is made.
-    let bad = tmp.path().join("bad");
-    let out = run(
-        situate(&bad)
-            .arg("--offline")
-            .arg("ingest")
-            .arg(&docs)
-            .args(["--embedder", "all-minilm-l6-v2:late"]),
-        1,
+    refused_before_any_index(
+        tmp.path(),
+        &docs,
+        "all-minilm-l6-v2:late",
+        "late chunking needs",
     );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("late chunking needs"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!bad.exists());
 }
 
 /// EmbeddingGemma's title slot (`embeddinggemma-300m:title`): each chunk's context goes in
@@ -599,16 +596,5 @@ fn the_title_slot_carries_each_chunks_context_into_its_vector() {
     assert_eq!(swapped[0].0, "bios/pauling.md", "{swapped:?}");
     consistent_stats(&titled);
 
-    let bad = tmp.path().join("bad");
-    let out = run(
-        situate(&bad)
-            .arg("--offline")
-            .arg("ingest")
-            .arg(&docs)
-            .args(["--embedder", "all-mpnet-base-v2:title"]),
-        1,
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("title slot"), "{err}");
-    assert!(!bad.exists(), "no index made");
+    refused_before_any_index(tmp.path(), &docs, "all-mpnet-base-v2:title", "title slot");
 }
