@@ -131,15 +131,7 @@ impl Linear {
             // Already transposed: back to out × in.
             _ => self.transposed()?.t()?.contiguous()?,
         };
-        let (rows, cols) = w.dims2()?;
-        // Read in place (no copy of the weight).
-        self.q8 = situate_kernels::with_f32_values(&w, |values| {
-            if anywhere {
-                I8Matrix::quantize_anywhere(values, rows, cols)
-            } else {
-                I8Matrix::quantize(values, rows, cols)
-            }
-        })?;
+        self.q8 = crate::encoder::int8_copy(&w, anywhere)?;
         Ok(self.q8.is_some())
     }
 

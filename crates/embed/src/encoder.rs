@@ -55,15 +55,7 @@ impl Dense {
     /// at a time) or, unless `anywhere`, this CPU runs no vectorised int8 kernel.
     pub(crate) fn quantize(&mut self, anywhere: bool) -> candle_core::Result<bool> {
         let w = self.wt.t()?.contiguous()?;
-        let (rows, cols) = w.dims2()?;
-        // Read in place (no copy of the weight).
-        self.q8 = situate_kernels::with_f32_values(&w, |values| {
-            if anywhere {
-                I8Matrix::quantize_anywhere(values, rows, cols)
-            } else {
-                I8Matrix::quantize(values, rows, cols)
-            }
-        })?;
+        self.q8 = crate::encoder::int8_copy(&w, anywhere)?;
         Ok(self.q8.is_some())
     }
 
@@ -153,6 +145,19 @@ impl Precision {
             Precision::Q8 => format!("{id}:q8"),
         }
     }
+}
+
+/// `w` (out × in, f32) in int8 ([`I8Matrix::quantize`]; with `anywhere`, the portable
+/// kernel where this CPU runs no vectorised one), read in place (no copy of the weight).
+pub(crate) fn int8_copy(w: &Tensor, anywhere: bool) -> candle_core::Result<Option<I8Matrix>> {
+    let (rows, cols) = w.dims2()?;
+    situate_kernels::with_f32_values(w, |values| {
+        if anywhere {
+            I8Matrix::quantize_anywhere(values, rows, cols)
+        } else {
+            I8Matrix::quantize(values, rows, cols)
+        }
+    })
 }
 
 /// A layer that can keep an int8 copy of its weight ([`Dense`], [`crate::attend::Linear`]).
