@@ -120,3 +120,71 @@ pub trait Embedder: Send + Sync {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records what it is asked to embed.
+    struct Recorder(Mutex<Vec<(String, EmbedKind)>>);
+
+    #[async_trait::async_trait]
+    impl Embedder for Recorder {
+        fn model_id(&self) -> &str {
+            "recorder"
+        }
+        fn dim(&self) -> usize {
+            1
+        }
+        fn input_tokens(&self, text: &str, _kind: EmbedKind) -> Option<(usize, usize)> {
+            Some((text.split_whitespace().count(), 4))
+        }
+        async fn embed(
+            &self,
+            texts: &[&str],
+            kind: EmbedKind,
+        ) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let mut seen = self.0.lock().expect("lock");
+            seen.extend(texts.iter().map(|t| (t.to_string(), kind)));
+            Ok(texts.iter().map(|_| vec![1.0]).collect())
+        }
+    }
+
+    /// Runs a future that never waits (the recorder answers at once).
+    fn now<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the recorder does not wait"),
+        }
+    }
+
+    /// By default a passage is embedded as its indexed text (context, blank line,
+    /// original; the original alone without a context), and counted the same way.
+    #[test]
+    fn passages_are_embedded_as_their_indexed_text_by_default() {
+        let r = Recorder(Mutex::new(Vec::new()));
+        let passages = [
+            PassageInput::new(Some("About Curie."), "She won two prizes."),
+            PassageInput::new(None, "No context here."),
+            PassageInput::new(Some("  "), "A blank context."),
+        ];
+        let v = now(r.embed_passages(&passages)).expect("embeds");
+        assert_eq!(v.len(), 3);
+        let seen = r.0.lock().expect("lock").clone();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "About Curie.\n\nShe won two prizes.".to_string(),
+                    EmbedKind::Passage
+                ),
+                ("No context here.".to_string(), EmbedKind::Passage),
+                ("A blank context.".to_string(), EmbedKind::Passage),
+            ]
+        );
+        assert_eq!(r.passage_tokens(&passages[0]), Some((6, 4)));
+    }
+}
