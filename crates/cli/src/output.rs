@@ -347,6 +347,12 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
         )?,
         _ => writeln!(out, "vectors     none (embedder {})", s.embedder)?,
     }
+    if let Some(n) = s.chunk_tokens {
+        writeln!(
+            out,
+            "chunking    up to {n} tokens a chunk (chosen for the embedder when the index was made)"
+        )?;
+    }
     if s.embed_cut.texts > 0 {
         writeln!(
             out,
@@ -391,6 +397,7 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
         method,
         price,
         dir,
+        chunk_tokens,
     } = outcome;
     let secs = took.as_secs_f64();
     if json {
@@ -398,13 +405,18 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
             "index": dir,
             "created": created,
             "context": method,
+            "chunk_tokens": chunk_tokens,
             "report": r,
             "seconds": secs,
         }));
     }
     let mut out = std::io::stdout().lock();
     if *created {
-        writeln!(out, "created an index at {}", dir.display())?;
+        writeln!(
+            out,
+            "created an index at {} (chunks of up to {chunk_tokens} tokens)",
+            dir.display()
+        )?;
     }
     writeln!(
         out,

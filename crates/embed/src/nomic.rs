@@ -69,6 +69,9 @@ pub struct NomicEmbedder {
 pub struct NomicOptions {
     /// The vector's dimension: 768 or a Matryoshka prefix (the id suffixed `:DIM`).
     pub dim: usize,
+    /// The longest input in tokens, special tokens included (the model reads 2,048; a
+    /// larger value is the GGUF's context length).
+    pub max_tokens: usize,
     /// Passages by late chunking (the id suffixed `:late`).
     pub late: bool,
     /// The arithmetic of queries and passages (int8 passages suffix the id `:q8`).
@@ -79,6 +82,7 @@ impl Default for NomicOptions {
     fn default() -> Self {
         NomicOptions {
             dim: DIMENSIONS[0],
+            max_tokens: 2048,
             late: false,
             precisions: Precisions::default(),
         }
@@ -175,6 +179,7 @@ impl NomicEmbedder {
     fn read(path: &Path, id: String, options: NomicOptions) -> candle_core::Result<Self> {
         let NomicOptions {
             dim,
+            max_tokens,
             late,
             precisions,
         } = options;
@@ -279,7 +284,7 @@ impl NomicEmbedder {
             hidden,
             eps,
             dim,
-            max_tokens: ctx,
+            max_tokens: max_tokens.clamp(2, ctx),
             late,
             precisions,
         })

@@ -239,6 +239,38 @@ fn parse(spec: &str) -> Result<Spec<'_>, String> {
     ))
 }
 
+/// The windows of the catalog embedders that cut a passage at their window, in tokens
+/// (prompt and special tokens included), as each model reports them once loaded
+/// ([`Embedder::input_tokens`]; a test checks the two agree). multilingual-e5-small is
+/// absent: it averages windows, so it reads every token.
+const WINDOWS: &[(&str, usize)] = &[
+    (ENGLISH_DEFAULT, 256),
+    (MPNET, 384),
+    (GEMMA, 2048),
+    (NOMIC, 2048),
+];
+
+/// The most tokens the embedder `spec` names reads of a passage (prompt and special
+/// tokens included), known without loading it; the chunk size an index is created with
+/// leaves room for the context inside it. `auto` gives its English choice's window (the
+/// smaller of the two it chooses from). `None` when nothing is cut at a window: `none`,
+/// multilingual-e5 (it averages windows), late chunking (a chunk is read inside its
+/// document, and its context never enters the vector), hosted models (their limits are
+/// theirs), the hashing embedder, and model directories (their window is known once
+/// loaded; ingest then counts the cut texts).
+pub fn passage_window(spec: &str) -> Option<usize> {
+    let name = match spec {
+        "auto" => ENGLISH_DEFAULT,
+        _ => match parse(spec).ok()? {
+            Spec::Catalog {
+                entry, late: false, ..
+            } => entry.name,
+            _ => return None,
+        },
+    };
+    WINDOWS.iter().find(|(n, _)| *n == name).map(|(_, w)| *w)
+}
+
 /// Checks that `spec` names an embedder [`resolve()`] can load, without loading it (no
 /// model read, no install, no network), so that an index is never created with a name no
 /// ingest can use: the errors `resolve` would give for an unknown name, a catalog model
@@ -291,6 +323,7 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
                     dim: dim.unwrap_or(crate::nomic::DIMENSIONS[0]),
                     late,
                     precisions,
+                    ..Default::default()
                 };
                 return Ok(Box::new(crate::nomic::NomicEmbedder::load(
                     &dir, id, options,
@@ -344,6 +377,28 @@ mod tests {
             e.contains("all-minilm-l6-v2") && !e.contains("smollm2"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn passage_windows_are_known_for_the_models_that_cut_at_one() {
+        assert_eq!(passage_window("auto"), Some(256));
+        assert_eq!(passage_window("all-minilm-l6-v2:q8"), Some(256));
+        assert_eq!(passage_window("all-mpnet-base-v2"), Some(384));
+        assert_eq!(
+            passage_window("embeddinggemma-300m:256:q8:title"),
+            Some(2048)
+        );
+        assert_eq!(passage_window("nomic-embed-text-v1.5:128"), Some(2048));
+        for none in [
+            "none",
+            "multilingual-e5-small",
+            "embeddinggemma-300m:late",
+            "hash:64",
+            "openai:text-embedding-3-small",
+            "no-such-model",
+        ] {
+            assert_eq!(passage_window(none), None, "{none}");
+        }
     }
 
     #[test]

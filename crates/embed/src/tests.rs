@@ -271,6 +271,11 @@ async fn int8_passages_stay_close_to_f32_and_do_not_depend_on_their_batch() {
     )
     .expect("q8");
     assert!(q8.model_id().ends_with(":q8"), "{}", q8.model_id());
+    // The window an index's chunk size is chosen by, known without loading the model.
+    assert_eq!(
+        crate::passage_window("all-minilm-l6-v2:q8"),
+        q8.input_tokens("", EmbedKind::Passage).map(|t| t.1)
+    );
     let q8 = q8.with_id("all-minilm-l6-v2@1".into());
     assert_eq!(q8.model_id(), "all-minilm-l6-v2@1:q8");
     // Enough text for a batch of many tiles: 20 passages of up to 256 tokens.
@@ -653,6 +658,9 @@ fn late_chunking_gives_a_sentence_its_paragraph() {
         "nomic".into(),
         crate::nomic::NomicOptions {
             late: true,
+            // A short window, so that the long document below needs several (the model's
+            // 2,048-token window works the same way, at many times the test's cost).
+            max_tokens: 128,
             ..Default::default()
         },
     )
@@ -702,11 +710,11 @@ fn late_chunking_gives_a_sentence_its_paragraph() {
     assert!(e.embed_late_sync(docs[0], &[(5, 5)]).is_err());
     // A document longer than the model reads is read in overlapping windows: every
     // sentence still gets a vector, and a sentence near the start keeps its neighbours.
-    let long: String = (0..260)
+    let long: String = (0..40)
         .map(|i| format!("Entry {i} of the pump log is routine. "))
         .collect();
-    let spans: Vec<(usize, usize)> = (0..260)
-        .step_by(50)
+    let spans: Vec<(usize, usize)> = (0..40)
+        .step_by(8)
         .map(|i| {
             let a = long.find(&format!("Entry {i} ")).expect("entry");
             (
@@ -791,27 +799,36 @@ fn the_stronger_embedders_in_int8_stay_close_to_their_references() {
     ];
     for (name, model, embed, bound) in models {
         assert!(model.model_id().ends_with(":q8"), "{}", model.model_id());
+        // The window an index's chunk size is chosen by, known without loading the model.
+        assert_eq!(
+            crate::passage_window(name),
+            model.input_tokens("", EmbedKind::Passage).map(|t| t.1),
+            "{name}"
+        );
         let r = reference(name);
         let mut worst = 1f32;
+        let mut alone = Vec::with_capacity(r.texts.len());
         for (kind, text, _, want) in &r.texts {
             let got = embed(&[text], *kind).remove(0);
             let c = cosine(&got, want);
             worst = worst.min(c);
             assert!(c >= bound, "{name}: cosine {c} for {text:.60}");
+            alone.push(got);
         }
         eprintln!("{name} int8: worst cosine to the reference {worst}");
         for kind in [EmbedKind::Query, EmbedKind::Passage] {
-            let texts: Vec<&str> = r
+            let (texts, vectors): (Vec<&str>, Vec<&Vec<f32>>) = r
                 .texts
                 .iter()
-                .filter(|t| t.0 == kind)
-                .map(|t| t.1.as_str())
-                .collect();
+                .zip(&alone)
+                .filter(|(t, _)| t.0 == kind)
+                .map(|(t, v)| (t.1.as_str(), v))
+                .unzip();
             let batch = embed(&texts, kind);
             // The same vector alone and in a batch, up to the f32 operations around the
             // int8 products (gemm's blocking depends on the rows it is given).
-            for (t, v) in texts.iter().zip(&batch) {
-                let c = cosine(&embed(&[t], kind)[0], v);
+            for ((t, v), a) in texts.iter().zip(&batch).zip(vectors) {
+                let c = cosine(a, v);
                 assert!(
                     c > 0.99999,
                     "{name}: {t:.40} alone and in a batch: cosine {c}"
@@ -819,18 +836,13 @@ fn the_stronger_embedders_in_int8_stay_close_to_their_references() {
             }
         }
         // Each query (they come in pairs with their passage) nearest its own passage.
-        let pairs: Vec<(&str, &str)> = r
-            .texts
-            .windows(2)
-            .filter(|w| w[0].0 == EmbedKind::Query && w[1].0 == EmbedKind::Passage)
-            .map(|w| (w[0].1.as_str(), w[1].1.as_str()))
+        let pairs: Vec<(&str, &Vec<f32>, &Vec<f32>)> = (1..r.texts.len())
+            .filter(|&i| r.texts[i - 1].0 == EmbedKind::Query && r.texts[i].0 == EmbedKind::Passage)
+            .map(|i| (r.texts[i - 1].1.as_str(), &alone[i - 1], &alone[i]))
             .collect();
-        let passages: Vec<&str> = pairs.iter().map(|p| p.1).collect();
-        let pv = embed(&passages, EmbedKind::Passage);
-        for (i, (q, _)) in pairs.iter().enumerate() {
-            let qv = embed(&[q], EmbedKind::Query).remove(0);
-            let best = (0..pv.len())
-                .max_by(|&a, &b| dot(&qv, &pv[a]).total_cmp(&dot(&qv, &pv[b])))
+        for (i, (q, qv, _)) in pairs.iter().enumerate() {
+            let best = (0..pairs.len())
+                .max_by(|&a, &b| dot(qv, pairs[a].2).total_cmp(&dot(qv, pairs[b].2)))
                 .expect("passages");
             assert_eq!(best, i, "{name}: {q:?} finds another passage in int8");
         }

@@ -53,6 +53,8 @@ pub struct IngestOutcome {
     pub price: Option<Price>,
     /// The index directory.
     pub dir: PathBuf,
+    /// The largest chunk this ingest cut, in the chunker's tokens.
+    pub chunk_tokens: usize,
 }
 
 /// An ingest checked and ready to run ([`prepare_ingest`]): the index is open (created when
@@ -82,7 +84,8 @@ pub fn prepare_ingest(
     settings: &Settings,
     req: IngestRequest,
 ) -> Result<PreparedIngest> {
-    let (opts, method, price) = ingest_options(settings, &req)?;
+    let (mut opts, method, price) = ingest_options(settings, &req)?;
+    let chunk_given = req.max_tokens.or(settings.chunk.max_tokens).is_some();
     let mut created = !Engine::exists(index);
     let create =
         settings.create_settings(None, req.embedder.as_deref(), req.vector_index.as_deref())?;
@@ -103,6 +106,9 @@ pub fn prepare_ingest(
     let mut e = Engine::open_or_create(&target, create)?;
     if let Some(flag) = &req.cancel {
         e.cancel_on(std::sync::Arc::clone(flag));
+    }
+    if !chunk_given && let Some(n) = e.choose_chunk_tokens(&method, !opts.dry_run)? {
+        opts.chunker.max_tokens = n;
     }
     if !created && scratch.is_none() {
         // Creation settings may be repeated (re-running a command), not changed.
@@ -133,6 +139,79 @@ pub fn prepare_ingest(
         _scratch: scratch,
     })
 }
+
+/// The most tokens of the context an index's chunk size leaves room for, by context
+/// method, besides the prompt and special tokens ([`PROMPT_ROOM`]): none for `none`; a
+/// heading path for `structural`; the 50–100 tokens of an LLM's note or description (or
+/// an imported context) for every other method.
+fn context_room(method: &str) -> usize {
+    match method {
+        "none" => 0,
+        "structural" => 32,
+        _ => 100,
+    }
+}
+
+/// Tokens of an embedder's window kept for its prompt and special tokens
+/// (EmbeddingGemma's `title: none | text: ` and its two special tokens are 9).
+const PROMPT_ROOM: usize = 16;
+
+/// The largest chunk an index cuts when no ingest names one: the chunker's 256 tokens
+/// (close to the chunks of Anthropic's benchmark), or less when the embedder reads fewer
+/// than chunk, context ([`context_room`]) and prompt together, so that the context does not
+/// push the chunk's end out of its vector (all-MiniLM-L6-v2 reads 256: 208 tokens with
+/// structural contexts, 140 with an LLM's). Never below 64. The chunker's counter is an
+/// estimate unless `[chunk] tokenizer` names one, so a few inputs may still be cut: ingest
+/// and `stats` count them.
+pub(crate) fn chunk_tokens_for(window: Option<usize>, method: &str) -> usize {
+    let default = situate_ingest::ChunkerConfig::default().max_tokens;
+    match window {
+        None => default,
+        Some(w) => w
+            .saturating_sub(PROMPT_ROOM + context_room(method))
+            .clamp(64, default),
+    }
+}
+
+impl Engine {
+    /// The chunk size every ingest without one of its own uses, chosen when the index was
+    /// created ([`chunk_tokens_for`]); `None` for an index made before chunk sizes were
+    /// chosen per embedder (its ingests keep the chunker's default).
+    pub fn chunk_tokens(&self) -> Result<Option<usize>> {
+        match self.store.meta(CHUNK_TOKENS)? {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                EngineError::Invalid(format!(
+                    "the index's {CHUNK_TOKENS} is {v:?}, not a number of tokens"
+                ))
+            }),
+        }
+    }
+
+    /// The chunk size of an ingest with context `method` that names none: the index's
+    /// own; for an index with nothing in it yet (just created, or by `situate init`)
+    /// the size that fits its embedder ([`chunk_tokens_for`]), recorded when `record`
+    /// so that every later ingest cuts the same chunks; `None` (the chunker's default)
+    /// for an index made before sizes were chosen per embedder.
+    fn choose_chunk_tokens(&self, method: &str, record: bool) -> Result<Option<usize>> {
+        if let Some(n) = self.chunk_tokens()? {
+            return Ok(Some(n));
+        }
+        if self.store.generation()? > 0 {
+            return Ok(None);
+        }
+        let spec = self.embed_settings()?.spec;
+        let n = chunk_tokens_for(situate_embed::passage_window(&spec), method);
+        if record {
+            self.require_writer()?;
+            self.store.set_meta(CHUNK_TOKENS, &n.to_string())?;
+        }
+        Ok(Some(n))
+    }
+}
+
+/// The index setting that records [`Engine::chunk_tokens`].
+const CHUNK_TOKENS: &str = "chunk_max_tokens";
 
 /// The ingest options, context method and price `req` asks for over `settings`, checked.
 fn ingest_options(
@@ -226,8 +305,14 @@ pub fn ingest_into_store(
 }
 
 impl PreparedIngest {
+    /// The largest chunk this ingest will cut, in the chunker's tokens.
+    pub fn chunk_tokens(&self) -> usize {
+        self.opts.chunker.max_tokens
+    }
+
     /// Runs the ingest, reporting each step to `on_event`.
     pub fn run(mut self, on_event: &mut dyn FnMut(IngestEvent<'_>)) -> Result<IngestOutcome> {
+        let chunk_tokens = self.chunk_tokens();
         let report = self.engine.ingest(&self.paths, self.opts, on_event)?;
         let dir = if self._scratch.is_some() {
             self.index
@@ -240,6 +325,7 @@ impl PreparedIngest {
             method: self.method,
             price: self.price,
             dir,
+            chunk_tokens,
         })
     }
 }

@@ -722,6 +722,7 @@ impl Engine {
                 Some(model) => self.embed_cut(model)?,
                 None => EmbedCut::default(),
             },
+            chunk_tokens: self.chunk_tokens()?,
             embedder: embed.spec,
             embed_model: embed.model,
             vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
@@ -864,6 +865,10 @@ pub struct EngineStats {
     /// The cards whose embedding input (context + chunk) was longer than the embedder
     /// reads: their ends are not in their vectors (`window` is not known here).
     pub embed_cut: EmbedCut,
+    /// The largest chunk an ingest cuts when it names no size, chosen when the index was
+    /// first ingested into so that context and chunk fit the embedder's window; `null` for
+    /// an index made before sizes were chosen per embedder (256 tokens).
+    pub chunk_tokens: Option<usize>,
 }
 
 struct StoreCards<'a>(&'a Store);

@@ -5,7 +5,7 @@
 //! index = ".situate"          # index directory
 //!
 //! [chunk]
-//! max_tokens = 256
+//! max_tokens = 256            # else chosen per embedder when the index is made
 //! overlap_tokens = 32
 //! tokenizer = "path/to/tokenizer.json"   # count real tokens
 //!

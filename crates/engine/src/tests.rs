@@ -819,3 +819,64 @@ fn a_cancelled_ingest_stores_nothing_more_and_a_rerun_finishes() {
     assert!(!r.cancelled);
     assert_eq!(r.added, 3);
 }
+
+#[test]
+fn chunk_sizes_leave_room_for_the_context_in_the_embedders_window() {
+    use crate::ingest_request::chunk_tokens_for;
+    // all-MiniLM-L6-v2 reads 256 tokens: the chunk gives way to the prompt and context.
+    assert_eq!(chunk_tokens_for(Some(256), "none"), 240);
+    assert_eq!(chunk_tokens_for(Some(256), "structural"), 208);
+    assert_eq!(chunk_tokens_for(Some(256), "document+llm"), 140);
+    // Long windows and models that read everything keep the chunker's 256; a tiny window
+    // never makes chunks below 64 tokens.
+    assert_eq!(chunk_tokens_for(Some(2048), "llm"), 256);
+    assert_eq!(chunk_tokens_for(None, "llm"), 256);
+    assert_eq!(chunk_tokens_for(Some(100), "llm"), 64);
+}
+
+#[test]
+fn an_index_chooses_its_chunk_size_once_for_its_embedder_and_keeps_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = corpus(tmp.path());
+    let settings = crate::Settings::default();
+    let req = |context: &str, embedder: Option<&str>, max_tokens: Option<usize>| IngestRequest {
+        paths: vec![root.clone()],
+        context: Some(context.into()),
+        embedder: embedder.map(str::to_string),
+        max_tokens,
+        ..IngestRequest::default()
+    };
+    // A new MiniLM index with structural contexts (nothing is embedded before `run`).
+    let minilm = tmp.path().join("minilm");
+    let p = prepare_ingest(
+        &minilm,
+        &settings,
+        req("structural", Some("all-minilm-l6-v2"), None),
+    )
+    .expect("prepare");
+    assert!(p.created);
+    assert_eq!(p.chunk_tokens(), 208);
+    drop(p);
+    // Recorded: an ingest with another method cuts the same chunks; a size given wins
+    // for its own ingest and changes nothing recorded.
+    let p = prepare_ingest(&minilm, &settings, req("none", None, None)).expect("again");
+    assert_eq!(p.chunk_tokens(), 208);
+    drop(p);
+    let p = prepare_ingest(&minilm, &settings, req("none", None, Some(100))).expect("given");
+    assert_eq!(p.chunk_tokens(), 100);
+    drop(p);
+    let e = Engine::open(&minilm, Access::Read).expect("open");
+    assert_eq!(e.chunk_tokens().expect("meta"), Some(208));
+    assert_eq!(e.stats().expect("stats").chunk_tokens, Some(208));
+    drop(e);
+    // An index that read documents before sizes were chosen (no record) keeps the
+    // chunker's default, so that its documents are not cut again.
+    let old = tmp.path().join("old");
+    let p = prepare_ingest(&old, &settings, req("none", Some("hash:16"), Some(256))).expect("old");
+    p.run(&mut |_| {}).expect("ingest");
+    let p = prepare_ingest(&old, &settings, req("none", None, None)).expect("old again");
+    assert_eq!(p.chunk_tokens(), 256);
+    let outcome = p.run(&mut |_| {}).expect("ingest");
+    assert_eq!(outcome.report.unchanged, 3, "{:?}", outcome.report);
+    assert_eq!(outcome.chunk_tokens, 256);
+}

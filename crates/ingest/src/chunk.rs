@@ -16,7 +16,9 @@
 //! Sizes are counted in tokens: with a real tokenizer (`tokenizer.json`) when one is
 //! configured, otherwise with [`TokenCounter::Approx`], a fast estimate.
 //!
-//! Defaults: at most 256 tokens per chunk with 32 tokens (12.5%) of overlap. 256 is the
+//! Defaults: at most 256 tokens per chunk with 32 tokens (12.5%) of overlap (an index
+//! lowers the size so that context and chunk fit its embedder's window: the engine's
+//! `chunk_tokens_for`). 256 is the
 //! window of the local English embedder (all-MiniLM-L6-v2 truncates there) and close to the
 //! chunks of Anthropic's own benchmark (mean 675 characters, about 170 tokens); small chunks
 //! keep BM25 and embeddings precise while the situating context restores what a small chunk
