@@ -516,6 +516,105 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
     );
 }
 
+/// Late chunking on the shared store: an embed worker reads each queued card's document
+/// from PostgreSQL whole and keeps every chunk's pooled vector under the late key that a
+/// query node computes too. The node (same embedder) answers with the sentence whose
+/// paragraph names the subject; pgvector's own vector leg, reading the worker's vectors
+/// and mapping them to the node's cards by those keys, gives the same first document.
+#[test]
+fn late_chunking_on_the_shared_store_workers_and_query_nodes_agree() {
+    let db = crate::store::Database::new("late");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("bios");
+    std::fs::create_dir_all(&docs).expect("mkdir");
+    std::fs::write(
+        docs.join("curie.txt"),
+        "Marie Curie was a physicist and chemist who worked in Paris.\n\nThis scientist won two Nobel Prizes.",
+    )
+    .expect("w");
+    std::fs::write(
+        docs.join("pauling.txt"),
+        "Linus Pauling was an American chemist and peace activist.\n\nThis scientist won two Nobel Prizes.",
+    )
+    .expect("w");
+    let embedder = "nomic-embed-text-v1.5:late";
+    let index = tmp.path().join("idx");
+    run(
+        situate(&index).args(["store", "migrate", "--store", &db.url]),
+        0,
+    );
+    let v = json(
+        situate(&index)
+            .args(["ingest", "--store", &db.url, "--context", "none"])
+            .args(["--max-tokens", "16", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    assert_eq!(v["report"]["chunks"], 4, "a chunk per sentence: {v:#}");
+    let w = json(
+        situate(&index).arg("--offline").args([
+            "worker",
+            "--store",
+            &db.url,
+            "--role",
+            "embed",
+            "--embedder",
+            embedder,
+            "--until-idle",
+        ]),
+        0,
+    );
+    assert_eq!(
+        w["embedded"], 4,
+        "each document read once, all its chunks kept: {w:#}"
+    );
+    let question = "Which prizes did Marie Curie win?";
+    let node = tmp.path().join("node");
+    let hits = |extra: &[&str]| -> Vec<(String, Option<String>, f64)> {
+        let v = json(
+            situate(&node)
+                .arg("--offline")
+                .args(["search", question, "-k", "6", "--store", &db.url])
+                .args(["--node-embedder", embedder])
+                .args(extra),
+            0,
+        );
+        v["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| {
+                (
+                    h["document_id"].as_str().expect("id").to_string(),
+                    h["original_text"].as_str().map(|t| t.trim().to_string()),
+                    h["score"].as_f64().expect("score"),
+                )
+            })
+            .collect()
+    };
+    // The two documents' last sentences are the same words: by late chunking, Curie's
+    // knows its paragraph.
+    let shared: Vec<(String, f64)> = hits(&["--mode", "vector"])
+        .into_iter()
+        .filter(|h| h.1.as_deref() == Some("This scientist won two Nobel Prizes."))
+        .map(|h| (h.0, h.2))
+        .collect();
+    assert_eq!(shared.len(), 2, "{shared:?}");
+    assert_eq!(shared[0].0, "bios/curie.txt", "{shared:?}");
+    assert!(shared[0].1 > shared[1].1 + 0.01, "{shared:?}");
+    let stats = json(situate(&node).args(["stats"]), 0);
+    assert_eq!(
+        stats["stats"]["embed_model"], "nomic-embed-text-v1.5@0.0.2:late",
+        "{stats:#}"
+    );
+    assert_eq!(stats["stats"]["vectors"], 4, "{stats:#}");
+    assert_eq!(stats["consistent"], true, "{stats:#}");
+    // pgvector's leg finds every chunk the worker embedded on the node's cards.
+    let pg = hits(&["--pgvector"]);
+    assert_eq!(pg.len(), 4, "{pg:?}");
+    assert_eq!(pg[0].0, "bios/curie.txt", "{pg:?}");
+}
+
 /// EmbeddingGemma's title slot (`embeddinggemma-300m:title`): each chunk's context goes in
 /// the document prompt's `title:` instead of before the chunk. Two documents end with the
 /// same sentence, which names nobody; with no context their vectors tie, so a question

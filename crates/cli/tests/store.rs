@@ -5,14 +5,14 @@ use crate::{json, run, situate};
 use postgres::{Client, NoTls};
 
 /// A fresh database on the test server: its URL, and the server's URL to drop it with.
-struct Database {
+pub(crate) struct Database {
     server: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Database {
-    fn new(tag: &str) -> Database {
+    pub(crate) fn new(tag: &str) -> Database {
         let server = std::env::var("SITUATE_TEST_PG_URL").unwrap_or_else(|_| {
             panic!(
                 "SITUATE_TEST_PG_URL is not set: scripts/test.sh starts a PostgreSQL server (scripts/postgres.sh) and sets it"
@@ -674,7 +674,7 @@ fn want_chunks(index: &std::path::Path) -> serde_json::Value {
 /// test server, or one without pgvector), stopped when dropped.
 struct SecondServer {
     dir: tempfile::TempDir,
-    url: String,
+    pub(crate) url: String,
 }
 
 /// `scripts/postgres.sh` with its arguments and the wheel cache the test server used.

@@ -322,10 +322,11 @@ impl Follower {
         let v = engine.embed_query(query)?;
         let near = self.store.nearest(&model, &v, k as i64, ef_search)?;
         let generation = engine.store.generation()?;
+        let late = engine.late_chunking()?;
         if self.by_hash.as_ref().is_none_or(|(g, _)| *g != generation) {
             let mut map: std::collections::HashMap<String, Vec<u64>> = Default::default();
             engine.store.for_each_index_row(|row| {
-                map.entry(crate::vectors::text_hash(&row, false))
+                map.entry(crate::vectors::text_hash(&row, late))
                     .or_default()
                     .push(row.card);
                 Ok(())
@@ -387,7 +388,42 @@ impl Follower {
             .collect();
         let model = engine.embed_settings()?.model;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
-        if let Some(model) = &model {
+        if let Some(model) = &model
+            && engine.late_chunking()?
+        {
+            // Late chunking: the store's vectors are kept under the same late keys as the
+            // embed workers write; a document with any chunk missing is embedded whole.
+            let late: Vec<crate::vectors::LateDocument> = docs
+                .iter()
+                .map(|d| crate::vectors::late_document(&d.doc.id, &d.doc.text, &d.cards))
+                .collect();
+            let keys: Vec<&str> = late
+                .iter()
+                .flat_map(|d| d.chunks.iter().map(|(k, _)| k.as_str()))
+                .collect();
+            let kept = self.store.embeddings(model, &keys)?;
+            report.embeddings_from_store += kept.len() as u64;
+            let rest: Vec<crate::vectors::LateDocument> = late
+                .into_iter()
+                .filter(|d| d.chunks.iter().any(|(k, _)| !kept.contains_key(k)))
+                .collect();
+            let fresh = engine.embed_late_documents(engine.runtime()?, rest, &mut |_, _| {})?;
+            if fresh.failed > 0 {
+                tracing::warn!(
+                    "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
+                    fresh.failed,
+                    fresh.reason.as_deref().unwrap_or_default()
+                );
+            }
+            vectors.extend(
+                fresh
+                    .vectors
+                    .into_iter()
+                    .filter(|(k, _)| !kept.contains_key(k)),
+            );
+            report.embedded += vectors.len() as u64;
+            vectors.extend(kept);
+        } else if let Some(model) = &model {
             let texts: Vec<(String, situate_core::PassageInput)> = docs
                 .iter()
                 .zip(&contexts)

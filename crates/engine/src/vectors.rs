@@ -72,9 +72,89 @@ pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String,
 }
 
 /// A document to embed by late chunking: its text and its chunks' (cache hash, byte span).
+#[derive(Debug, PartialEq)]
 pub(crate) struct LateDocument {
     pub text: String,
     pub chunks: Vec<(String, (usize, usize))>,
+}
+
+/// A stored document to embed by late chunking, each chunk keyed by its late cache key
+/// (over its indexed text: the card's context when its status is indexed). Each card's
+/// span is found in `text` by its character offsets, checked against the card's original;
+/// when some card's offsets do not hold its text, the document is put back together from
+/// its cards instead ([`reassemble`]), as the repair of missing vectors does.
+pub(crate) fn late_document(
+    document_id: &str,
+    text: &str,
+    cards: &[situate_core::ChunkCard],
+) -> LateDocument {
+    let key = |c: &situate_core::ChunkCard| {
+        let ctx = c
+            .generated_context
+            .as_deref()
+            .filter(|_| c.context_status.is_indexed());
+        late_key(document_id, &embedding_input(ctx, &c.original_text).0)
+    };
+    // Byte offset of each character position (and of the end).
+    let at: Vec<usize> = text
+        .char_indices()
+        .map(|(b, _)| b)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let spans: Option<Vec<(usize, usize)>> = cards
+        .iter()
+        .map(|c| {
+            let (s, e) = (c.char_start as usize, c.char_end as usize);
+            let span = (*at.get(s)?, *at.get(e)?);
+            (s <= e && text.get(span.0..span.1) == Some(c.original_text.as_str())).then_some(span)
+        })
+        .collect();
+    let (text, spans) = match spans {
+        Some(spans) => (text.to_string(), spans),
+        None => reassemble(cards),
+    };
+    LateDocument {
+        text,
+        chunks: cards.iter().map(key).zip(spans).collect(),
+    }
+}
+
+/// Late chunking with `embedder`: each document read once, each chunk's vector pooled
+/// from its span, keyed by the chunk's cache key. A document whose embedding fails counts
+/// all its chunks as failed.
+pub(crate) fn embed_late(
+    runtime: &tokio::runtime::Runtime,
+    embedder: &dyn Embedder,
+    docs: Vec<LateDocument>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Embedded {
+    let mut out = Embedded::default();
+    let total: usize = docs.iter().map(|d| d.chunks.len()).sum();
+    let mut done = 0;
+    for d in docs {
+        let spans: Vec<(usize, usize)> = d.chunks.iter().map(|(_, s)| *s).collect();
+        match runtime.block_on(embedder.embed_late(&d.text, &spans)) {
+            Ok(vs) if vs.len() == spans.len() => {
+                out.vectors
+                    .extend(d.chunks.into_iter().map(|(h, _)| h).zip(vs));
+            }
+            Ok(vs) => {
+                out.failed += spans.len();
+                out.reason.get_or_insert(format!(
+                    "embedder returned {} vectors for {} chunks",
+                    vs.len(),
+                    spans.len()
+                ));
+            }
+            Err(e) => {
+                out.failed += spans.len();
+                out.reason.get_or_insert(e.to_string());
+            }
+        }
+        done += spans.len();
+        progress(done, total);
+    }
+    out
 }
 
 /// A document's text put back together from its cards (each original at its character
@@ -352,37 +432,15 @@ impl Engine {
         docs: Vec<LateDocument>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Embedded> {
-        let mut out = Embedded::default();
         if docs.is_empty() || self.embed_settings()?.model.is_none() {
-            return Ok(out);
+            return Ok(Embedded::default());
         }
-        let embedder = self.embedder()?;
-        let total: usize = docs.iter().map(|d| d.chunks.len()).sum();
-        let mut done = 0;
-        for d in docs {
-            let spans: Vec<(usize, usize)> = d.chunks.iter().map(|(_, s)| *s).collect();
-            match runtime.block_on(embedder.embed_late(&d.text, &spans)) {
-                Ok(vs) if vs.len() == spans.len() => {
-                    out.vectors
-                        .extend(d.chunks.into_iter().map(|(h, _)| h).zip(vs));
-                }
-                Ok(vs) => {
-                    out.failed += spans.len();
-                    out.reason.get_or_insert(format!(
-                        "embedder returned {} vectors for {} chunks",
-                        vs.len(),
-                        spans.len()
-                    ));
-                }
-                Err(e) => {
-                    out.failed += spans.len();
-                    out.reason.get_or_insert(e.to_string());
-                }
-            }
-            done += spans.len();
-            progress(done, total);
-        }
-        Ok(out)
+        Ok(embed_late(
+            runtime,
+            self.embedder()?.as_ref(),
+            docs,
+            progress,
+        ))
     }
 
     /// Embeds and caches every card's text that has no cached embedding (the repair after
@@ -686,6 +744,40 @@ mod tests {
         for (c, (a, b)) in odd.iter().zip(&spans) {
             assert_eq!(&text[*a..*b], c.original_text);
         }
+    }
+
+    /// A stored document for late chunking: the real text with each card's span found by
+    /// its character offsets (multi-byte characters before it), keyed by document and
+    /// indexed text; offsets that do not hold a card's text put it back from its cards.
+    #[test]
+    fn a_stored_document_gives_its_cards_spans_in_its_own_text() {
+        let doc = "Ёлка растёт. Она зелёная. Зимой тоже.";
+        let chars: Vec<char> = doc.chars().collect();
+        let piece = |a: usize, b: usize| chars[a..b].iter().collect::<String>();
+        let mut cards = vec![card(0, &piece(0, 12)), card(13, &piece(13, 25))];
+        cards[1].generated_context = Some("О ёлке.".into());
+        cards[1].context_status = ContextStatus::Verified;
+        let d = late_document("d", doc, &cards);
+        assert_eq!(d.text, doc, "the document's own text, gaps and all");
+        for (c, (key, (a, b))) in cards.iter().zip(&d.chunks) {
+            assert_eq!(&d.text[*a..*b], c.original_text);
+            let ctx = c.generated_context.as_deref();
+            assert_eq!(
+                *key,
+                late_key("d", &embedding_input(ctx, &c.original_text).0)
+            );
+        }
+        let mut odd = cards.clone();
+        odd[1].char_start += 1;
+        odd[1].char_end += 1;
+        let d = late_document("d", doc, &odd);
+        assert_eq!(d, {
+            let (text, spans) = reassemble(&odd);
+            LateDocument {
+                text,
+                chunks: d.chunks.iter().map(|(k, _)| k.clone()).zip(spans).collect(),
+            }
+        });
     }
 
     #[test]

@@ -391,6 +391,9 @@ fn write_embeddings(
     claimed: &[Claimed],
     report: &mut WorkerReport,
 ) -> Result<()> {
+    if embedder.late() {
+        return write_late_embeddings(store, embedder, claimed, report);
+    }
     let model = embedder.model_id().to_string();
     let chunk_ids: Vec<&str> = claimed.iter().map(|c| c.chunk_id.as_str()).collect();
     let inputs: HashMap<String, situate_pg::EmbedInput> = store
@@ -413,13 +416,6 @@ fn write_embeddings(
     let kept = store.embeddings(&model, &hashes)?;
     todo.retain(|(h, _)| !kept.contains_key(h));
     if !todo.is_empty() {
-        if embedder.late() {
-            return Err(EngineError::Invalid(format!(
-                "{} embeds by late chunking (whole documents), which the shared store's workers do not do yet: use the embedder without `{}`",
-                embedder.model_id(),
-                situate_embed::LATE
-            )));
-        }
         let runtime = crate::vectors::runtime()?;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::with_capacity(todo.len());
         for part in todo.chunks(embedder.call_size().max(1)) {
@@ -446,6 +442,55 @@ fn write_embeddings(
             .map(|(h, v)| (h.as_str(), v.as_slice()))
             .collect();
         report.embedded += store.put_embeddings(&model, &items)?;
+    }
+    for c in claimed {
+        if !store.finish(c.id, false)? {
+            report.superseded += 1;
+        }
+    }
+    Ok(())
+}
+
+/// [`write_embeddings`] for late chunking: the document of each claimed card read from
+/// the store and embedded whole, once (overlapping windows when it is longer than the
+/// model reads), every chunk of it pooled from its span and kept under its late key, which
+/// the query nodes compute the same way; the other items of the same document then find
+/// their vectors kept. A document removed meanwhile is skipped (its items went with it).
+fn write_late_embeddings(
+    store: &mut PgStore,
+    embedder: &dyn Embedder,
+    claimed: &[Claimed],
+    report: &mut WorkerReport,
+) -> Result<()> {
+    let model = embedder.model_id().to_string();
+    let chunk_ids: Vec<&str> = claimed.iter().map(|c| c.chunk_id.as_str()).collect();
+    let documents: std::collections::BTreeSet<String> =
+        store.documents_of(&chunk_ids)?.into_values().collect();
+    let mut docs = Vec::new();
+    for id in &documents {
+        let Some(shared) = store.read_document(id)? else {
+            continue;
+        };
+        let d = crate::vectors::late_document(id, &shared.doc.text, &shared.cards);
+        let keys: Vec<&str> = d.chunks.iter().map(|(k, _)| k.as_str()).collect();
+        let kept = store.embeddings(&model, &keys)?;
+        if d.chunks.iter().any(|(k, _)| !kept.contains_key(k)) {
+            docs.push(d);
+        }
+    }
+    if !docs.is_empty() {
+        let e =
+            crate::vectors::embed_late(crate::vectors::runtime()?, embedder, docs, &mut |_, _| {});
+        if e.failed > 0 {
+            return Err(EngineError::Invalid(format!(
+                "embedding failed: {}",
+                e.reason.unwrap_or_default()
+            )));
+        }
+        if let Some((_, v)) = e.vectors.first() {
+            store.ensure_vector_index(&model, v.len())?;
+        }
+        report.embedded += store.put_embeddings(&model, &e.cache_rows())?;
     }
     for c in claimed {
         if !store.finish(c.id, false)? {
