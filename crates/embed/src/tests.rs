@@ -821,7 +821,9 @@ fn the_stronger_embedders_in_int8_stay_close_to_their_references() {
                 .texts
                 .iter()
                 .zip(&alone)
-                .filter(|(t, _)| t.0 == kind)
+                // The long text is checked alone above; a batch of the short ones shows
+                // the batching (the long one would double the test's cost).
+                .filter(|(t, _)| t.0 == kind && t.2 <= 1000)
                 .map(|(t, v)| (t.1.as_str(), v))
                 .unzip();
             let batch = embed(&texts, kind);
