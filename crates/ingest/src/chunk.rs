@@ -129,15 +129,19 @@ impl Chunker {
                     path: path.display().to_string(),
                     message: e.to_string(),
                 })?;
-                let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-                    IngestError::Tokenizer {
-                        path: path.display().to_string(),
-                        message: e.to_string(),
-                    }
-                })?;
+                let fail = |e: tokenizers::Error| IngestError::Tokenizer {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                };
+                let mut tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(fail)?;
+                // A model's tokenizer.json often cuts at the model's window (MiniLM's at
+                // 128): counted through that, every text would seem to fit, and chunks
+                // would grow without bound. Count every token.
+                tok.with_truncation(None).map_err(fail)?;
+                tok.with_padding(None);
                 (
                     TokenCounter::Tokenizer(Arc::new(tok)),
-                    situate_core::content_hash(&bytes),
+                    format!("untruncated:{}", situate_core::content_hash(&bytes)),
                 )
             }
         };
@@ -715,10 +719,14 @@ mod tests {
         assert_eq!(approx_tokens("   "), 0);
     }
 
-    /// A real (tiny) Hugging Face tokenizer: word level, whitespace/punctuation pre-tokenizer.
+    /// A real (tiny) Hugging Face tokenizer: word level, whitespace/punctuation pre-tokenizer,
+    /// cutting at 4 tokens as a model's tokenizer.json cuts at its window (the chunker must
+    /// count past it).
     fn word_level_tokenizer(dir: &std::path::Path) -> PathBuf {
         let path = dir.join("tokenizer.json");
-        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+        let json = r#"{"version":"1.0",
+            "truncation":{"direction":"Right","max_length":4,"strategy":"LongestFirst","stride":0},
+            "padding":null,"added_tokens":[],
             "normalizer":{"type":"Lowercase"},"pre_tokenizer":{"type":"Whitespace"},
             "post_processor":null,"decoder":null,
             "model":{"type":"WordLevel","vocab":{"[UNK]":0,"internationalization":1},"unk_token":"[UNK]"}}"#;
