@@ -407,16 +407,10 @@ fn shared_sentence_hits(index: &Path, question: &str) -> Vec<(String, String, f6
         .collect()
 }
 
-/// Late chunking from the command line: two paragraphs end with the same sentence, which
-/// names nobody. Embedded alone (nomic-embed-text-v1.5), the two sentences tie; by late
-/// chunking (`:late`, or `[embed] late = true`), the question naming Marie Curie finds her
-/// paragraph's sentence first. The index's model id says how its vectors were made, new
-/// contexts keep the vectors (no model call: a context does not enter a late vector), and
-/// `rebuild` needs only the cards and the cache.
-#[test]
-fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let docs = tmp.path().join("bios");
+/// Two paragraphs that end with the same sentence, which names nobody: only its paragraph
+/// says whose prizes it counts.
+fn two_bios(dir: &Path) -> PathBuf {
+    let docs = dir.join("bios");
     std::fs::create_dir_all(&docs).expect("mkdir");
     std::fs::write(
         docs.join("curie.txt"),
@@ -428,6 +422,19 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
         "Linus Pauling was an American chemist and peace activist.\n\nThis scientist won two Nobel Prizes.",
     )
     .expect("w");
+    docs
+}
+
+/// Late chunking from the command line: two paragraphs end with the same sentence, which
+/// names nobody. Embedded alone (nomic-embed-text-v1.5), the two sentences tie; by late
+/// chunking (`:late`, or `[embed] late = true`), the question naming Marie Curie finds her
+/// paragraph's sentence first. The index's model id says how its vectors were made, new
+/// contexts keep the vectors (no model call: a context does not enter a late vector), and
+/// `rebuild` needs only the cards and the cache.
+#[test]
+fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = two_bios(tmp.path());
     let ingest = |index: &Path, embedder: Option<&str>| {
         let mut c = situate(index);
         c.arg("--offline").arg("ingest").arg(&docs).args([
@@ -525,18 +532,7 @@ fn late_chunking_finds_the_sentence_whose_paragraph_names_the_subject() {
 fn late_chunking_on_the_shared_store_workers_and_query_nodes_agree() {
     let db = crate::store::Database::new("late");
     let tmp = tempfile::tempdir().expect("tmp");
-    let docs = tmp.path().join("bios");
-    std::fs::create_dir_all(&docs).expect("mkdir");
-    std::fs::write(
-        docs.join("curie.txt"),
-        "Marie Curie was a physicist and chemist who worked in Paris.\n\nThis scientist won two Nobel Prizes.",
-    )
-    .expect("w");
-    std::fs::write(
-        docs.join("pauling.txt"),
-        "Linus Pauling was an American chemist and peace activist.\n\nThis scientist won two Nobel Prizes.",
-    )
-    .expect("w");
+    let docs = two_bios(tmp.path());
     let embedder = "nomic-embed-text-v1.5:late";
     let index = tmp.path().join("idx");
     run(

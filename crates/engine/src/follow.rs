@@ -408,13 +408,7 @@ impl Follower {
                 .filter(|d| d.chunks.iter().any(|(k, _)| !kept.contains_key(k)))
                 .collect();
             let fresh = engine.embed_late_documents(engine.runtime()?, rest, &mut |_, _| {})?;
-            if fresh.failed > 0 {
-                tracing::warn!(
-                    "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
-                    fresh.failed,
-                    fresh.reason.as_deref().unwrap_or_default()
-                );
-            }
+            warn_unembedded(&fresh);
             vectors.extend(
                 fresh
                     .vectors
@@ -442,13 +436,7 @@ impl Follower {
                 .filter(|(h, _)| !kept.contains_key(h))
                 .collect();
             let fresh = engine.embed_missing(engine.runtime()?, rest, &mut |_, _| {})?;
-            if fresh.failed > 0 {
-                tracing::warn!(
-                    "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
-                    fresh.failed,
-                    fresh.reason.as_deref().unwrap_or_default()
-                );
-            }
+            warn_unembedded(&fresh);
             report.embedded += fresh.vectors.len() as u64;
             engine.store.record_cuts(model, &fresh.cut_rows())?;
             vectors.extend(kept);
@@ -533,5 +521,16 @@ impl Engine {
             out.extend(page.into_iter().map(|d| d.id));
         }
         Ok(out)
+    }
+}
+
+/// Says, in the node's log, how many chunks the node could not embed and why.
+fn warn_unembedded(fresh: &crate::vectors::Embedded) {
+    if fresh.failed > 0 {
+        tracing::warn!(
+            "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",
+            fresh.failed,
+            fresh.reason.as_deref().unwrap_or_default()
+        );
     }
 }
