@@ -509,22 +509,8 @@ impl Engine {
         let mut late = Vec::new();
         for id in docs {
             let cards = self.store.cards_of(&id)?;
-            let (text, spans) = reassemble(&cards);
-            let chunks = cards
-                .iter()
-                .zip(spans)
-                .map(|(c, span)| {
-                    let ctx = c
-                        .generated_context
-                        .as_deref()
-                        .filter(|_| c.context_status.is_indexed());
-                    (
-                        late_key(&id, &embedding_input(ctx, &c.original_text).0),
-                        span,
-                    )
-                })
-                .collect();
-            late.push(LateDocument { text, chunks });
+            let (text, _) = reassemble(&cards);
+            late.push(late_document(&id, &text, &cards));
         }
         let e = self.embed_late_documents(self.runtime()?, late, &mut |_, _| {})?;
         self.store.replace_embeddings(&model, &e.cache_rows())?;

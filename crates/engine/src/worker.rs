@@ -443,12 +443,7 @@ fn write_embeddings(
             .collect();
         report.embedded += store.put_embeddings(&model, &items)?;
     }
-    for c in claimed {
-        if !store.finish(c.id, false)? {
-            report.superseded += 1;
-        }
-    }
-    Ok(())
+    finish_claimed(store, claimed, report)
 }
 
 /// [`write_embeddings`] for late chunking: the document of each claimed card read from
@@ -492,6 +487,15 @@ fn write_late_embeddings(
         }
         report.embedded += store.put_embeddings(&model, &e.cache_rows())?;
     }
+    finish_claimed(store, claimed, report)
+}
+
+/// Marks the claimed embed items done, counting those another write superseded.
+fn finish_claimed(
+    store: &mut PgStore,
+    claimed: &[Claimed],
+    report: &mut WorkerReport,
+) -> Result<()> {
     for c in claimed {
         if !store.finish(c.id, false)? {
             report.superseded += 1;
