@@ -564,6 +564,11 @@ struct Panel<'a> {
 /// (`NR` channels), finished into `out` (row stride `ldo`): `R` rows of `channels` values,
 /// each plus the panel's bias and then plus `residual`'s value at the same place (same
 /// stride). Each value's integer sum takes the same instructions whatever `R`.
+///
+/// # Safety
+///
+/// The CPU must run AVX-512 F, BW and VNNI, and `out` must be valid for writes of
+/// `R` rows of `channels` values at stride `ldo` (the slices' lengths are asserted here).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
@@ -686,6 +691,10 @@ fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[
 }
 
 /// Horizontal sum of eight 32-bit lanes (exact, in a fixed order).
+///
+/// # Safety
+///
+/// The CPU must run AVX2 (the caller is compiled with it enabled).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn hsum_epi32(a: std::arch::x86_64::__m256i) -> i32 {
@@ -700,6 +709,11 @@ unsafe fn hsum_epi32(a: std::arch::x86_64::__m256i) -> i32 {
 }
 
 /// Block `b`'s 32 bytes of each of a group's four weight rows.
+///
+/// # Safety
+///
+/// The CPU must run AVX2, and `w` must hold block `b` of four rows: at least
+/// `(b + 1) * 4 * BLOCK` bytes.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn load_weights(w: &[i8], b: usize) -> [std::arch::x86_64::__m256i; 4] {
@@ -717,6 +731,10 @@ unsafe fn load_weights(w: &[i8], b: usize) -> [std::arch::x86_64::__m256i; 4] {
 }
 
 /// Block `b`'s 32 bytes of a quantized row.
+///
+/// # Safety
+///
+/// The CPU must run AVX2, and `x` must hold block `b`: at least `(b + 1) * BLOCK` bytes.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn load_row(x: &[u8], b: usize) -> std::arch::x86_64::__m256i {
@@ -725,6 +743,10 @@ unsafe fn load_row(x: &[u8], b: usize) -> std::arch::x86_64::__m256i {
 }
 
 /// The horizontal sums of two rows' four accumulators.
+///
+/// # Safety
+///
+/// The CPU must run AVX2 (the caller is compiled with it enabled).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn hsums(acc: &[[std::arch::x86_64::__m256i; 4]; 2]) -> [[i32; 4]; 2] {
@@ -744,6 +766,11 @@ unsafe fn hsums(acc: &[[std::arch::x86_64::__m256i; 4]; 2]) -> [[i32; 4]; 2] {
 /// unsigned by signed bytes; no pair exceeds 2 × 128 × 127, so the 16-bit sums cannot
 /// saturate), widened to 32-bit lanes and added: Σ (u - 128)·w exactly, to which 128 × the
 /// weight row's byte sum is added at the end.
+///
+/// # Safety
+///
+/// The CPU must run AVX2 and FMA; `x0` and `x1` must hold the same whole number of blocks
+/// and `w` four rows of as many (`sums` asserts the lengths).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sums_avx2(w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
@@ -779,6 +806,11 @@ unsafe fn sums_avx2(w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32;
 /// Per block, row and weight row one 256-bit `vpdpbusd` of the row's unsigned bytes by the
 /// weight's signed bytes, summed in 32-bit lanes (exact: at most 4 × 255 × 128 per lane and
 /// block).
+///
+/// # Safety
+///
+/// The CPU must run AVX2, FMA and AVX-VNNI; the slices as for `sums_avx2` (`sums` asserts
+/// them).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avxvnni")]
 unsafe fn sums_avxvnni(w: &[i8], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {

@@ -224,6 +224,11 @@ fn dots(w: (&[i8], &[f32]), x: (&[i8], &[f32])) -> [f32; 4] {
 /// into the row's own accumulator; the horizontal sums at the end are in a fixed order. The
 /// integer sums are exact and the float operations are candle's (`vec_dot_q8_0_q8_0`) in
 /// the same order, so each value equals candle's to the bit.
+///
+/// # Safety
+///
+/// The CPU must run AVX2 and FMA, and `x` must hold `x.1.len()` blocks (`BLOCK` bytes each)
+/// and `w` four rows of as many blocks, with a scale per row and block (`dots` asserts both).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dots_avx2(w: (&[i8], &[f32]), x: (&[i8], &[f32])) -> [f32; 4] {

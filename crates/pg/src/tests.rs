@@ -795,3 +795,92 @@ fn ids_until(store: &mut PgStore, at: u64) -> (Vec<String>, u64) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+// The contract suite reads the shared store through the trait it checks (test-only: the
+// suite is behind situate-store's `contract` feature).
+impl situate_store::contract::CardStore for super::PgStore {
+    fn put_document(
+        &mut self,
+        doc: &situate_core::Document,
+        key: &str,
+        chunks: &[situate_store::NewChunk<'_>],
+    ) -> std::result::Result<(), situate_store::contract::ContractError> {
+        use situate_store::contract::ContractError;
+        match super::PgStore::put_document(self, doc, key, chunks) {
+            Ok(_) => Ok(()),
+            Err(super::PgError::Conflict(c)) => Err(ContractError::Conflict(c)),
+            Err(e) => Err(ContractError::Other(e.to_string())),
+        }
+    }
+    fn remove_document(
+        &mut self,
+        id: &str,
+    ) -> std::result::Result<bool, situate_store::contract::ContractError> {
+        super::PgStore::remove_document(self, id).map_err(contract_error)
+    }
+    fn update_context(
+        &mut self,
+        chunk_id: &str,
+        context: &situate_core::ChunkContext,
+    ) -> std::result::Result<bool, situate_store::contract::ContractError> {
+        super::PgStore::update_context(self, chunk_id, context).map_err(contract_error)
+    }
+    fn document_state(
+        &mut self,
+        id: &str,
+    ) -> std::result::Result<
+        Option<situate_store::DocumentState>,
+        situate_store::contract::ContractError,
+    > {
+        super::PgStore::document_state(self, id).map_err(contract_error)
+    }
+    fn cards_of(
+        &mut self,
+        id: &str,
+    ) -> std::result::Result<Vec<situate_core::ChunkCard>, situate_store::contract::ContractError>
+    {
+        super::PgStore::cards_of(self, id).map_err(contract_error)
+    }
+    fn put_context(
+        &mut self,
+        hash: &str,
+        context: &situate_core::ChunkContext,
+        usage: &situate_core::TokenUsage,
+    ) -> std::result::Result<(), situate_store::contract::ContractError> {
+        super::PgStore::put_context(self, hash, context, usage)
+            .map(|_| ())
+            .map_err(contract_error)
+    }
+    fn cached_contexts(
+        &mut self,
+        hashes: &[&str],
+    ) -> std::result::Result<
+        std::collections::HashMap<String, situate_core::ChunkContext>,
+        situate_store::contract::ContractError,
+    > {
+        super::PgStore::cached_contexts(self, hashes).map_err(contract_error)
+    }
+    fn put_embeddings(
+        &mut self,
+        model: &str,
+        items: &[(&str, &[f32])],
+    ) -> std::result::Result<(), situate_store::contract::ContractError> {
+        super::PgStore::put_embeddings(self, model, items)
+            .map(|_| ())
+            .map_err(contract_error)
+    }
+    fn embeddings(
+        &mut self,
+        model: &str,
+        hashes: &[&str],
+    ) -> std::result::Result<
+        std::collections::HashMap<String, Vec<f32>>,
+        situate_store::contract::ContractError,
+    > {
+        super::PgStore::embeddings(self, model, hashes).map_err(contract_error)
+    }
+}
+
+fn contract_error(e: super::PgError) -> situate_store::contract::ContractError {
+    situate_store::contract::ContractError::Other(e.to_string())
+}

@@ -1,6 +1,7 @@
 //! The store contract: what every card store guarantees, whichever engine keeps it — the
 //! embedded SQLite store here and the shared PostgreSQL store (`situate-pg`). [`check`]
-//! runs the same suite on either, through [`CardStore`]; each store's tests call it.
+//! runs the same suite on either, through [`CardStore`]; each store's tests call it. Test
+//! code: compiled for this crate's tests and behind the `contract` feature for others'.
 //!
 //! The invariants: a document and its cards are written whole or not at all; the card
 //! keeps the original and the context apart, with provenance, status and notes; one card

@@ -14,6 +14,9 @@
 mod batch;
 mod cards;
 mod context_cache;
+// The contract suite is test code: its own tests and other stores' tests (`situate-pg`
+// enables the feature as a dev-dependency) run it; no product build carries it.
+#[cfg(any(test, feature = "contract"))]
 pub mod contract;
 mod embeddings;
 mod filter;
