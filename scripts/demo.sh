@@ -12,7 +12,7 @@ index="${CARGO_TARGET_DIR:-target}/demo-index"
 rm -rf "$index"
 
 echo "== ingest"
-"$bin" --index "$index" ingest README.md ARCHITECTURE.md EVALUATION.md \
+"$bin" --index "$index" ingest README.md GUIDE.md ARCHITECTURE.md EVALUATION.md \
   crates/engine crates/search crates/store crates/vector crates/index --context structural
 echo
 "$bin" --index "$index" stats
@@ -26,4 +26,4 @@ for q in \
 done
 echo
 echo "== next: serve this index (HTTP API, web page at http://127.0.0.1:7878/, MCP at /mcp):"
-echo "   $bin --index $index serve      # then the curl examples in README.md, \"The service\""
+echo "   $bin --index $index serve      # then the curl examples in GUIDE.md, \"The service\""
