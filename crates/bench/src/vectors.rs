@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result, bail};
 use situate_core::{EmbedKind, IndexHit};
-use situate_engine::{Access, Engine, SearchRequest};
+use situate_engine::{Access, Engine};
+use situate_search::SearchRequest;
 use situate_vector::{Backend, Vectors};
 use std::io::{BufRead, Write};
 use std::path::Path;

@@ -261,11 +261,11 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
                 }
             };
             let mut e = Engine::open(index, Access::Write)?;
-            let status = e.decide_context(&chunk_id, decision)?;
+            let answer = e.decide(&chunk_id, decision)?;
             output::message(
                 json,
-                &format!("{chunk_id}: context {status} (manual)"),
-                &serde_json::json!({"chunk_id": chunk_id, "status": status.as_str()}),
+                &format!("{chunk_id}: context {} (manual)", answer.context_status),
+                &serde_json::to_value(&answer)?,
             )?;
         }
         ContextsCommand::Export { file } => {

@@ -17,6 +17,7 @@ macro_rules! outln {
 }
 
 mod contexts;
+mod errors;
 mod eval;
 mod evalset;
 mod models;
@@ -27,9 +28,10 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use situate_core::ContextStatus;
 use situate_engine::{
-    Access, AnswerSettings, Engine, FilterSettings, IngestEvent, IngestRequest, SearchSettings,
-    Settings,
+    Access, AnswerSettings, CheckedSearch, Engine, FilterSettings, IngestEvent, IngestRequest,
+    SearchRequest, SearchSettings, Settings,
 };
+
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -442,6 +444,7 @@ fn main() -> ExitCode {
         .with_ansi(output::colour_on_stderr())
         .init();
     models::set_install_policy(cli.global.offline, cli.global.quiet || cli.global.json);
+    let json = cli.global.json;
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -452,8 +455,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            errors::report(&e, json)
         }
     }
 }
@@ -503,15 +505,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ingest(a) => ingest(out, &settings, &index, a),
         Command::Worker(a) => shared::worker(out, &settings, a),
         Command::Search(a) => {
-            let flags = SearchSettings {
-                k: a.k,
-                bm25: a.bm25,
-                mode: a.mode,
-                rerank: a.rerank,
-                ..a.tuning.settings()
+            let request = SearchRequest {
+                query: a.query.clone(),
+                settings: SearchSettings {
+                    k: a.k,
+                    bm25: a.bm25,
+                    mode: a.mode,
+                    rerank: a.rerank,
+                    ..a.tuning.settings()
+                },
+                filter: a.filter.settings(),
+                explain: a.explain,
+                ..SearchRequest::default()
             };
-            let plan = flags.over(&settings.search).plan(&settings.default_llm())?;
-            let filter = a.filter.settings().filter()?;
+            let CheckedSearch {
+                query,
+                plan,
+                filter,
+                ..
+            } = request.check(&settings)?;
             if a.node.pgvector {
                 let url = shared::store_of(a.node.store.as_deref(), &settings).unwrap_or_default();
                 return shared::pgvector(out, &settings, &index, &url, &a.node, &a.query, plan.k);
@@ -520,7 +532,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
                 None => Engine::open(&index, Access::Read)?,
             };
-            let response = e.query(&a.query, &plan, &filter)?;
+            let response = e.query(&query, &plan, &filter)?;
             output::hits(out.json, &response, a.explain)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -19,13 +19,12 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// A tool call's JSON answer (the text of its one content block), and whether it is an
-/// error.
-pub async fn call(
+/// A tool call's whole result as JSON (`content`, `structuredContent`, `isError`).
+pub async fn call_result(
     client: &RunningService<RoleClient, ()>,
     tool: &str,
     args: Value,
-) -> (Value, bool) {
+) -> Value {
     let Value::Object(args) = args else {
         panic!("arguments are an object")
     };
@@ -33,7 +32,17 @@ pub async fn call(
         .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"));
-    let v = serde_json::to_value(&r).expect("result");
+    serde_json::to_value(&r).expect("result")
+}
+
+/// A tool call's JSON answer (the text of its one content block), and whether it is an
+/// error.
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> (Value, bool) {
+    let v = call_result(client, tool, args).await;
     let text = v["content"][0]["text"].as_str().unwrap_or("").to_string();
     let is_error = v["isError"].as_bool().unwrap_or(false);
     (

@@ -151,7 +151,7 @@ pub fn assert_problem(a: &Answer, status: u16, code: &str) {
 }
 
 /// The ids and scores of hits.
-fn ranked(v: &Value) -> Vec<(String, String)> {
+pub fn ranked(v: &Value) -> Vec<(String, String)> {
     v["hits"]
         .as_array()
         .expect("hits")

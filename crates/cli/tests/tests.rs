@@ -1,6 +1,7 @@
 //! Integration tests: they drive the `situate` binary on committed fixtures and on corpora
 //! they write themselves. One test binary (see ripgrep's layout) with a module per area.
 
+mod api;
 mod ask;
 mod browser;
 mod contexts;

@@ -380,7 +380,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
         for q in &queries {
             let hits = engine
                 .query(&q.text, plan, &Default::default())
-                .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))?
+                .map_err(|e| e.within(format!("configuration {}", cfg.name)))?
                 .hits;
             let mut seen = HashSet::new();
             let ranking: Vec<Retrieved> = hits
@@ -573,7 +573,7 @@ fn config_plan(
     };
     own.over(base)
         .plan(default_llm)
-        .map_err(|e| EngineError::Invalid(format!("configuration {}: {e}", cfg.name)))
+        .map_err(|e| e.within(format!("configuration {}", cfg.name)))
 }
 
 /// A threshold to four significant digits, rounded down (the value shown is one a user can

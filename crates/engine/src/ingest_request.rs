@@ -262,7 +262,7 @@ fn ingest_options(
         None => 256,
         Some(b) => b,
     };
-    opts.metadata = key_values("--meta", &req.meta)?;
+    opts.metadata = key_values("meta", &req.meta)?;
     if let Some((k, _)) = opts
         .metadata
         .iter()

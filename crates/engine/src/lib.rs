@@ -30,10 +30,12 @@
 //! with one store transaction; leftovers of an interrupted rebuild are removed on open.
 #![warn(missing_docs)]
 
+pub mod api;
 mod ask;
 mod context_file;
 mod contexts;
 pub mod contextualizers;
+mod error;
 pub mod eval;
 pub mod follow;
 mod ingest;
@@ -48,10 +50,12 @@ mod vectors;
 mod view;
 pub mod worker;
 
+pub use api::{CheckedSearch, SearchRequest};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use context_file::{ContextRecord, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
+pub use error::{EngineError, ErrorKind, Wire};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store, prepare_ingest,
@@ -66,7 +70,7 @@ pub use settings::{
 pub use situate_answer::{Citation, Passage};
 pub use situate_index::ChineseTokenizer;
 pub use situate_llm::cost::Price;
-pub use situate_search::{Mode, SearchRequest};
+pub use situate_search::Mode;
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
 pub use view::{CardView, ContextItem, Neighbour};
@@ -83,90 +87,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-/// Engine errors, with what failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// No index at the path.
-    #[error("no situate index at {0} (create one with `situate init` or `situate ingest`)")]
-    NoIndex(PathBuf),
-    /// Another process is writing.
-    #[error(
-        "the index at {0} is being written by another situate process; try again when it has finished"
-    )]
-    Locked(PathBuf),
-    /// A document or chunk does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// Bad settings or input.
-    #[error("{0}")]
-    Invalid(String),
-    /// The card store failed.
-    #[error(transparent)]
-    Store(#[from] situate_store::StoreError),
-    /// The shared store on PostgreSQL failed.
-    #[error(transparent)]
-    SharedStore(#[from] situate_pg::PgError),
-    /// The BM25 index failed.
-    #[error(transparent)]
-    Bm25(#[from] situate_index::Bm25Error),
-    /// Ingest settings are wrong.
-    #[error(transparent)]
-    Ingest(#[from] situate_ingest::IngestError),
-    /// A search failed.
-    #[error("search failed: {0}")]
-    Search(IndexError),
-    /// The reranker failed (the search is not answered from the unreranked order).
-    #[error("reranking failed: {0}")]
-    Rerank(#[from] situate_core::RerankError),
-    /// The vector index failed.
-    #[error(transparent)]
-    Vector(#[from] situate_vector::VectorError),
-    /// A reranker could not be loaded.
-    #[error("cannot load the reranker: {0}")]
-    RerankerLoad(#[source] situate_core::RerankError),
-    /// An LLM could not be loaded or set up.
-    #[error(transparent)]
-    Llm(#[from] situate_llm::LlmError),
-    /// A prompt template is not valid.
-    #[error(transparent)]
-    Template(#[from] situate_llm::prompt::TemplateError),
-    /// An evaluation file could not be read.
-    #[error(transparent)]
-    EvalData(#[from] situate_eval::beir::EvalDataError),
-    /// A settings file is not valid.
-    #[error("in {path}")]
-    Settings {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A file-system operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-/// `Result` with [`EngineError`].
-pub type Result<T> = std::result::Result<T, EngineError>;
-
-pub(crate) fn io<'a>(
-    op: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
-    move |source| EngineError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub use error::Result;
+pub(crate) use error::io;
 
 /// Settings fixed when an index is created (stored in it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -611,16 +533,16 @@ impl Engine {
         }
     }
 
-    /// Searches: BM25, vectors or both fused (see [`SearchRequest`]), restricted to the
+    /// Searches: BM25, vectors or both fused (see [`situate_search::SearchRequest`]), restricted to the
     /// documents `filter` allows.
-    pub fn search(&self, req: &SearchRequest<'_>) -> Result<Vec<Hit>> {
+    pub fn search(&self, req: &situate_search::SearchRequest<'_>) -> Result<Vec<Hit>> {
         self.search_filtered(req, &DocumentFilter::default())
     }
 
     /// [`Engine::search`] with a metadata filter, applied inside each leg.
     pub fn search_filtered(
         &self,
-        req: &SearchRequest<'_>,
+        req: &situate_search::SearchRequest<'_>,
         filter: &DocumentFilter,
     ) -> Result<Vec<Hit>> {
         let mode = self.mode_for(req.mode)?;
@@ -641,7 +563,7 @@ impl Engine {
             }
             Some(set)
         };
-        let req = SearchRequest {
+        let req = situate_search::SearchRequest {
             languages: &langs,
             ..req.clone()
         };

@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 
 /// The local LLM used when `[llm] model` is not set: Qwen2.5-Coder-0.5B-Instruct, the
 /// smallest catalog model whose contexts pass the checks (SmolLM2-135M's are mostly
-/// rejected and never cut failures; the 1.5B writes at half its speed). README, "Local
+/// rejected and never cut failures; the 1.5B writes at half its speed). EVALUATION.md, "Local
 /// contexts", has the measurements.
 pub const DEFAULT_LLM: &str = "qwen2.5-coder-0.5b-instruct";
 
@@ -403,20 +403,23 @@ impl Settings {
 /// layers can be merged: `[search]` in `situate.toml`, then a command's flags (or a request
 /// body), each later layer winning ([`SearchSettings::over`]). [`SearchSettings::plan`]
 /// checks the result in one place, for `situate search` and `situate eval` alike.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchSettings {
     /// Hits returned [10].
     pub k: Option<usize>,
     /// `plain` (the original alone) or `contextual` BM25 [contextual].
+    #[schemars(extend("enum" = ["contextual", "plain", null]))]
     pub bm25: Option<String>,
     /// Weight of the context relative to the original [0.5].
     pub context_weight: Option<f32>,
     /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors, else bm25].
+    #[schemars(extend("enum" = ["bm25", "vector", "hybrid", null]))]
     pub mode: Option<String>,
     /// Hits each leg contributes to the fusion [150].
     pub fetch: Option<usize>,
     /// `rrf` or `minmax` [rrf].
+    #[schemars(extend("enum" = ["rrf", "minmax", null]))]
     pub fusion: Option<String>,
     /// RRF's k [60].
     pub rrf_k: Option<f32>,
@@ -424,7 +427,7 @@ pub struct SearchSettings {
     pub bm25_weight: Option<f32>,
     /// Weight of the vector leg [1].
     pub vector_weight: Option<f32>,
-    /// The reranker spec [none].
+    /// A reranker spec (`none`, `cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...) [none].
     pub rerank: Option<String>,
     /// How many fused hits the reranker re-scores [150].
     pub rerank_depth: Option<usize>,
@@ -480,67 +483,82 @@ impl SearchSettings {
     }
 
     /// Checks every value and fills in the defaults. `default_llm` is what `rerank =
-    /// "llm"` means. Errors name the flag (`--context-weight`) and the range.
+    /// "llm"` means. Errors name the field by its wire name (`context_weight`) and the
+    /// range ([`EngineError::InvalidField`]).
     pub fn plan(&self, default_llm: &str) -> Result<SearchPlan> {
-        let bad = |m: String| Err(EngineError::Invalid(m));
+        let bad = |field: &str, m: String| Err(EngineError::field_error(field, m));
         let k = self.k.unwrap_or(10);
         if k == 0 || k > MAX_K {
-            return bad(format!("-k must be from 1 to {MAX_K}, not {k}"));
+            return bad("k", format!("must be from 1 to {MAX_K}, not {k}"));
         }
         let match_on = match self.bm25.as_deref() {
             None | Some("contextual") => MatchOn::Contextual,
             Some("plain") => MatchOn::Plain,
             Some(m) => {
-                return bad(format!(
-                    "unknown BM25 mode {m:?}: expected plain or contextual"
-                ));
+                return bad(
+                    "bm25",
+                    format!("unknown BM25 mode {m:?}: expected plain or contextual"),
+                );
             }
         };
-        let number = |flag: &str, v: f32| -> Result<f32> {
+        let number = |field: &str, v: f32| -> Result<f32> {
             if v.is_finite() && v >= 0.0 {
                 Ok(v)
             } else {
-                Err(EngineError::Invalid(format!(
-                    "{flag} must be a number >= 0, not {v}"
-                )))
+                Err(EngineError::field_error(
+                    field,
+                    format!("must be a number >= 0, not {v}"),
+                ))
             }
         };
         let context_weight = number(
-            "--context-weight",
+            "context_weight",
             self.context_weight
                 .unwrap_or(situate_core::DEFAULT_CONTEXT_WEIGHT),
         )?;
         let mode = match self.mode.as_deref() {
             None => None,
-            Some(m) => Some(m.parse::<Mode>().map_err(EngineError::Invalid)?),
+            Some(m) => Some(
+                m.parse::<Mode>()
+                    .map_err(|e| EngineError::field_error("mode", e))?,
+            ),
         };
         let fetch = self.fetch.unwrap_or(situate_search::DEFAULT_FETCH);
         if fetch == 0 || fetch > MAX_K {
-            return bad(format!("--fetch must be from 1 to {MAX_K}, not {fetch}"));
+            return bad("fetch", format!("must be from 1 to {MAX_K}, not {fetch}"));
         }
-        let rrf_k = number("--rrf-k", self.rrf_k.unwrap_or(60.0))?;
+        let rrf_k = number("rrf_k", self.rrf_k.unwrap_or(60.0))?;
         let fusion = match self.fusion.as_deref() {
             None | Some("rrf") => Fusion::Rrf { k: rrf_k },
             Some("minmax") => Fusion::MinMax,
-            Some(f) => return bad(format!("unknown fusion {f:?}: expected rrf or minmax")),
+            Some(f) => {
+                return bad(
+                    "fusion",
+                    format!("unknown fusion {f:?}: expected rrf or minmax"),
+                );
+            }
         };
-        let bm25_weight = number("--bm25-weight", self.bm25_weight.unwrap_or(1.0))?;
-        let vector_weight = number("--vector-weight", self.vector_weight.unwrap_or(1.0))?;
+        let bm25_weight = number("bm25_weight", self.bm25_weight.unwrap_or(1.0))?;
+        let vector_weight = number("vector_weight", self.vector_weight.unwrap_or(1.0))?;
         if bm25_weight == 0.0 && vector_weight == 0.0 {
-            return bad("--bm25-weight and --vector-weight are both 0: no leg would count".into());
+            return bad(
+                "vector_weight",
+                "bm25_weight and vector_weight are both 0: no leg would count".into(),
+            );
         }
         let rerank = match self.rerank.as_deref().map(str::trim) {
             None | Some("none") => None,
-            Some("") => return bad("--rerank is empty: give none or a reranker".into()),
+            Some("") => return bad("rerank", "is empty: give none or a reranker".into()),
             Some(r) => Some(r.to_string()),
         };
         let rerank_depth = self
             .rerank_depth
             .unwrap_or(situate_search::rerank::DEFAULT_DEPTH);
         if rerank_depth == 0 || rerank_depth > MAX_K {
-            return bad(format!(
-                "--rerank-depth must be from 1 to {MAX_K}, not {rerank_depth}"
-            ));
+            return bad(
+                "rerank_depth",
+                format!("must be from 1 to {MAX_K}, not {rerank_depth}"),
+            );
         }
         Ok(SearchPlan {
             k,
@@ -605,35 +623,39 @@ impl FilterSettings {
         let languages = self
             .languages
             .iter()
-            .map(|l| l.parse::<Language>().map_err(EngineError::Invalid))
+            .map(|l| {
+                l.parse::<Language>()
+                    .map_err(|e| EngineError::field_error("filter.languages", e))
+            })
             .collect::<Result<Vec<_>>>()?;
         let kinds = self
             .kinds
             .iter()
             .map(|k| {
                 k.parse::<situate_core::CardKind>()
-                    .map_err(EngineError::Invalid)
+                    .map_err(|e| EngineError::field_error("filter.kinds", e))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(DocumentFilter {
             document_ids: self.documents.clone(),
             path_globs: self.paths.clone(),
             languages,
-            metadata: key_values("--meta", &self.meta)?,
+            metadata: key_values("filter.meta", &self.meta)?,
             kinds,
         })
     }
 }
 
-/// Parses repeated `KEY=VALUE` arguments (`flag` names them in errors).
-pub fn key_values(flag: &str, items: &[String]) -> Result<Vec<(String, String)>> {
+/// Parses repeated `KEY=VALUE` values of the field `field` (its wire name, in errors).
+pub fn key_values(field: &str, items: &[String]) -> Result<Vec<(String, String)>> {
     items
         .iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-            _ => Err(EngineError::Invalid(format!(
-                "{flag} {kv:?}: expected KEY=VALUE"
-            ))),
+            _ => Err(EngineError::field_error(
+                field,
+                format!("{kv:?}: expected KEY=VALUE"),
+            )),
         })
         .collect()
 }
@@ -675,81 +697,54 @@ mod tests {
 
     #[test]
     fn every_range_is_checked_in_one_place() {
-        let bad = |s: SearchSettings, says: &str| {
-            let e = s.plan("m").expect_err("invalid").to_string();
-            assert!(e.contains(says), "{e} should mention {says}");
+        // Each error names its field by its wire name and says what is accepted.
+        let bad = |s: SearchSettings, field: &str, says: &str| {
+            let e = s.plan("m").expect_err("invalid");
+            assert_eq!(e.field(), Some(field), "{e}");
+            assert!(e.to_string().contains(says), "{e} should mention {says}");
         };
+        let with = |f: fn(&mut SearchSettings)| {
+            let mut s = SearchSettings::default();
+            f(&mut s);
+            s
+        };
+        bad(with(|s| s.k = Some(0)), "k", "from 1 to");
         bad(
-            SearchSettings {
-                k: Some(0),
-                ..Default::default()
-            },
-            "-k",
+            with(|s| s.context_weight = Some(-1.0)),
+            "context_weight",
+            ">= 0",
         );
+        bad(with(|s| s.fetch = Some(0)), "fetch", "from 1 to");
+        bad(with(|s| s.rrf_k = Some(f32::INFINITY)), "rrf_k", ">= 0");
         bad(
-            SearchSettings {
-                context_weight: Some(-1.0),
-                ..Default::default()
-            },
-            "--context-weight",
-        );
-        bad(
-            SearchSettings {
-                context_weight: Some(f32::NAN),
-                ..Default::default()
-            },
-            "--context-weight",
-        );
-        bad(
-            SearchSettings {
-                fetch: Some(0),
-                ..Default::default()
-            },
-            "--fetch",
-        );
-        bad(
-            SearchSettings {
-                rrf_k: Some(f32::INFINITY),
-                ..Default::default()
-            },
-            "--rrf-k",
-        );
-        bad(
-            SearchSettings {
-                fusion: Some("borda".into()),
-                ..Default::default()
-            },
+            with(|s| s.fusion = Some("borda".into())),
+            "fusion",
             "rrf or minmax",
         );
         bad(
-            SearchSettings {
-                bm25_weight: Some(0.0),
-                vector_weight: Some(0.0),
-                ..Default::default()
-            },
+            with(|s| {
+                s.bm25_weight = Some(0.0);
+                s.vector_weight = Some(0.0);
+            }),
+            "vector_weight",
             "both 0",
         );
         bad(
-            SearchSettings {
-                rerank_depth: Some(0),
-                ..Default::default()
-            },
-            "--rerank-depth",
+            with(|s| s.rerank_depth = Some(0)),
+            "rerank_depth",
+            "from 1 to",
         );
         bad(
-            SearchSettings {
-                mode: Some("semantic".into()),
-                ..Default::default()
-            },
+            with(|s| s.mode = Some("semantic".into())),
+            "mode",
             "bm25, vector or hybrid",
         );
         bad(
-            SearchSettings {
-                bm25: Some("fuzzy".into()),
-                ..Default::default()
-            },
+            with(|s| s.bm25 = Some("fuzzy".into())),
+            "bm25",
             "plain or contextual",
         );
+        bad(with(|s| s.rerank = Some(" ".into())), "rerank", "is empty");
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use situate_search::SearchRequest;
 use std::path::PathBuf;
 
 fn opts(method: &str) -> IngestOptions {

@@ -356,6 +356,9 @@ pub struct JobError {
     pub code: &'static str,
     /// What went wrong.
     pub detail: String,
+    /// The wire name of the job's field at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 struct Job {
@@ -572,9 +575,10 @@ impl Jobs {
         })?;
         let done = self.wait(&job.id, limit).await?;
         match (done.state, &done.error) {
-            (JobState::Failed, Some(e)) => {
-                Err(Problem::new(status_of(e.code), e.code, e.detail.clone()))
-            }
+            (JobState::Failed, Some(e)) => Err(Problem {
+                field: e.field.clone(),
+                ..Problem::new(status_of(e.code), e.code, e.detail.clone())
+            }),
             (JobState::Failed, None) => Err(Problem::internal("the decision failed")),
             _ => Ok(done),
         }
@@ -605,14 +609,14 @@ impl Jobs {
 
 /// The HTTP status of a job error's code, for answers made from a job's outcome.
 pub fn status_of(code: &str) -> StatusCode {
-    match code {
-        "invalid-request" => StatusCode::BAD_REQUEST,
-        "not-found" => StatusCode::NOT_FOUND,
-        "locked" | "cancelled" => StatusCode::CONFLICT,
-        "no-index" => StatusCode::SERVICE_UNAVAILABLE,
-        "reranker-failed" => StatusCode::BAD_GATEWAY,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    if code == "cancelled" {
+        return StatusCode::CONFLICT;
     }
+    situate_engine::ErrorKind::TABLE
+        .iter()
+        .find(|w| w.code == code)
+        .and_then(|w| StatusCode::from_u16(w.http).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 fn not_found(id: &str) -> Problem {
@@ -777,8 +781,8 @@ fn run_job(
             text,
         } => decision_of(&decision, text.as_deref()).and_then(|d| {
             let mut e = Engine::open(index, Access::Write)?;
-            let new = e.decide_context(&chunk_id, d)?;
-            Ok(serde_json::json!({"chunk_id": chunk_id, "context_status": new}))
+            let answer = e.decide(&chunk_id, d)?;
+            serde_json::to_value(answer).map_err(Problem::internal)
         }),
         JobSpec::Eval {
             dataset,
@@ -972,6 +976,7 @@ fn finish(status: &watch::Sender<JobStatus>, outcome: Result<serde_json::Value, 
                 s.error = Some(JobError {
                     code: p.code,
                     detail: p.detail,
+                    field: p.field,
                 });
             }
         }

@@ -52,7 +52,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use situate_engine::{FilterSettings, SearchResponse, SearchSettings, Settings};
+use situate_engine::api::{CardAnswer, CardRequest};
+use situate_engine::{SearchRequest, SearchResponse, Settings};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -551,60 +552,11 @@ async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Valu
     })))
 }
 
-/// The body of `POST /v1/search`: the query, `situate search`'s settings by their
-/// `situate.toml` names (each unset one from `[search]`, then the default), and the
-/// filters.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SearchBody {
-    /// The query (at most the service's `max_query_chars`).
-    query: String,
-    /// Hits returned [10; at most the service's `max_k`].
-    k: Option<usize>,
-    /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors].
-    #[schemars(extend("enum" = ["bm25", "vector", "hybrid", null]))]
-    mode: Option<String>,
-    /// `contextual` (context and original) or `plain` (the original alone) BM25.
-    #[schemars(extend("enum" = ["contextual", "plain", null]))]
-    bm25: Option<String>,
-    /// Weight of the context relative to the original in contextual BM25 [0.5].
-    context_weight: Option<f32>,
-    /// Hits each leg contributes to the fusion [150].
-    fetch: Option<usize>,
-    /// `rrf` or `minmax` [rrf].
-    #[schemars(extend("enum" = ["rrf", "minmax", null]))]
-    fusion: Option<String>,
-    /// RRF's k [60].
-    rrf_k: Option<f32>,
-    /// Weight of the BM25 leg [1].
-    bm25_weight: Option<f32>,
-    /// Weight of the vector leg [1].
-    vector_weight: Option<f32>,
-    /// A reranker spec (`none`, `cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...) [none].
-    rerank: Option<String>,
-    /// How many fused hits the reranker re-scores [150].
-    rerank_depth: Option<usize>,
-    /// Accepted for parity with `situate search --explain`: a JSON hit always carries
-    /// each leg's rank and score.
-    #[serde(default)]
-    #[allow(dead_code)]
-    explain: bool,
-    /// Only documents that match: ids, path globs, languages, `KEY=VALUE` metadata.
-    #[serde(default)]
-    filter: FilterSettings,
-    /// On a query node of a shared store: first wait until the node has applied this
-    /// feed position (`position` of `situate ingest --store`: read your writes).
-    after: Option<u64>,
-}
-
 async fn search(
     State(s): State<Arc<AppState>>,
-    Body(b): Body<SearchBody>,
+    Body(b): Body<SearchRequest>,
 ) -> AppResult<Json<SearchResponse>> {
     let limits = s.limits;
-    if b.query.trim().is_empty() {
-        return Err(Problem::invalid("the query is empty"));
-    }
     let chars = b.query.chars().count();
     if chars > limits.max_query_chars {
         return Err(Problem::new(
@@ -616,40 +568,23 @@ async fn search(
             ),
         ));
     }
-    let flags = SearchSettings {
-        k: b.k,
-        bm25: b.bm25,
-        context_weight: b.context_weight,
-        mode: b.mode,
-        fetch: b.fetch,
-        fusion: b.fusion,
-        rrf_k: b.rrf_k,
-        bm25_weight: b.bm25_weight,
-        vector_weight: b.vector_weight,
-        rerank: b.rerank,
-        rerank_depth: b.rerank_depth,
-    };
-    let plan = flags
-        .over(&s.settings.search)
-        .plan(&s.settings.default_llm())?;
-    if plan.k > limits.max_k {
+    let c = b.check(&s.settings)?;
+    if c.plan.k > limits.max_k {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
             "k-too-large",
             format!(
                 "k is {}; this service returns at most {} hits",
-                plan.k, limits.max_k
+                c.plan.k, limits.max_k
             ),
         ));
     }
-    let filter = b.filter.filter()?;
-    if let Some(after) = b.after {
+    if let Some(after) = c.after {
         wait_for_position(&s, after).await?;
     }
-    let query = b.query;
     let r = s
         .readers
-        .run(move |e| e.query(&query, &plan, &filter))
+        .run(move |e| e.query(&c.query, &c.plan, &c.filter))
         .await?;
     Ok(Json(r))
 }
@@ -693,36 +628,23 @@ async fn card(
     State(s): State<Arc<AppState>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     query: Result<Query<CardQuery>, axum::extract::rejection::QueryRejection>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<CardAnswer>> {
     let Path(chunk_id) = path?;
     let Query(q) = query?;
     if q.neighbours > s.limits.max_neighbours {
-        return Err(Problem::invalid(format!(
-            "neighbours is {}; at most {} on each side",
-            q.neighbours, s.limits.max_neighbours
+        return Err(Problem::from(situate_engine::EngineError::field_error(
+            "neighbours",
+            format!(
+                "at most {} on each side, not {}",
+                s.limits.max_neighbours, q.neighbours
+            ),
         )));
     }
-    let n = q.neighbours;
-    let (view, around) = s
-        .readers
-        .run(move |e| {
-            let view = e.card_view(&chunk_id)?;
-            let around = if n > 0 {
-                Some(e.neighbours(&chunk_id, n, n)?)
-            } else {
-                None
-            };
-            Ok((view, around))
-        })
-        .await?;
-    let mut v = serde_json::to_value(view).map_err(Problem::internal)?;
-    if let (Some((before, after)), Some(obj)) = (around, v.as_object_mut()) {
-        obj.insert(
-            "neighbours".into(),
-            serde_json::json!({"before": before, "after": after}),
-        );
-    }
-    Ok(Json(v))
+    let req = CardRequest {
+        chunk_id,
+        neighbours: q.neighbours,
+    };
+    Ok(Json(s.readers.run(move |e| e.card(&req)).await?))
 }
 
 #[derive(Debug, Deserialize)]

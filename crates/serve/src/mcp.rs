@@ -29,7 +29,7 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router,
 };
 use serde::Deserialize;
-use situate_engine::{FilterSettings, SearchSettings};
+use situate_engine::{FilterSettings, SearchRequest, SearchSettings};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,11 +68,24 @@ impl SituateMcp {
 }
 
 /// A caller's error as a tool result the model reads (`isError`), with the stable code.
+/// A tool error: the problem's code and detail as text (what an agent reads), and the
+/// problem itself (`code`, `field`, `detail`, `status`) as structured content, as
+/// `POST /v1/...` answers it.
 fn tool_error(p: Problem) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!(
+    let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
         "{}: {}",
         p.code, p.detail
-    ))])
+    ))]);
+    r.structured_content = Some(p.to_json());
+    r
+}
+
+/// An invalid value of the tool's own field `field` (its paging and budget).
+fn field_problem(field: &str, reason: impl std::fmt::Display) -> Problem {
+    Problem::from(situate_engine::EngineError::field_error(
+        field,
+        reason.to_string(),
+    ))
 }
 
 fn json_result(v: &serde_json::Value) -> CallToolResult {
@@ -138,21 +151,11 @@ pub struct SearchParams {
     pub max_chars: Option<usize>,
     /// `next_cursor` of the previous call with the same query, for the hits after it.
     pub cursor: Option<String>,
-    /// Only these document ids.
+    /// Only documents that match: `documents` (ids), `paths` (globs such as `docs/*`),
+    /// `languages` (`en`, `ru`, `zh`, `other`), `meta` (`KEY=VALUE`, all of them), `kinds`
+    /// (`text`, `table`, `image`): the filter of `POST /v1/search`.
     #[serde(default)]
-    pub documents: Vec<String>,
-    /// Only documents whose id matches one of these globs (`docs/*`).
-    #[serde(default)]
-    pub paths: Vec<String>,
-    /// Only documents in these languages (`en`, `ru`, `zh`, `other`).
-    #[serde(default)]
-    pub languages: Vec<String>,
-    /// Only documents with all of this metadata, `KEY=VALUE`.
-    #[serde(default)]
-    pub meta: Vec<String>,
-    /// Only cards of these kinds (`text`, `table`, `image`).
-    #[serde(default)]
-    pub kinds: Vec<String>,
+    pub filter: FilterSettings,
 }
 
 /// Parameters of `get_card`.
@@ -408,60 +411,58 @@ impl SituateMcp {
 impl SituateMcp {
     async fn do_search(&self, p: SearchParams) -> Result<serde_json::Value, Problem> {
         let s = &self.state;
-        if p.query.trim().is_empty() {
-            return Err(Problem::invalid("the query is empty"));
-        }
         if p.query.chars().count() > s.limits.max_query_chars {
-            return Err(Problem::invalid(format!(
-                "the query is longer than {} characters",
-                s.limits.max_query_chars
-            )));
+            return Err(field_problem(
+                "query",
+                format!("longer than {} characters", s.limits.max_query_chars),
+            ));
         }
         let k = p.k.unwrap_or(DEFAULT_K);
         if k == 0 || k > MAX_K {
-            return Err(Problem::invalid(format!(
-                "k must be from 1 to {MAX_K}, not {k}"
-            )));
+            return Err(field_problem(
+                "k",
+                format!("must be from 1 to {MAX_K}, not {k}"),
+            ));
         }
         let budget = p.max_chars.unwrap_or(DEFAULT_CHARS);
         if !(500..=MAX_CHARS).contains(&budget) {
-            return Err(Problem::invalid(format!(
-                "max_chars must be from 500 to {MAX_CHARS}, not {budget}"
-            )));
+            return Err(field_problem(
+                "max_chars",
+                format!("must be from 500 to {MAX_CHARS}, not {budget}"),
+            ));
         }
         let offset = match p.cursor.as_deref() {
             None | Some("") => 0,
             Some(c) => decode_cursor(c)
                 .and_then(|t| t.strip_prefix("hit:").and_then(|n| n.parse::<usize>().ok()))
-                .ok_or_else(|| Problem::invalid("the cursor is not one this tool gave"))?,
+                .ok_or_else(|| field_problem("cursor", "not one this tool gave"))?,
         };
         let depth = offset + k;
         if depth > s.limits.max_k {
-            return Err(Problem::invalid(format!(
-                "no hits beyond the first {}: refine the query or the filters",
-                s.limits.max_k
-            )));
+            return Err(field_problem(
+                "cursor",
+                format!(
+                    "no hits beyond the first {}: refine the query or the filters",
+                    s.limits.max_k
+                ),
+            ));
         }
-        // One more than asked, to know whether a next page exists.
-        let plan = SearchSettings {
-            k: Some((depth + 1).min(s.limits.max_k)),
-            mode: p.mode,
-            ..SearchSettings::default()
+        // The same search as `POST /v1/search`, one hit more than asked (to know whether
+        // a next page exists).
+        let c = SearchRequest {
+            query: p.query,
+            settings: SearchSettings {
+                k: Some((depth + 1).min(s.limits.max_k)),
+                mode: p.mode,
+                ..SearchSettings::default()
+            },
+            filter: p.filter,
+            ..SearchRequest::default()
         }
-        .over(&s.settings.search)
-        .plan(&s.settings.default_llm())?;
-        let filter = FilterSettings {
-            documents: p.documents,
-            paths: p.paths,
-            languages: p.languages,
-            meta: p.meta,
-            kinds: p.kinds,
-        }
-        .filter()?;
-        let query = p.query;
+        .check(&s.settings)?;
         let r = s
             .readers
-            .run(move |e| e.query(&query, &plan, &filter))
+            .run(move |e| e.query(&c.query, &c.plan, &c.filter))
             .await?;
         let available = r.hits.len();
         let mut used = 0usize;
@@ -496,31 +497,17 @@ impl SituateMcp {
 
     async fn do_card(&self, p: CardParams) -> Result<serde_json::Value, Problem> {
         if p.neighbours > 5 {
-            return Err(Problem::invalid("neighbours: at most 5 on each side"));
+            return Err(field_problem(
+                "neighbours",
+                format!("at most 5 on each side, not {}", p.neighbours),
+            ));
         }
-        let n = p.neighbours;
-        let id = p.chunk_id;
-        let (view, around) = self
-            .state
-            .readers
-            .run(move |e| {
-                let view = e.card_view(&id)?;
-                let around = if n > 0 {
-                    Some(e.neighbours(&id, n, n)?)
-                } else {
-                    None
-                };
-                Ok((view, around))
-            })
-            .await?;
-        let mut v = serde_json::to_value(view).map_err(Problem::internal)?;
-        if let (Some((before, after)), Some(o)) = (around, v.as_object_mut()) {
-            o.insert(
-                "neighbours".into(),
-                serde_json::json!({"before": before, "after": after}),
-            );
-        }
-        Ok(v)
+        let req = situate_engine::api::CardRequest {
+            chunk_id: p.chunk_id,
+            neighbours: p.neighbours,
+        };
+        let card = self.state.readers.run(move |e| e.card(&req)).await?;
+        serde_json::to_value(card).map_err(Problem::internal)
     }
 
     async fn do_ask(&self, p: AskParams) -> Result<serde_json::Value, Problem> {

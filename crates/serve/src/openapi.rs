@@ -10,11 +10,13 @@
 //! shows in review.
 
 use crate::jobs::{JobSpec, JobStatus};
-use crate::{ContextPage, DocumentDetail, DocumentPage, JobList, ReviewBody, SearchBody};
+use crate::{ContextPage, DocumentDetail, DocumentPage, JobList, ReviewBody};
 use schemars::generate::{Contract, SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
-use situate_engine::{CardView, SearchResponse};
+use situate_engine::SearchRequest;
+use situate_engine::SearchResponse;
+use situate_engine::api::CardAnswer;
 
 /// The schema of every error answer.
 #[derive(serde::Serialize, JsonSchema)]
@@ -30,6 +32,10 @@ struct Problem {
     detail: String,
     /// The stable code (`not-found`, `invalid-request`, ...).
     code: String,
+    /// The wire name of the request's field at fault, when one is (`k`,
+    /// `filter.languages`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
 }
 
 struct Gen {
@@ -141,7 +147,7 @@ pub fn document() -> Value {
         "/openapi.json": {"get": op("openapi", "This document", vec![], None,
             vec![("200", free_form("OpenAPI 3.0"))])},
         "/v1/search": {"post": op("search", "Search: everything `situate search` does; the `search --json` shape",
-            vec![], Some(g.body::<SearchBody>()),
+            vec![], Some(g.body::<SearchRequest>()),
             vec![("200", g.answer::<SearchResponse>("The hits, context and original apart, with each leg's rank and score"))])},
         "/v1/ask": {"post": op("ask", "A grounded answer: the passages, the model's answer citing them (each citation checked against the original), or \"not in the documents\"; with `stream`, server-sent events (`text` as it is written, then `answer`)",
             vec![], Some(g.body::<crate::ask::AskBody>()),
@@ -149,7 +155,7 @@ pub fn document() -> Value {
         "/v1/cards/{chunk_id}": {"get": op("get_card", "A chunk card in full (and, with `neighbours`, the chunks around it)",
             vec![path_param("chunk_id", "The chunk id (percent-encoded)"),
                  query_param("neighbours", "Chunks on each side", json!({"type": "integer", "minimum": 0, "maximum": 20}))],
-            None, vec![("200", g.answer::<CardView>("The card"))])},
+            None, vec![("200", g.answer::<CardAnswer>("The card, and its neighbours when asked for"))])},
         "/v1/documents": {"get": op("list_documents", "Documents in id order, page by page",
             vec![limit(500), cursor.clone()], None,
             vec![("200", g.answer::<DocumentPage>("A page"))])},
@@ -231,14 +237,14 @@ mod tests {
         let doc = document();
         let schemas = doc["components"]["schemas"].as_object().expect("schemas");
         for name in [
-            "SearchBody",
+            "SearchRequest",
             "SearchResponse",
             "AskBody",
             "AnswerResponse",
             "Citation",
             "Hit",
             "LegScore",
-            "CardView",
+            "CardAnswer",
             "JobSpec",
             "JobStatus",
             "Problem",
@@ -255,7 +261,7 @@ mod tests {
             );
         }
         // The search body is read strictly, as serde reads it.
-        assert_eq!(schemas["SearchBody"]["additionalProperties"], false);
-        assert_eq!(schemas["SearchBody"]["required"], json!(["query"]));
+        assert_eq!(schemas["SearchRequest"]["additionalProperties"], false);
+        assert_eq!(schemas["SearchRequest"]["required"], json!(["query"]));
     }
 }

@@ -1,11 +1,14 @@
 //! Errors as RFC 9457 `application/problem+json`: a status, a stable `code` a client can
-//! branch on (also in `type`, as `urn:situate:problem:CODE`), a fixed `title` per code and a
-//! `detail` saying what was wrong with this request.
+//! branch on (also in `type`, as `urn:situate:problem:CODE`), a fixed `title` per code, a
+//! `detail` saying what was wrong with this request and, when one field of the request is
+//! at fault, its wire name in `field`. An engine error is answered by its kind's row of
+//! [`situate_engine::ErrorKind::TABLE`] (the same table the CLI's exit status and MCP's
+//! tool errors come from); the codes below it are the service's own (routes, keys, limits).
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use situate_engine::EngineError;
+use situate_engine::{EngineError, ErrorKind};
 
 /// One error answer.
 #[derive(Debug, Clone)]
@@ -16,6 +19,8 @@ pub struct Problem {
     pub code: &'static str,
     /// What was wrong with this request.
     pub detail: String,
+    /// The wire name of the request's field at fault, when one is.
+    pub field: Option<String>,
 }
 
 impl Problem {
@@ -25,6 +30,7 @@ impl Problem {
             status,
             code,
             detail: detail.into(),
+            field: None,
         }
     }
 
@@ -43,10 +49,28 @@ impl Problem {
         )
     }
 
+    /// A problem with the JSON the answer carries (`code`, `detail`, `field`, `status`),
+    /// as MCP's tool errors give it too.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({
+            "type": format!("urn:situate:problem:{}", self.code),
+            "title": self.title(),
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+            "code": self.code,
+        });
+        if let Some(f) = &self.field {
+            body["field"] = f.as_str().into();
+        }
+        body
+    }
+
     /// The fixed title of a code.
     fn title(&self) -> &'static str {
+        if let Some(w) = ErrorKind::TABLE.iter().find(|w| w.code == self.code) {
+            return w.title;
+        }
         match self.code {
-            "not-found" => "Not found",
             "route-not-found" => "No such route",
             "method-not-allowed" => "Method not allowed",
             "invalid-request" => "Invalid request",
@@ -59,12 +83,8 @@ impl Problem {
             "forbidden" => "This key may not do that",
             "host-not-allowed" => "Host not allowed",
             "origin-not-allowed" => "Origin not allowed",
-            "no-index" => "No index",
-            "locked" => "The index is being written",
             "timeout" => "The request took too long",
             "not-ready" => "Not ready",
-            "reranker-failed" => "The reranker failed",
-            "llm-failed" => "The language model failed",
             "cancelled" => "Cancelled",
             _ => "Internal error",
         }
@@ -73,13 +93,7 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "type": format!("urn:situate:problem:{}", self.code),
-            "title": self.title(),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "code": self.code,
-        });
+        let body = self.to_json();
         let mut r = (self.status, body.to_string()).into_response();
         r.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -95,28 +109,16 @@ impl IntoResponse for Problem {
 
 impl From<EngineError> for Problem {
     fn from(e: EngineError) -> Problem {
-        match e {
-            EngineError::NotFound(m) => Problem::new(StatusCode::NOT_FOUND, "not-found", m),
-            EngineError::Invalid(m) => Problem::invalid(m),
-            e @ EngineError::NoIndex(_) => {
-                Problem::new(StatusCode::SERVICE_UNAVAILABLE, "no-index", e.to_string())
-            }
-            e @ EngineError::Locked(_) => {
-                Problem::new(StatusCode::CONFLICT, "locked", e.to_string())
-            }
-            // A reranker the request names that cannot be had (an unknown spec, a model
-            // directory that is not there) is the request's fault; one that fails while
-            // scoring (a hosted API down) is the upstream's.
-            e @ EngineError::RerankerLoad(_) => Problem::invalid(e.to_string()),
-            e @ EngineError::Rerank(_) => {
-                Problem::new(StatusCode::BAD_GATEWAY, "reranker-failed", e.to_string())
-            }
-            // The answer model is the service's own setting: one that cannot be loaded or
-            // that fails (a hosted API down) is the upstream's, not the request's.
-            e @ EngineError::Llm(_) => {
-                Problem::new(StatusCode::BAD_GATEWAY, "llm-failed", e.to_string())
-            }
-            e => Problem::internal(format!("{:#}", anyhow_like(&e))),
+        let wire = e.kind().wire();
+        if wire.kind == ErrorKind::Internal {
+            return Problem::internal(anyhow_like(&e));
+        }
+        let status = StatusCode::from_u16(wire.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Problem {
+            status,
+            code: wire.code,
+            field: e.field().map(str::to_string),
+            detail: e.to_string(),
         }
     }
 }

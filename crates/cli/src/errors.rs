@@ -1,0 +1,88 @@
+//! How the command reports an error: the message on stderr (with the flag beside the
+//! field the engine names), under `--json` the same error as JSON on stdout, and the exit
+//! status of the error's kind, all from the engine's one table
+//! ([`situate_engine::ErrorKind::TABLE`]), as the HTTP service and MCP answer it.
+
+use clap::CommandFactory;
+use situate_engine::EngineError;
+use std::process::ExitCode;
+
+/// Reports `e` and returns the exit status its kind maps to (1 for errors that are not the
+/// engine's: files, arguments checked here).
+pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
+    let engine = e.chain().find_map(|c| c.downcast_ref::<EngineError>());
+    let mut text = format!("{e:#}");
+    let field = engine.and_then(EngineError::field);
+    if let Some(flag) = field.and_then(flag_of) {
+        // "context_weight: must be ..." → "context_weight (--context-weight): must be ...".
+        let field = field.unwrap_or_default();
+        text = text.replacen(&format!("{field}: "), &format!("{field} ({flag}): "), 1);
+    }
+    let wire = engine.map(|e| e.kind().wire());
+    if json {
+        let v = serde_json::json!({"error": {
+            "code": wire.map_or("error", |w| w.code),
+            "field": field,
+            "detail": text,
+        }});
+        println!("{v}");
+    }
+    eprintln!("error: {text}");
+    ExitCode::from(wire.map_or(1, |w| w.exit))
+}
+
+/// The command-line flag of a request field, by its wire name: the filter's fields by
+/// their flags (`filter.languages` is `--language`), `k` as `-k`, any other field whose
+/// `--kebab-case` some command takes. `None` for a field no flag sets (a query is an
+/// argument; a value from `situate.toml` has its field's name there).
+pub fn flag_of(field: &str) -> Option<String> {
+    let fixed = match field {
+        "k" => Some("-k"),
+        "filter.languages" => Some("--language"),
+        "filter.documents" => Some("--document"),
+        "filter.paths" => Some("--path"),
+        "filter.meta" => Some("--meta"),
+        "filter.kinds" => Some("--kind"),
+        _ => None,
+    };
+    if let Some(f) = fixed {
+        return Some(f.to_string());
+    }
+    let long = field.replace('_', "-");
+    has_long(&crate::Cli::command(), &long).then(|| format!("--{long}"))
+}
+
+/// Whether `cmd` or one of its subcommands takes `--long`.
+fn has_long(cmd: &clap::Command, long: &str) -> bool {
+    cmd.get_arguments().any(|a| a.get_long() == Some(long))
+        || cmd.get_subcommands().any(|c| has_long(c, long))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_map_to_the_flags_that_set_them() {
+        assert_eq!(flag_of("k").as_deref(), Some("-k"));
+        assert_eq!(
+            flag_of("context_weight").as_deref(),
+            Some("--context-weight")
+        );
+        assert_eq!(flag_of("rerank_depth").as_deref(), Some("--rerank-depth"));
+        assert_eq!(flag_of("filter.languages").as_deref(), Some("--language"));
+        assert_eq!(flag_of("query"), None);
+        assert_eq!(flag_of("no_such_thing"), None);
+    }
+
+    #[test]
+    fn an_engine_field_error_gets_its_flag_and_its_kind_s_exit_status() {
+        let e = anyhow::Error::from(EngineError::field_error(
+            "context_weight",
+            "must be a number >= 0, not -1",
+        ));
+        assert_eq!(report(&e, false), ExitCode::from(1));
+        let other = anyhow::anyhow!("cannot read x");
+        assert_eq!(report(&other, false), ExitCode::from(1));
+    }
+}

@@ -1,0 +1,286 @@
+//! The engine's one error type, the kinds a caller acts on, and the one table that maps a
+//! kind to every front end's answer: the CLI's exit status, the HTTP status and problem
+//! code, and MCP's.
+
+use situate_core::IndexError;
+use std::path::PathBuf;
+
+/// Engine errors, with what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No index at the path.
+    #[error("no situate index at {0} (create one with `situate init` or `situate ingest`)")]
+    NoIndex(PathBuf),
+    /// Another process is writing.
+    #[error(
+        "the index at {0} is being written by another situate process; try again when it has finished"
+    )]
+    Locked(PathBuf),
+    /// A document or chunk does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// Bad settings or input (prefer [`EngineError::InvalidField`] where one field is at
+    /// fault).
+    #[error("{0}")]
+    Invalid(String),
+    /// One field of a request or of the settings is wrong: its wire name (the JSON and
+    /// `situate.toml` name, `context_weight`) and why.
+    #[error("{field}: {reason}")]
+    InvalidField {
+        /// The field's wire name (`filter.languages` inside an object).
+        field: String,
+        /// What is wrong with its value, and what is accepted.
+        reason: String,
+    },
+    /// The card store failed.
+    #[error(transparent)]
+    Store(#[from] situate_store::StoreError),
+    /// The shared store on PostgreSQL failed.
+    #[error(transparent)]
+    SharedStore(#[from] situate_pg::PgError),
+    /// The BM25 index failed.
+    #[error(transparent)]
+    Bm25(#[from] situate_index::Bm25Error),
+    /// Ingest settings are wrong.
+    #[error(transparent)]
+    Ingest(#[from] situate_ingest::IngestError),
+    /// A search failed.
+    #[error("search failed: {0}")]
+    Search(IndexError),
+    /// The reranker failed (the search is not answered from the unreranked order).
+    #[error("reranking failed: {0}")]
+    Rerank(#[from] situate_core::RerankError),
+    /// The vector index failed.
+    #[error(transparent)]
+    Vector(#[from] situate_vector::VectorError),
+    /// A reranker could not be loaded.
+    #[error("cannot load the reranker: {0}")]
+    RerankerLoad(#[source] situate_core::RerankError),
+    /// An LLM could not be loaded or set up.
+    #[error(transparent)]
+    Llm(#[from] situate_llm::LlmError),
+    /// A prompt template is not valid.
+    #[error(transparent)]
+    Template(#[from] situate_llm::prompt::TemplateError),
+    /// An evaluation file could not be read.
+    #[error(transparent)]
+    EvalData(#[from] situate_eval::beir::EvalDataError),
+    /// A settings file is not valid.
+    #[error("in {path}")]
+    Settings {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// An error with what was being done when it happened (`configuration bm25+none`): its
+    /// kind and field are its source's.
+    #[error("{what}: {source}")]
+    In {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: Box<EngineError>,
+    },
+    /// A file-system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`EngineError`].
+pub type Result<T> = std::result::Result<T, EngineError>;
+
+pub(crate) fn io<'a>(
+    op: &'static str,
+    path: &'a std::path::Path,
+) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
+    move |source| EngineError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What a caller can do about an error: the one classification every front end answers
+/// from ([`ErrorKind::wire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The request or the settings are wrong (fix the named field).
+    Invalid,
+    /// A document, chunk, job or report does not exist.
+    NotFound,
+    /// The write conflicts with what is stored (nothing was written).
+    Conflict,
+    /// Another writer holds the index: try again when it has finished.
+    Busy,
+    /// What the request needs is not there or not reachable (no index, a store down).
+    Unavailable,
+    /// A model or service the engine called failed (a hosted API down, a reranker or LLM
+    /// that failed while working).
+    Upstream,
+    /// The engine itself failed (the log says why).
+    Internal,
+}
+
+/// How one error kind is answered by each front end: a row of [`ErrorKind::TABLE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wire {
+    /// The kind.
+    pub kind: ErrorKind,
+    /// The `situate` command's exit status. Every engine error exits 1 for now: `Invalid`
+    /// still covers failures that are not the caller's (an embedder that cannot load),
+    /// so it cannot take clap's 2 for a usage error until those have kinds of their own.
+    pub exit: u8,
+    /// The HTTP status.
+    pub http: u16,
+    /// The stable problem code (`type` is `urn:situate:problem:CODE`), also the prefix of
+    /// an MCP tool error's text and its `code`.
+    pub code: &'static str,
+    /// The problem's fixed title.
+    pub title: &'static str,
+}
+
+impl ErrorKind {
+    /// Every kind's answer, in one place.
+    #[rustfmt::skip]
+    pub const TABLE: [Wire; 7] = [
+        Wire { kind: ErrorKind::Invalid, exit: 1, http: 400, code: "invalid-request", title: "Invalid request" },
+        Wire { kind: ErrorKind::NotFound, exit: 1, http: 404, code: "not-found", title: "Not found" },
+        Wire { kind: ErrorKind::Conflict, exit: 1, http: 409, code: "conflict", title: "Conflict" },
+        Wire { kind: ErrorKind::Busy, exit: 1, http: 409, code: "locked", title: "The index is being written" },
+        Wire { kind: ErrorKind::Unavailable, exit: 1, http: 503, code: "unavailable", title: "Unavailable" },
+        Wire { kind: ErrorKind::Upstream, exit: 1, http: 502, code: "upstream-failed", title: "A model or service failed" },
+        Wire { kind: ErrorKind::Internal, exit: 1, http: 500, code: "internal", title: "Internal error" },
+    ];
+
+    /// This kind's row of [`ErrorKind::TABLE`].
+    pub fn wire(self) -> Wire {
+        // The table has a row per kind (a test checks): the fallback is never taken.
+        ErrorKind::TABLE
+            .into_iter()
+            .find(|w| w.kind == self)
+            .unwrap_or(ErrorKind::TABLE[ErrorKind::TABLE.len() - 1])
+    }
+}
+
+impl EngineError {
+    /// What a caller can do about this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::In { source, .. } => source.kind(),
+            EngineError::Invalid(_)
+            | EngineError::InvalidField { .. }
+            | EngineError::Template(_)
+            | EngineError::Settings { .. }
+            | EngineError::Ingest(_)
+            | EngineError::EvalData(_)
+            | EngineError::RerankerLoad(_) => ErrorKind::Invalid,
+            EngineError::NotFound(_) => ErrorKind::NotFound,
+            EngineError::Locked(_) => ErrorKind::Busy,
+            EngineError::NoIndex(_) => ErrorKind::Unavailable,
+            EngineError::Store(situate_store::StoreError::Conflict(_))
+            | EngineError::SharedStore(situate_pg::PgError::Conflict(_)) => ErrorKind::Conflict,
+            EngineError::SharedStore(
+                situate_pg::PgError::Connect { .. }
+                | situate_pg::PgError::NoStore { .. }
+                | situate_pg::PgError::NoPgvector { .. },
+            ) => ErrorKind::Unavailable,
+            EngineError::SharedStore(situate_pg::PgError::Url { .. }) => ErrorKind::Invalid,
+            EngineError::Rerank(_) | EngineError::Llm(_) => ErrorKind::Upstream,
+            EngineError::Store(_)
+            | EngineError::SharedStore(_)
+            | EngineError::Bm25(_)
+            | EngineError::Search(_)
+            | EngineError::Vector(_)
+            | EngineError::Io { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The wire name of the field at fault, when one is.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            EngineError::InvalidField { field, .. } => Some(field),
+            EngineError::In { source, .. } => source.field(),
+            _ => None,
+        }
+    }
+
+    /// This error, said to have happened while doing `what`; its kind and field stay.
+    pub fn within(self, what: impl Into<String>) -> EngineError {
+        EngineError::In {
+            what: what.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// An error in the field `field` (its wire name).
+    pub fn field_error(field: impl Into<String>, reason: impl Into<String>) -> EngineError {
+        EngineError::InvalidField {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_one_row_per_kind_and_distinct_codes() {
+        let kinds = [
+            ErrorKind::Invalid,
+            ErrorKind::NotFound,
+            ErrorKind::Conflict,
+            ErrorKind::Busy,
+            ErrorKind::Unavailable,
+            ErrorKind::Upstream,
+            ErrorKind::Internal,
+        ];
+        for k in kinds {
+            assert_eq!(
+                ErrorKind::TABLE.iter().filter(|w| w.kind == k).count(),
+                1,
+                "{k:?}"
+            );
+            assert_eq!(k.wire().kind, k);
+        }
+        let codes: std::collections::BTreeSet<_> =
+            ErrorKind::TABLE.iter().map(|w| w.code).collect();
+        assert_eq!(codes.len(), ErrorKind::TABLE.len());
+    }
+
+    #[test]
+    fn a_field_error_names_its_field_and_is_invalid() {
+        let e = EngineError::field_error("context_weight", "must be a number >= 0, not -1");
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert_eq!(e.field(), Some("context_weight"));
+        assert_eq!(
+            e.to_string(),
+            "context_weight: must be a number >= 0, not -1"
+        );
+        assert_eq!(e.kind().wire().http, 400);
+        assert_eq!(e.kind().wire().exit, 1);
+        let within = e.within("configuration bm25+none");
+        assert_eq!(within.field(), Some("context_weight"));
+        assert_eq!(within.kind(), ErrorKind::Invalid);
+        assert!(
+            within
+                .to_string()
+                .starts_with("configuration bm25+none: context_weight: ")
+        );
+        let locked = EngineError::Locked(PathBuf::from("x"));
+        assert_eq!(locked.kind().wire().http, 409);
+        assert_eq!(locked.field(), None);
+    }
+}
