@@ -1,5 +1,51 @@
 //! The embedded engine: one index directory holding the card store and the BM25 index,
-//! kept in step.
+//! kept in step. It is the API every front end (the `situate` command, the HTTP service,
+//! MCP, the workers) calls: a request type per operation ([`api`]), one error type with
+//! kinds ([`EngineError`], [`ErrorKind`]).
+//!
+//! # Example: ingest a folder, then search it
+//!
+//! ```
+//! use situate_engine::{Access, Engine, IngestRequest, SearchRequest, Settings, ingest_into};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let tmp = tempfile::tempdir()?;
+//! let docs = tmp.path().join("docs");
+//! std::fs::create_dir(&docs)?;
+//! std::fs::write(
+//!     docs.join("lamp.md"),
+//!     "# Lamp\n\n## Replacing the bulb\n\nUnscrew the cover, then turn the old bulb anticlockwise.\n",
+//! )?;
+//! std::fs::write(docs.join("tea.md"), "# Tea\n\nSteep green tea at 80 degrees for two minutes.\n")?;
+//!
+//! // Ingest with structural contexts; `hash:64` is a model-free stand-in embedder (a real
+//! // index leaves `embedder` unset: `auto` installs and picks a local model).
+//! let index = tmp.path().join("index");
+//! let settings = Settings::default();
+//! let outcome = ingest_into(
+//!     &index,
+//!     &settings,
+//!     IngestRequest {
+//!         paths: vec![docs],
+//!         embedder: Some("hash:64".into()),
+//!         ..IngestRequest::default()
+//!     },
+//!     &mut |_event| {},
+//! )?;
+//! assert_eq!(outcome.report.added, 2);
+//!
+//! // The same search request the CLI, the HTTP service and MCP build, checked once.
+//! let search = SearchRequest::new("how do I replace the bulb").check(&settings)?;
+//! let engine = Engine::open(&index, Access::Read)?;
+//! let answer = engine.query(&search.query, &search.plan, &search.filter)?;
+//! let best = &answer.hits[0];
+//! assert_eq!(best.document_id, "docs/lamp.md");
+//! // The original chunk and its context are kept apart.
+//! assert!(best.original_text.contains("anticlockwise"));
+//! assert_eq!(best.context.as_deref(), Some("From docs/lamp.md, section Lamp."));
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! ```text
 //! INDEX_DIR/
