@@ -606,31 +606,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Contexts(c) => contexts::run(c, out, &settings, &index),
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
-            e.remove(&document_id)?;
+            let answer = e.remove_document(&document_id)?;
             output::message(
                 out.json,
                 &format!("removed {document_id}"),
-                &serde_json::json!({"removed": document_id}),
+                &serde_json::to_value(&answer)?,
             )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild => {
             let mut e = Engine::open(&index, Access::Write)?;
             let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
-            let started = Instant::now();
             let r = e.rebuild(&mut |done, total| {
                 bar.set_length(total);
                 bar.set_position(done)
             })?;
             bar.finish_and_clear();
-            let secs = started.elapsed().as_secs_f64();
             output::message(
                 out.json,
                 &format!(
-                    "rebuilt the indexes from {} chunk cards in {secs:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
-                    r.chunks, r.vectors, r.embedded
+                    "rebuilt the indexes from {} chunk cards in {:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
+                    r.chunks, r.seconds, r.vectors, r.embedded
                 ),
-                &serde_json::json!({"chunks": r.chunks, "vectors": r.vectors, "embedded": r.embedded, "seconds": secs}),
+                &serde_json::to_value(&r)?,
             )?;
             Ok(ExitCode::SUCCESS)
         }

@@ -182,6 +182,23 @@ impl Engine {
     }
 }
 
+/// The answer to removing a document (`situate rm`, `DELETE /v1/documents/…`).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct RemoveAnswer {
+    /// The document removed, with its cards, from the store and every index.
+    pub removed: String,
+}
+
+impl Engine {
+    /// Removes `document_id` everywhere ([`Engine::remove`]).
+    pub fn remove_document(&mut self, document_id: &str) -> Result<RemoveAnswer> {
+        self.remove(document_id)?;
+        Ok(RemoveAnswer {
+            removed: document_id.to_string(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

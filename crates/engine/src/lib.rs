@@ -482,6 +482,7 @@ impl Engine {
     /// total). Returns the number of chunks indexed.
     pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<RebuildReport> {
         self.require_writer()?;
+        let started = std::time::Instant::now();
         let chunks = self.rebuild_bm25(progress)?;
         let mut embedded = 0;
         if self.embed_settings()?.model.is_some() {
@@ -494,6 +495,7 @@ impl Engine {
             chunks,
             embedded,
             vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
+            seconds: started.elapsed().as_secs_f64(),
         })
     }
 
@@ -761,8 +763,9 @@ impl Engine {
     }
 }
 
-/// What [`Engine::rebuild`] did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// What [`Engine::rebuild`] did: the answer of `situate rebuild --json` and of a rebuild
+/// job.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct RebuildReport {
     /// Chunks indexed in BM25.
     pub chunks: u64,
@@ -770,6 +773,8 @@ pub struct RebuildReport {
     pub embedded: u64,
     /// Vectors in the rebuilt vector index.
     pub vectors: u64,
+    /// How long it took.
+    pub seconds: f64,
 }
 
 /// What [`Engine::check`] found.

@@ -750,9 +750,9 @@ fn run_job(
             ingest(index, settings, req, status)
         }
         JobSpec::Delete { document_id } => Engine::open(index, Access::Write)
-            .and_then(|mut e| e.remove(&document_id))
-            .map(|()| serde_json::json!({"removed": document_id}))
-            .map_err(Problem::from),
+            .and_then(|mut e| e.remove_document(&document_id))
+            .map_err(Problem::from)
+            .and_then(|a| serde_json::to_value(a).map_err(Problem::internal)),
         JobSpec::Contextualize {
             statuses,
             context,
@@ -858,10 +858,8 @@ fn run_job(
                     })
                 })
             })
-            .map(|r| {
-                serde_json::json!({"chunks": r.chunks, "vectors": r.vectors, "embedded": r.embedded})
-            })
-            .map_err(Problem::from),
+            .map_err(Problem::from)
+            .and_then(|r| serde_json::to_value(r).map_err(Problem::internal)),
     };
     finish(status, outcome);
     drop(q.uploads);
