@@ -10,7 +10,8 @@
 //! shows in review.
 
 use crate::jobs::{JobSpec, JobStatus};
-use crate::{ContextPage, DocumentDetail, DocumentPage, JobList, ReviewBody};
+use crate::routes::review::ReviewBody;
+use crate::{ContextPage, DocumentDetail, DocumentPage, JobList};
 use schemars::generate::{Contract, SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};

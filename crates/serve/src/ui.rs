@@ -314,10 +314,7 @@ pub(crate) async fn review_queue(
         .as_deref()
         .filter(|c| !c.is_empty())
         .and_then(decode_cursor)
-        .and_then(|k| {
-            let (d, o) = k.rsplit_once('\n')?;
-            Some((d.to_string(), o.parse::<u32>().ok()?))
-        });
+        .and_then(crate::routes::review::context_position);
     let limit = 20;
     let items = s
         .readers
