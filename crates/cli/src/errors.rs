@@ -37,6 +37,8 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
 /// argument; a value from `situate.toml` has its field's name there).
 pub fn flag_of(field: &str) -> Option<String> {
     let fixed = match field {
+        // The query and the question are arguments, not flags.
+        "query" | "question" => return None,
         "k" => Some("-k"),
         "filter.languages" => Some("--language"),
         "filter.documents" => Some("--document"),

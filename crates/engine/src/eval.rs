@@ -869,6 +869,10 @@ mod tests {
             ..Default::default()
         };
         let e = config_plan(&bad, &cfg, "m").expect_err("negative weight");
-        assert!(e.to_string().contains("--context-weight"), "{e}");
+        assert_eq!(e.field(), Some("context_weight"), "{e}");
+        assert!(
+            e.to_string().contains("configuration hybrid+none+none"),
+            "{e}"
+        );
     }
 }
