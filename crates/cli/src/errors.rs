@@ -13,9 +13,8 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
     let engine = e.chain().find_map(|c| c.downcast_ref::<EngineError>());
     let mut text = format!("{e:#}");
     let field = engine.and_then(EngineError::field);
-    if let Some(flag) = field.and_then(flag_of) {
+    if let Some((field, flag)) = field.and_then(|f| Some((f, flag_of(f)?))) {
         // "context_weight: must be ..." → "context_weight (--context-weight): must be ...".
-        let field = field.unwrap_or_default();
         text = text.replacen(&format!("{field}: "), &format!("{field} ({flag}): "), 1);
     }
     let wire = engine.map(|e| e.kind().wire());

@@ -31,7 +31,6 @@ use situate_engine::{
     Access, AnswerSettings, CheckedSearch, Engine, FilterSettings, IngestEvent, IngestRequest,
     SearchRequest, SearchSettings, Settings,
 };
-
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -50,7 +50,6 @@ pub(crate) use routes::documents::{decode_cursor, encode_cursor, page};
 pub(crate) use routes::evals::{eval_report, evals};
 pub use routes::jobs::JobList;
 pub use routes::review::ContextPage;
-pub(crate) use routes::review::context_key;
 
 use crate::auth::{Hosts, Keys};
 use crate::jobs::Jobs;
@@ -121,7 +120,7 @@ impl Default for Limits {
             max_query_chars: 2_000,
             max_body_bytes: 64 * 1024,
             timeout_ms: 30_000,
-            max_neighbours: 20,
+            max_neighbours: situate_engine::api::MAX_NEIGHBOURS,
             max_page: 500,
             max_upload_bytes: 32 << 20,
             ask_timeout_ms: 300_000,

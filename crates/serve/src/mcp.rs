@@ -67,9 +67,8 @@ impl SituateMcp {
     }
 }
 
-/// A caller's error as a tool result the model reads (`isError`), with the stable code.
-/// A tool error: the problem's code and detail as text (what an agent reads), and the
-/// problem itself (`code`, `field`, `detail`, `status`) as structured content, as
+/// A caller's error as a tool result the model reads (`isError`): the problem's stable code
+/// and detail as text, and the problem itself (`code`, `field`, `detail`, `status`) as structured content, as
 /// `POST /v1/...` answers it.
 fn tool_error(p: Problem) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
@@ -81,11 +80,8 @@ fn tool_error(p: Problem) -> CallToolResult {
 }
 
 /// An invalid value of the tool's own field `field` (its paging and budget).
-fn field_problem(field: &str, reason: impl std::fmt::Display) -> Problem {
-    Problem::from(situate_engine::EngineError::field_error(
-        field,
-        reason.to_string(),
-    ))
+fn field_problem(field: &str, reason: impl Into<String>) -> Problem {
+    Problem::from(situate_engine::EngineError::field_error(field, reason))
 }
 
 fn json_result(v: &serde_json::Value) -> CallToolResult {

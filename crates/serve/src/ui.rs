@@ -315,19 +315,8 @@ pub(crate) async fn review_queue(
         .filter(|c| !c.is_empty())
         .and_then(decode_cursor)
         .and_then(crate::routes::review::context_position);
-    let limit = 20;
-    let items = s
-        .readers
-        .run(move |e| {
-            e.contexts_after(
-                &statuses,
-                after.as_ref().map(|(d, o)| (d.as_str(), *o)),
-                limit + 1,
-            )
-        })
-        .await;
-    let (items, next) = match items {
-        Ok(v) => crate::page(v, limit, crate::context_key),
+    let (items, next) = match crate::routes::review::context_page(&s, statuses, after, 20).await {
+        Ok(p) => (p.contexts, p.next_cursor),
         Err(p) => return error_page(role, &p),
     };
     let back = format!("/ui/review?status={status}");

@@ -28,13 +28,38 @@ pub(crate) struct ContextsQuery {
     cursor: Option<String>,
 }
 
-/// The key of a review-queue item for its cursor: its document and ordinal.
 /// The (document, ordinal) a review-queue cursor holds ([`context_key`]'s inverse).
 pub(crate) fn context_position(key: String) -> Option<(String, u32)> {
     let (doc, ord) = key.rsplit_once('\n')?;
     Some((doc.to_string(), ord.parse::<u32>().ok()?))
 }
 
+/// One page of the review queue (`limit` cards of `statuses` after `after`), for the JSON
+/// route and the web page alike.
+pub(crate) async fn context_page(
+    s: &AppState,
+    statuses: Vec<situate_core::ContextStatus>,
+    after: Option<(String, u32)>,
+    limit: usize,
+) -> AppResult<ContextPage> {
+    let items = s
+        .readers
+        .run(move |e| {
+            e.contexts_after(
+                &statuses,
+                after.as_ref().map(|(d, o)| (d.as_str(), *o)),
+                limit + 1,
+            )
+        })
+        .await?;
+    let (contexts, next_cursor) = page(items, limit, context_key);
+    Ok(ContextPage {
+        contexts,
+        next_cursor,
+    })
+}
+
+/// The key of a review-queue item for its cursor: its document and ordinal.
 pub(crate) fn context_key(i: &situate_engine::ContextItem) -> String {
     format!("{}\n{}", i.document_id, i.ordinal)
 }
@@ -60,21 +85,7 @@ pub(crate) async fn contexts(
     };
     let limit = page_limit(&s, q.limit)?;
     let after = cursor_of(q.cursor.as_deref(), context_position)?;
-    let items = s
-        .readers
-        .run(move |e| {
-            e.contexts_after(
-                &statuses,
-                after.as_ref().map(|(d, o)| (d.as_str(), *o)),
-                limit + 1,
-            )
-        })
-        .await?;
-    let (contexts, next_cursor) = page(items, limit, context_key);
-    Ok(Json(ContextPage {
-        contexts,
-        next_cursor,
-    }))
+    Ok(Json(context_page(&s, statuses, after, limit).await?))
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
