@@ -8,10 +8,9 @@ use crate::{Out, output};
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use situate_core::ContextStatus;
-use situate_engine::{Access, Decision, Engine, LlmRun, Settings};
+use situate_engine::{Access, Decision, Engine, LlmRun, Settings, api};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::time::Instant;
 
 /// What the LLM flags of a command ask.
@@ -44,18 +43,8 @@ impl LlmArgs {
 }
 
 /// The statuses a list of names gives.
-fn statuses(names: &[String]) -> Result<Vec<ContextStatus>> {
-    names
-        .iter()
-        .map(|n| {
-            ContextStatus::from_str(n).map_err(|_| {
-                anyhow::anyhow!(
-                    "unknown status {n:?}: expected pending, generated, verified, rejected or failed"
-                )
-            })
-        })
-        .collect()
-}
+/// The review queue's page as `contexts list` reads it.
+const PAGE: usize = 500;
 
 /// `situate contextualize`: contexts for the stored cards that have none yet.
 #[derive(Args)]
@@ -145,22 +134,23 @@ pub fn run_contextualize(
             "--dry-run applies to `situate ingest`; `situate contexts list --status pending` shows what is left"
         );
     }
-    let wanted = if status.is_empty() {
-        vec![ContextStatus::Pending, ContextStatus::Failed]
-    } else {
-        statuses(status)?
-    };
-    if !situate_engine::uses_llm(context) {
-        bail!("--context {context}: expected llm, document or document+llm");
+    let run = llm.run();
+    let c = api::ContextualizeRequest {
+        statuses: status.to_vec(),
+        context: Some(context.to_string()),
+        batch: Some(batch),
+        llm: run.llm,
+        budget: run.budget,
     }
-    let built = situate_engine::build_contextualizer(context, &settings.llm, &llm.run())?;
+    .check()?;
+    let built = situate_engine::build_contextualizer(&c.method, &settings.llm, &c.run)?;
     let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, None, "contextualizing");
     let started = Instant::now();
     let report = e.recontextualize(
         built.contextualizer.as_ref(),
-        &wanted,
-        batch,
+        &c.statuses,
+        c.batch,
         &mut |p, r| {
             bar.set_message(output::progress_message(
                 p.chunks_done,
@@ -174,16 +164,13 @@ pub fn run_contextualize(
         },
     )?;
     bar.finish_and_clear();
-    let secs = started.elapsed().as_secs_f64();
     let price = built.price;
+    let answer = api::ContextualizeAnswer::new(report, price, started);
     if out.json {
-        output::print_json(&serde_json::json!({
-            "report": report,
-            "dollars": price.map(|p| p.dollars(&report.usage)),
-            "seconds": secs,
-        }))?;
+        output::print_json(&answer)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let (report, secs) = (&answer.report, answer.seconds);
     outln!(
         "contextualized {} chunks of {} documents in {secs:.1} s: {} from the context cache, {} rejected by the checks, {} failed, {} left for later",
         report.chunks,
@@ -205,17 +192,34 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
     let json = out.json;
     match cmd {
         ContextsCommand::List { status } => {
-            let wanted = if status.is_empty() {
+            let status = if status.is_empty() {
                 vec![ContextStatus::Rejected, ContextStatus::Failed]
             } else {
-                statuses(&status)?
+                api::parse_statuses("status", &status)?
             };
             let e = Engine::open(index, Access::Read)?;
-            let rows = e.cards_with_status(&wanted)?;
+            // Every card of those statuses: the review queue's pages, one after another.
+            let mut req = api::ContextsRequest {
+                status,
+                limit: Some(PAGE),
+                cursor: None,
+            };
+            let mut all = api::ContextPage {
+                contexts: Vec::new(),
+                next_cursor: None,
+            };
+            loop {
+                let page = e.contexts_page(&req, PAGE)?;
+                all.contexts.extend(page.contexts);
+                match page.next_cursor {
+                    Some(c) => req.cursor = Some(c),
+                    None => break,
+                }
+            }
             if json {
-                output::print_json(&serde_json::json!({"cards": rows}))?;
+                output::print_json(&all)?;
             } else {
-                for c in &rows {
+                for c in &all.contexts {
                     outln!(
                         "{}\t{}\t{}",
                         c.chunk_id,
@@ -223,7 +227,7 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
                         c.context_notes.join("; ")
                     );
                 }
-                outln!("{} cards", rows.len());
+                outln!("{} cards", all.contexts.len());
             }
         }
         ContextsCommand::Regenerate {
@@ -243,7 +247,7 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
                     "checked {} LLM contexts: {} changed ({} now rejected, {} now verified)",
                     r.checked, r.changed, r.now_rejected, r.now_verified
                 ),
-                &serde_json::to_value(&r)?,
+                &r,
             )?;
         }
         ContextsCommand::Set {
@@ -265,25 +269,26 @@ pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) ->
             output::message(
                 json,
                 &format!("{chunk_id}: context {} (manual)", answer.context_status),
-                &serde_json::to_value(&answer)?,
+                &answer,
             )?;
         }
         ContextsCommand::Export { file } => {
             let e = Engine::open(index, Access::Read)?;
-            let n = e.export_contexts(&file)?;
+            let a = situate_engine::ExportAnswer {
+                exported: e.export_contexts(&file)?,
+                file,
+            };
             output::message(
                 json,
-                &format!("exported {n} contexts to {}", file.display()),
-                &serde_json::json!({"exported": n, "file": file}),
+                &format!("exported {} contexts to {}", a.exported, a.file.display()),
+                &a,
             )?;
         }
         ContextsCommand::Import { file } => {
             let mut e = Engine::open(index, Access::Write)?;
             let r = e.import_contexts(&file)?;
             if json {
-                output::print_json(
-                    &serde_json::json!({"imported": r.imported, "skipped": r.skipped}),
-                )?;
+                output::print_json(&r)?;
             } else {
                 outln!("imported {} contexts from {}", r.imported, file.display());
                 if !r.skipped.is_empty() {

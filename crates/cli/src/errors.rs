@@ -19,15 +19,35 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
     }
     let wire = engine.map(|e| e.kind().wire());
     if json {
-        let v = serde_json::json!({"error": {
-            "code": wire.map_or("error", |w| w.code),
-            "field": field,
-            "detail": text,
-        }});
-        println!("{v}");
+        let v = Envelope {
+            error: ErrorAnswer {
+                code: wire.map_or("error", |w| w.code),
+                field,
+                detail: &text,
+            },
+        };
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
     }
     eprintln!("error: {text}");
     ExitCode::from(wire.map_or(1, |w| w.exit))
+}
+
+/// `--json`'s error: `{"error": {"code", "field", "detail"}}`, the code and field those of
+/// the HTTP problem and the MCP tool error for the same error.
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    error: ErrorAnswer<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ErrorAnswer<'a> {
+    /// The kind's stable code (`invalid-request`, `not-found`, ...; `error` for an error
+    /// that is not the engine's).
+    code: &'static str,
+    /// The request field at fault, by its wire name.
+    field: Option<&'a str>,
+    /// The message, with the flag beside the field.
+    detail: &'a str,
 }
 
 /// The command-line flag of a request field, by its wire name: the filter's fields by
@@ -44,8 +64,15 @@ pub fn flag_of(field: &str) -> Option<String> {
         "filter.paths" => Some("--path"),
         "filter.meta" => Some("--meta"),
         "filter.kinds" => Some("--kind"),
+        // A context run's statuses (a job's `statuses`).
+        "statuses" => Some("--status"),
+        // A question's search settings: `situate ask`'s flags.
+        "search.mode" => Some("--search-mode"),
         _ => None,
     };
+    if let Some(inner) = field.strip_prefix("search.") {
+        return flag_of(inner);
+    }
     if let Some(f) = fixed {
         return Some(f.to_string());
     }

@@ -126,7 +126,7 @@ pub fn run(a: EvalArgs, index: &Path, settings: &Settings, out: Out) -> Result<E
         eprintln!("{n}");
     }
     if out.json {
-        output::print_json(&serde_json::to_value(&outcome.report)?)?;
+        output::print_json(&outcome.report)?;
     } else {
         outln!("{}", outcome.table);
         outln!("reports in {}", req.out.display());

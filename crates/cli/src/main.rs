@@ -26,10 +26,9 @@ mod shared;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use situate_core::ContextStatus;
 use situate_engine::{
-    Access, AnswerSettings, CheckedSearch, Engine, FilterSettings, IngestEvent, IngestRequest,
-    SearchRequest, SearchSettings, Settings,
+    Access, AnswerSettings, AskRequest, CheckedSearch, Engine, FilterSettings, IngestEvent,
+    IngestRequest, SearchRequest, SearchSettings, Settings,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -486,18 +485,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 embed.embedder.as_deref(),
                 embed.vector_index.as_deref(),
             )?;
-            let embedder = create.embedder.clone();
-            let e = Engine::create(&index, create)?;
+            let a = Engine::create(&index, create)?.created()?;
             output::message(
                 out.json,
                 &format!(
-                    "created an index at {} (embedder: {embedder})",
-                    e.dir().display()
+                    "created an index at {} (embedder: {})",
+                    a.index.display(),
+                    a.embedder
                 ),
-                &serde_json::json!({
-                    "index": e.dir(), "chinese_tokenizer": e.chinese_tokenizer().as_str(),
-                    "embedder": embedder,
-                }),
+                &a,
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -536,26 +532,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ask(a) => {
-            let search = SearchSettings {
-                bm25: a.bm25,
-                mode: a.search_mode,
-                rerank: a.rerank,
-                ..a.tuning.settings()
+            let q = AskRequest {
+                question: a.question,
+                answer: AnswerSettings {
+                    mode: a.mode,
+                    passages: a.passages,
+                    model: a.llm,
+                    max_tokens: a.max_tokens,
+                    min_score: a.min_score,
+                    unsupported: a.unsupported,
+                    full_budget: a.full_budget,
+                },
+                search: SearchSettings {
+                    bm25: a.bm25,
+                    mode: a.search_mode,
+                    rerank: a.rerank,
+                    ..a.tuning.settings()
+                },
+                filter: a.filter.settings(),
+                ..AskRequest::default()
             }
-            .over(&settings.search)
-            .plan(&settings.default_llm())?;
-            let plan = AnswerSettings {
-                mode: a.mode,
-                passages: a.passages,
-                model: a.llm,
-                max_tokens: a.max_tokens,
-                min_score: a.min_score,
-                unsupported: a.unsupported,
-                full_budget: a.full_budget,
-            }
-            .over(&settings.answer)
-            .plan(&settings.answer_llm())?;
-            let filter = a.filter.settings().filter()?;
+            .check(&settings)?;
             let e = Engine::open(&index, Access::Read)?;
             // The answer is printed as the model writes it; `--json` prints the whole
             // answer at the end.
@@ -567,7 +564,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     let _ = o.flush();
                 }
             };
-            let answer = e.ask(&a.question, &plan, &search, &filter, &stream)?;
+            let answer = e.answer(&q, &stream)?;
             output::answer(out.json, &answer)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -580,10 +577,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Stats => {
             let e = Engine::open(&index, Access::Read)?;
-            let stats = e.stats()?;
-            let check = e.check()?;
-            output::stats(out.json, e.dir(), &stats, &check)?;
-            Ok(if check.is_consistent() {
+            let answer = e.status_checked()?;
+            output::stats(out.json, &answer)?;
+            Ok(if answer.consistent {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -594,9 +590,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return shared::status(out, &url);
             }
             let e = Engine::open(&index, Access::Read)?;
-            let stats = e.stats()?;
-            let listed = e.cards_with_status(&[ContextStatus::Failed, ContextStatus::Rejected])?;
-            output::status(out.json, &stats, &listed)?;
+            output::status(out.json, &e.context_report()?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Contextualize(a) => contexts::run_contextualize(
@@ -606,11 +600,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rm { document_id } => {
             let mut e = Engine::open(&index, Access::Write)?;
             let answer = e.remove_document(&document_id)?;
-            output::message(
-                out.json,
-                &format!("removed {document_id}"),
-                &serde_json::to_value(&answer)?,
-            )?;
+            output::message(out.json, &format!("removed {document_id}"), &answer)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild => {
@@ -627,7 +617,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "rebuilt the indexes from {} chunk cards in {:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
                     r.chunks, r.seconds, r.vectors, r.embedded
                 ),
-                &serde_json::to_value(&r)?,
+                &r,
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -648,7 +638,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "{said} at {} (format {}, PostgreSQL {}, pgvector {})",
                     r.store, r.format_version, r.postgres, r.pgvector
                 ),
-                &serde_json::to_value(&r)?,
+                &r,
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -735,9 +725,13 @@ fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<E
         // One line on stdout once listening (scripts and tests wait for it); logs go to
         // stderr.
         let line = if out.json {
-            serde_json::json!({"listening": addr.to_string(), "url": format!("http://{addr}"),
-                "index": index, "keys": with_keys})
-            .to_string()
+            serde_json::to_string(&situate_serve::Listening {
+                listening: addr.to_string(),
+                url: format!("http://{addr}"),
+                index: index.clone(),
+                keys: with_keys,
+            })
+            .unwrap_or_default()
         } else {
             format!(
                 "situate: serving {} at http://{addr}{} (Ctrl-C stops)",
@@ -823,12 +817,11 @@ fn ingest(
         bar.tick();
     })?;
     bar.finish_and_clear();
-    let elapsed = started.elapsed();
     if dry_run {
-        output::dry_run(out.json, &outcome.report, outcome.price)?;
+        output::dry_run(out.json, &outcome)?;
         return Ok(ExitCode::SUCCESS);
     }
-    output::ingest_report(out.json, &outcome, elapsed)?;
+    output::ingest_report(out.json, &outcome)?;
     let report = &outcome.report;
     let nothing = report.documents_ok() == 0;
     Ok(if nothing || (a.strict && !report.skipped.is_empty()) {

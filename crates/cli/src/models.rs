@@ -138,10 +138,14 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                         e.license
                     );
                 }
-                done.push(serde_json::json!({"name": n, "path": path, "fresh": fresh}));
+                done.push(InstalledModel {
+                    name: n.to_string(),
+                    path,
+                    fresh,
+                });
             }
             if json {
-                crate::output::print_json(&serde_json::json!({"installed": done}))?;
+                crate::output::print_json(&InstallAnswer { installed: done })?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -162,12 +166,53 @@ pub fn run(cmd: ModelsCommand, json: bool) -> Result<ExitCode> {
                         e.license
                     );
                 }
-                rows.push(serde_json::json!({"name": e.name, "installed": installed, "path": path, "package": e.package, "version": e.version, "license": e.license}));
+                rows.push(ModelRow {
+                    name: e.name,
+                    installed,
+                    path,
+                    package: e.package,
+                    version: e.version,
+                    license: e.license,
+                });
             }
             if json {
-                crate::output::print_json(&serde_json::json!({"dir": root, "models": rows}))?;
+                crate::output::print_json(&ModelList {
+                    dir: root,
+                    models: rows,
+                })?;
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `models install --json`: each model named, where it is and whether this run put it there.
+#[derive(serde::Serialize)]
+struct InstallAnswer {
+    installed: Vec<InstalledModel>,
+}
+
+#[derive(serde::Serialize)]
+struct InstalledModel {
+    name: String,
+    path: PathBuf,
+    /// Installed by this run (`false`: it was there and verified).
+    fresh: bool,
+}
+
+/// `models list --json`: the catalog, and which entries are installed under `dir`.
+#[derive(serde::Serialize)]
+struct ModelList {
+    dir: PathBuf,
+    models: Vec<ModelRow>,
+}
+
+#[derive(serde::Serialize)]
+struct ModelRow {
+    name: &'static str,
+    installed: bool,
+    path: PathBuf,
+    package: &'static str,
+    version: &'static str,
+    license: &'static str,
 }

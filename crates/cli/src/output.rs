@@ -2,13 +2,12 @@
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use situate_core::{CardRecord, ChunkCard, TokenUsage};
+use situate_core::{CardRecord, TokenUsage};
 use situate_engine::{
-    Abstention, AnswerMode, AnswerResponse, Consistency, EngineStats, IngestOutcome, IngestReport,
-    Price, SearchResponse, StoredDocument,
+    Abstention, AnswerMode, AnswerResponse, IngestOutcome, Price, SearchResponse, StoredDocument,
+    api::{CheckAnswer, ContextReport},
 };
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Whether progress bars can be drawn (stderr is a terminal).
@@ -22,7 +21,7 @@ pub fn colour_on_stderr() -> bool {
     interactive() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-pub fn print_json(v: &serde_json::Value) -> Result<()> {
+pub fn print_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;
@@ -30,7 +29,7 @@ pub fn print_json(v: &serde_json::Value) -> Result<()> {
 }
 
 /// A one-line result.
-pub fn message(json: bool, text: &str, value: &serde_json::Value) -> Result<()> {
+pub fn message<T: serde::Serialize + ?Sized>(json: bool, text: &str, value: &T) -> Result<()> {
     if json {
         return print_json(value);
     }
@@ -228,7 +227,7 @@ pub fn card(json: bool, rec: &CardRecord, doc: &StoredDocument) -> Result<()> {
     if json {
         // The engine's view, the same the service's `GET /v1/cards/…` returns.
         let view = situate_engine::CardView::new(c.clone(), doc.clone());
-        return print_json(&serde_json::to_value(view)?);
+        return print_json(&view);
     }
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -308,17 +307,13 @@ fn cut_line(c: &situate_engine::EmbedCut, of: u64) -> String {
     )
 }
 
-pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Result<()> {
+pub fn stats(json: bool, a: &CheckAnswer) -> Result<()> {
     if json {
-        return print_json(&serde_json::json!({
-            "index": dir,
-            "stats": s,
-            "consistency": check,
-            "consistent": check.is_consistent(),
-        }));
+        return print_json(a);
     }
+    let (s, check) = (&a.status.stats, &a.consistency);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "index       {}", dir.display())?;
+    writeln!(out, "index       {}", a.status.index.display())?;
     writeln!(out, "documents   {}", s.store.documents)?;
     writeln!(
         out,
@@ -361,7 +356,7 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
         )?;
     }
     writeln!(out, "disk        {:.1} MB", s.disk_bytes as f64 / 1e6)?;
-    if check.is_consistent() {
+    if a.consistent {
         writeln!(
             out,
             "consistency the indexes hold exactly the store's cards (generation {})",
@@ -390,7 +385,10 @@ pub fn stats(json: bool, dir: &Path, s: &EngineStats, check: &Consistency) -> Re
 }
 
 /// The summary at the end of an ingest.
-pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Result<()> {
+pub fn ingest_report(json: bool, outcome: &IngestOutcome) -> Result<()> {
+    if json {
+        return print_json(outcome);
+    }
     let IngestOutcome {
         report: r,
         created,
@@ -398,18 +396,9 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
         price,
         dir,
         chunk_tokens,
+        seconds: secs,
+        ..
     } = outcome;
-    let secs = took.as_secs_f64();
-    if json {
-        return print_json(&serde_json::json!({
-            "index": dir,
-            "created": created,
-            "context": method,
-            "chunk_tokens": chunk_tokens,
-            "report": r,
-            "seconds": secs,
-        }));
-    }
     let mut out = std::io::stdout().lock();
     if *created {
         writeln!(
@@ -498,48 +487,36 @@ pub fn ingest_report(json: bool, outcome: &IngestOutcome, took: Duration) -> Res
 }
 
 /// What a dry run would cost.
-pub fn dry_run(json: bool, report: &IngestReport, price: Option<Price>) -> Result<()> {
-    let docs = report.added + report.replaced;
-    let per_million = price
-        .filter(|_| report.document_tokens > 0)
-        .map(|p| p.dollars(&report.usage) * 1e6 / report.document_tokens as f64);
+pub fn dry_run(json: bool, outcome: &IngestOutcome) -> Result<()> {
+    let a = outcome.dry_run();
     if json {
-        return print_json(&serde_json::json!({
-            "dry_run": true,
-            "documents": docs,
-            "unchanged": report.unchanged,
-            "chunks": report.chunks,
-            "contexts_cached": report.contexts_cached,
-            "document_tokens": report.document_tokens,
-            "estimated_usage": report.usage,
-            "estimated_dollars": price.map(|p| p.dollars(&report.usage)),
-            "dollars_per_million_document_tokens": per_million,
-        }));
+        return print_json(&a);
     }
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "dry run: {docs} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
-        report.unchanged, report.chunks, report.contexts_cached, report.document_tokens
+        "dry run: {} documents to contextualize ({} unchanged), {} chunks ({} contexts already in the cache), {} document tokens; nothing was called or written",
+        a.documents, a.unchanged, a.chunks, a.contexts_cached, a.document_tokens
     )?;
-    writeln!(out, "{}", cost_line(&report.usage, price, docs, true))?;
-    if let Some(m) = per_million {
+    writeln!(
+        out,
+        "{}",
+        cost_line(&a.estimated_usage, outcome.price, a.documents, true)
+    )?;
+    if let Some(m) = a.dollars_per_million_document_tokens {
         writeln!(out, "${m:.2} per million document tokens")?;
     }
     Ok(())
 }
 
 /// `situate status`: counts by context status, and the cards that failed or were rejected.
-pub fn status(json: bool, stats: &EngineStats, listed: &[ChunkCard]) -> Result<()> {
+pub fn status(json: bool, r: &ContextReport) -> Result<()> {
     if json {
-        return print_json(&serde_json::json!({
-            "context_status": stats.store.context_status,
-            "context_methods": stats.store.context_methods,
-            "failed_or_rejected": listed,
-        }));
+        return print_json(r);
     }
+    let listed = &r.failed_or_rejected;
     let mut out = std::io::stdout().lock();
-    for (status, n) in &stats.store.context_status {
+    for (status, n) in &r.context_status {
         writeln!(out, "{status:<10} {n}")?;
     }
     for c in listed.iter().take(50) {

@@ -139,7 +139,10 @@ pub fn ingest(
         }
     }
     if out.json {
-        output::print_json(&serde_json::json!({"report": report, "workers": worked}))?;
+        output::print_json(&situate_engine::shared_ingest::SharedIngestAnswer {
+            report: report.clone(),
+            workers: worked.clone(),
+        })?;
     } else {
         let mut o = String::new();
         o.push_str(&format!(
@@ -216,7 +219,7 @@ pub fn worker(out: Out, settings: &Settings, a: WorkerArgs) -> Result<ExitCode> 
             report.usage.input_tokens,
             report.usage.output_tokens
         ),
-        &serde_json::to_value(&report)?,
+        &report,
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -225,7 +228,7 @@ pub fn worker(out: Out, settings: &Settings, a: WorkerArgs) -> Result<ExitCode> 
 pub fn status(out: Out, url: &str) -> Result<ExitCode> {
     let s = situate_engine::shared_store::status(url)?;
     if out.json {
-        output::print_json(&serde_json::to_value(&s)?)?;
+        output::print_json(&s)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = format!(
@@ -282,9 +285,12 @@ pub fn pgvector(
     let hits = f.pgvector_search(&e, query, k, a.ef_search)?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if out.json {
-        output::print_json(
-            &serde_json::json!({"query": query, "leg": "pgvector", "hits": hits, "took_ms": ms}),
-        )?;
+        output::print_json(&situate_engine::follow::PgvectorAnswer {
+            query: query.to_string(),
+            leg: "pgvector",
+            hits: hits.clone(),
+            took_ms: ms,
+        })?;
     } else {
         let mut o = String::new();
         for (i, h) in hits.iter().enumerate() {
@@ -346,7 +352,7 @@ pub fn check(
     let mut e = Engine::open(index, situate_engine::Access::Write)?;
     let r = f.check(&mut e)?;
     if out.json {
-        output::print_json(&serde_json::to_value(&r)?)?;
+        output::print_json(&r)?;
     } else {
         let mut o = format!(
             "node {} against {} at position {}: {} documents, {} cards compared\n",

@@ -10,10 +10,13 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 use std::process::Stdio;
 
-/// A search answer without its timing, which differs between any two runs.
+/// An answer without what differs between any two runs or indexes: timings, the index
+/// directory, the service's uptime.
 fn untimed(mut v: Value) -> Value {
     if let Some(o) = v.as_object_mut() {
-        o.remove("took_ms");
+        for k in ["took_ms", "seconds", "index", "uptime_s"] {
+            o.remove(k);
+        }
     }
     v
 }
@@ -68,12 +71,75 @@ fn the_command_the_service_and_mcp_answer_alike_and_refuse_a_field_alike() {
     assert_eq!(unknown.status, 400);
     assert_eq!(unknown.body["field"], "kk");
 
+    // The same state: `stats --json`, `GET /v1/info` and (below) MCP's `index_status`.
+    let stats = json(situate(&index).arg("stats"), 0);
+    let info = s.get("/v1/info").body;
+    assert_eq!(stats["default_mode"], info["default_mode"]);
+    assert_eq!(stats["stats"]["store"], info["stats"]["store"]);
+    assert_eq!(stats["stats"]["embed_model"], info["stats"]["embed_model"]);
+    assert_eq!(stats["consistent"], true);
+
+    // The same pages: the review queue from the command and the service, the documents
+    // from the service and (below) MCP.
+    let queue = json(
+        situate(&index).args(["contexts", "list", "--status", "generated,verified"]),
+        0,
+    );
+    let page = s
+        .get("/v1/contexts?status=generated,verified&limit=500")
+        .body;
+    assert_eq!(queue, page);
+    assert!(!queue["contexts"].as_array().expect("contexts").is_empty());
+    let documents = s.get("/v1/documents?limit=2").body;
+    assert_eq!(documents["documents"].as_array().map(Vec::len), Some(2));
+    let bad_limit = s.get("/v1/documents?limit=0");
+    assert_eq!(bad_limit.status, 400);
+    assert_eq!(bad_limit.body["field"], "limit");
+
+    // The same ingest report: `ingest --json` into one copy of the index, an ingest job
+    // into the service's.
+    let more = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        more.path().join("tides.md"),
+        "# Tides\n\nSpring tides follow the new and the full moon.\n",
+    )
+    .expect("write");
+    std::fs::write(more.path().join("blob.bin"), [0u8, 159, 146, 150]).expect("write");
+    let (_other_tmp, other) = indexed_corpus("hash:64");
+    let ingest_cli = json(situate(&other).arg("ingest").arg(more.path()), 0);
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": [more.path()]}),
+    );
+    assert_eq!(job.status, 202, "{}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_eq!(untimed(ingest_cli.clone()), untimed(done["result"].clone()));
+    assert_eq!(ingest_cli["report"]["added"], 1, "{ingest_cli:#}");
+    assert_eq!(
+        ingest_cli["report"]["skipped"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    // What the service says now, for MCP to say the same (the test's HTTP client cannot
+    // run inside the MCP client's runtime).
+    let info = s.get("/v1/info").body;
+    let documents_now = s.get("/v1/documents?limit=2").body;
     runtime().block_on(async {
         let transport = TokioChildProcess::new(mcp_command(&index, false).configure(|c| {
             c.stderr(Stdio::null());
         }))
         .expect("spawn");
         let client = ().serve(transport).await.expect("initialize");
+        let (status, _) = call(&client, "index_status", json!({})).await;
+        // The MCP server is a service of its own over the same index: the same state, its
+        // own jobs and readers.
+        for k in ["default_mode", "limits", "version"] {
+            assert_eq!(status[k], info[k], "{k}");
+        }
+        assert_eq!(status["stats"]["store"], info["stats"]["store"]);
+        let (docs, _) = call(&client, "list_documents", json!({"limit": 2})).await;
+        assert_eq!(docs, documents_now, "MCP and HTTP pages");
         // MCP's search is the same search (its hits carry snippets for an agent): the
         // same chunks and scores.
         let (found, is_error) = call(&client, "search", json!({"query": "lens", "k": 3})).await;

@@ -194,9 +194,9 @@ fn contexts_are_estimated_budgeted_decided_exported_and_imported() {
         situate(&index).args(["contexts", "list", "--status", "pending"]),
         0,
     );
-    assert_eq!(pending["cards"].as_array().map(Vec::len), Some(6));
+    assert_eq!(pending["contexts"].as_array().map(Vec::len), Some(6));
     assert!(
-        pending["cards"][0]["context_notes"][0]
+        pending["contexts"][0]["context_notes"][0]
             .as_str()
             .is_some_and(|n| n.contains("budget"))
     );
@@ -689,10 +689,13 @@ fn the_small_model_prompt_is_chosen_by_name_and_recorded_as_its_own_version() {
         situate(&tmp.path().join("idx")).args(["contexts", "list", "--status", "verified"]),
         0,
     );
-    let cards = cards["cards"].as_array().expect("cards");
+    let cards = cards["contexts"].as_array().expect("cards");
     assert!(!cards.is_empty());
     for c in cards {
-        assert_eq!(c["provenance"]["prompt_version"], "small-v1", "{c:#}");
+        assert_eq!(
+            c["context_provenance"]["prompt_version"], "small-v1",
+            "{c:#}"
+        );
     }
 
     // An unknown name, or a name and a template file at once, is refused before any call.

@@ -175,7 +175,10 @@ fn an_agent_searches_reads_cards_and_explains_over_stdio() {
         assert!(docs["next_cursor"].is_string());
         let (status, _) = call(&client, "index_status", json!({})).await;
         assert!(
-            status["documents"].as_u64().expect("documents") >= 3,
+            status["stats"]["store"]["documents"]
+                .as_u64()
+                .expect("documents")
+                >= 3,
             "{status:#}"
         );
 
@@ -254,8 +257,11 @@ fn with_allow_write_an_agent_ingests_and_reviews_over_stdio() {
         )
         .await;
         assert!(!err, "{done}");
-        assert_eq!(done["context_status"], "verified");
+        assert_eq!(done["card"]["context_status"], "verified", "{done:#}");
+        assert_eq!(done["job"]["state"], "succeeded", "{done:#}");
         let (card, _) = call(&client, "get_card", json!({"chunk_id": chunk})).await;
+        // The review's answer is the card as `get_card` shows it (and as the HTTP review).
+        assert_eq!(done["card"], card);
         assert_eq!(card["generated_context"], "Marine biology notes on kelp.");
         assert_eq!(card["context_provenance"]["method"], "manual");
         client.cancel().await.expect("close");

@@ -198,7 +198,7 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
             ]),
             0,
         );
-        v["cards"].as_array().expect("cards").clone()
+        v["contexts"].as_array().expect("cards").clone()
     };
 
     // The model is installed on first use. One pass writes each document's description and
@@ -240,7 +240,10 @@ fn a_first_llm_ingest_installs_the_default_local_model_and_its_contexts_pass() {
     assert!(all.len() >= 2, "{all:?}");
     for c in &all {
         assert_eq!(c["context_status"], "verified", "{c:#}");
-        assert_eq!(c["provenance"]["parts"][0]["kind"], "document", "{c:#}");
+        assert_eq!(
+            c["context_provenance"]["parts"][0]["kind"], "document",
+            "{c:#}"
+        );
     }
 
     // Chunk notes with Anthropic's prompt: at least one accepted context per document.

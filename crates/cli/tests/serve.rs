@@ -691,7 +691,7 @@ fn jobs_ingest_uploads_and_paths_delete_and_rebuild_with_progress_as_events() {
             .all(|(n, _)| n == "status")
     );
     assert_eq!(last["state"], "succeeded", "{last:#}");
-    assert_eq!(last["result"]["added"], 2);
+    assert_eq!(last["result"]["report"]["added"], 2);
     assert_eq!(last["progress"]["documents"]["done"], 2);
     assert!(last["commits"].as_u64().expect("commits") >= 1);
     assert!(last["started_at"].is_string() && last["finished_at"].is_string());
@@ -714,7 +714,10 @@ fn jobs_ingest_uploads_and_paths_delete_and_rebuild_with_progress_as_events() {
     assert_eq!(job.status, 202, "{:#}", job.body);
     let done = s.wait_job(job.body["id"].as_str().expect("id"));
     assert_eq!(
-        (done["state"].as_str(), done["result"]["added"].as_u64()),
+        (
+            done["state"].as_str(),
+            done["result"]["report"]["added"].as_u64()
+        ),
         (Some("succeeded"), Some(5))
     );
     let filtered = s.post(
@@ -834,7 +837,7 @@ fn searches_answer_during_an_ingest_job_and_a_cancelled_job_finishes_when_run_ag
     let done = s.wait_job(job.body["id"].as_str().expect("id"));
     assert_eq!(done["state"], "succeeded", "{done:#}");
     assert_eq!(
-        done["result"]["added"].as_u64(),
+        done["result"]["report"]["added"].as_u64(),
         Some(before + 1500 - partial)
     );
     let stats = stats_are_consistent(&index);

@@ -63,6 +63,15 @@ pub struct ImportReport {
     pub skipped: Vec<String>,
 }
 
+/// What [`Engine::export_contexts`] wrote (`situate contexts export`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct ExportAnswer {
+    /// Contexts written.
+    pub exported: u64,
+    /// The file.
+    pub file: std::path::PathBuf,
+}
+
 impl Engine {
     /// Writes the context of every card that has one (or a status other than pending) to
     /// `file`, atomically (a temporary file, synced, then renamed). Returns the lines

@@ -223,6 +223,22 @@ impl EngineError {
         }
     }
 
+    /// This error with its field put under `parent` (`mode` in a request's `search`
+    /// object is `search.mode`); an error without a field is left as it is.
+    pub fn under(self, parent: &str) -> EngineError {
+        match self {
+            EngineError::InvalidField { field, reason } => EngineError::InvalidField {
+                field: format!("{parent}.{field}"),
+                reason,
+            },
+            EngineError::In { what, source } => EngineError::In {
+                what,
+                source: Box::new(source.under(parent)),
+            },
+            other => other,
+        }
+    }
+
     /// An error in the field `field` (its wire name).
     pub fn field_error(field: impl Into<String>, reason: impl Into<String>) -> EngineError {
         EngineError::InvalidField {

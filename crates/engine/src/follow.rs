@@ -75,6 +75,20 @@ impl StoreCheck {
     }
 }
 
+/// The answer to `situate search --store … --pgvector`: the query's nearest chunks as
+/// pgvector ranks them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PgvectorAnswer {
+    /// The query.
+    pub query: String,
+    /// Always `pgvector`: the vector leg alone, from the shared store.
+    pub leg: &'static str,
+    /// The hits, nearest first.
+    pub hits: Vec<PgvectorHit>,
+    /// The search's wall time.
+    pub took_ms: f64,
+}
+
 /// A hit of the `pgvector` leg (`search --store … --pgvector`).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PgvectorHit {

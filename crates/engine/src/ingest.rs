@@ -83,7 +83,7 @@ pub enum IngestEvent<'a> {
 }
 
 /// What an ingest did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
 pub struct IngestReport {
     /// New documents.
     pub added: u64,

@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 pub struct IngestRequest {
     /// Files and directories (or corpus files).
     pub paths: Vec<PathBuf>,
-    /// The context method: `none`, `structural` or `llm` [structural].
+    /// The context method: `none`, `structural` or `llm` (default structural).
     pub context: Option<String>,
-    /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` [auto].
+    /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` (default auto).
     pub format: Option<String>,
     /// A language forced on every document.
     pub language: Option<String>,
-    /// Largest chunk in tokens [256].
+    /// Largest chunk in tokens (default 256).
     pub max_tokens: Option<usize>,
-    /// Tokens shared by neighbouring chunks [32].
+    /// Tokens shared by neighbouring chunks (default 32).
     pub overlap: Option<usize>,
     /// A tokenizer.json to count tokens with.
     pub tokenizer: Option<PathBuf>,
@@ -40,21 +40,73 @@ pub struct IngestRequest {
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-/// What [`ingest_into`] did.
-#[derive(Debug)]
+/// What [`ingest_into`] did: the answer of `situate ingest --json` and of an `ingest` job
+/// (its `result`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct IngestOutcome {
-    /// The counts.
-    pub report: IngestReport,
+    /// The index directory.
+    #[serde(rename = "index")]
+    pub dir: PathBuf,
     /// Whether the index was created by this ingest.
     pub created: bool,
     /// The context method used.
+    #[serde(rename = "context")]
     pub method: String,
-    /// The LLM's price, when known.
-    pub price: Option<Price>,
-    /// The index directory.
-    pub dir: PathBuf,
     /// The largest chunk this ingest cut, in the chunker's tokens.
     pub chunk_tokens: usize,
+    /// The counts.
+    pub report: IngestReport,
+    /// What the LLM calls cost, when its price is known.
+    pub dollars: Option<f64>,
+    /// The ingest's wall time.
+    pub seconds: f64,
+    /// The LLM's price, when known.
+    #[serde(skip)]
+    pub price: Option<Price>,
+}
+
+/// What a dry run would cost (`situate ingest --dry-run --json`): nothing called or written.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct DryRunAnswer {
+    /// Always `true`: nothing was called or written.
+    pub dry_run: bool,
+    /// Documents to contextualize (new or changed).
+    pub documents: u64,
+    /// Documents unchanged since the last ingest.
+    pub unchanged: u64,
+    /// Chunks they hold.
+    pub chunks: u64,
+    /// Contexts already in the context cache (no call).
+    pub contexts_cached: u64,
+    /// The documents' tokens.
+    pub document_tokens: u64,
+    /// The calls' estimated tokens.
+    pub estimated_usage: situate_core::TokenUsage,
+    /// Their estimated cost, when the LLM's price is known.
+    pub estimated_dollars: Option<f64>,
+    /// That cost per million document tokens.
+    pub dollars_per_million_document_tokens: Option<f64>,
+}
+
+impl IngestOutcome {
+    /// A dry run's outcome as its answer.
+    pub fn dry_run(&self) -> DryRunAnswer {
+        let r = &self.report;
+        let dollars = self.price.map(|p| p.dollars(&r.usage));
+        DryRunAnswer {
+            dry_run: true,
+            documents: r.added + r.replaced,
+            unchanged: r.unchanged,
+            chunks: r.chunks,
+            contexts_cached: r.contexts_cached,
+            document_tokens: r.document_tokens,
+            estimated_usage: r.usage,
+            estimated_dollars: dollars,
+            dollars_per_million_document_tokens: dollars
+                .filter(|_| r.document_tokens > 0)
+                .map(|d| d * 1e6 / r.document_tokens as f64),
+        }
+    }
 }
 
 /// An ingest checked and ready to run ([`prepare_ingest`]): the index is open (created when
@@ -175,7 +227,7 @@ pub(crate) fn chunk_tokens_for(window: Option<usize>, method: &str) -> usize {
 
 impl Engine {
     /// The chunk size every ingest without one of its own uses, chosen when the index was
-    /// created ([`chunk_tokens_for`]); `None` for an index made before chunk sizes were
+    /// created (`chunk_tokens_for`); `None` for an index made before chunk sizes were
     /// chosen per embedder (its ingests keep the chunker's default).
     pub fn chunk_tokens(&self) -> Result<Option<usize>> {
         match self.store.meta(CHUNK_TOKENS)? {
@@ -313,6 +365,7 @@ impl PreparedIngest {
     /// Runs the ingest, reporting each step to `on_event`.
     pub fn run(mut self, on_event: &mut dyn FnMut(IngestEvent<'_>)) -> Result<IngestOutcome> {
         let chunk_tokens = self.chunk_tokens();
+        let started = std::time::Instant::now();
         let report = self.engine.ingest(&self.paths, self.opts, on_event)?;
         let dir = if self._scratch.is_some() {
             self.index
@@ -320,6 +373,8 @@ impl PreparedIngest {
             self.engine.dir().to_path_buf()
         };
         Ok(IngestOutcome {
+            dollars: self.price.map(|p| p.dollars(&report.usage)),
+            seconds: started.elapsed().as_secs_f64(),
             report,
             created: self.created,
             method: self.method,

@@ -96,15 +96,16 @@ mod vectors;
 mod view;
 pub mod worker;
 
-pub use api::{CheckedSearch, SearchRequest};
+pub use api::{AskRequest, CheckedAsk, CheckedSearch, SearchRequest};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
-pub use context_file::{ContextRecord, ImportReport};
+pub use context_file::{ContextRecord, ExportAnswer, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
 pub use error::{EngineError, ErrorKind, Wire};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
-    IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store, prepare_ingest,
+    DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store,
+    prepare_ingest,
 };
 pub use malloc::tune_malloc;
 pub use query::{Rerank, SearchResponse};

@@ -117,21 +117,21 @@ pub struct StoreSettings {
 #[serde(deny_unknown_fields)]
 pub struct AnswerSettings {
     /// `retrieval` (the best passages), `full` (the whole base in one cached prefix) or
-    /// `auto` (full when the base fits `full_budget`) [auto].
+    /// `auto` (full when the base fits `full_budget`) (default auto).
     pub mode: Option<String>,
-    /// Passages given to the model in retrieval mode [8].
+    /// Passages given to the model in retrieval mode (default 8).
     pub passages: Option<usize>,
     /// The model [the `[llm]` model when set, else [`DEFAULT_ANSWER_LLM`]].
     pub model: Option<String>,
-    /// Most tokens of the answer [300].
+    /// Most tokens of the answer (default 300).
     pub max_tokens: Option<usize>,
     /// Below this score of the best passage the question is not attempted (the answer is
     /// "not in the documents" with no model call) [none: always attempted].
     pub min_score: Option<f32>,
     /// An answer whose citations do not hold: `mark` it, `retry` once then mark, or
-    /// `refuse` (retry once, then withhold it) [mark].
+    /// `refuse` (retry once, then withhold it) (default mark).
     pub unsupported: Option<String>,
-    /// Most tokens of the whole base for `auto` to choose full-context mode [8000].
+    /// Most tokens of the whole base for `auto` to choose full-context mode (default 8000).
     pub full_budget: Option<usize>,
 }
 
@@ -406,9 +406,9 @@ impl Settings {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchSettings {
-    /// Hits returned [10].
+    /// Hits returned (default 10).
     pub k: Option<usize>,
-    /// `plain` (the original alone) or `contextual` BM25 [contextual].
+    /// `plain` (the original alone) or `contextual` BM25 (default contextual).
     #[schemars(extend("enum" = ["contextual", "plain", null]))]
     pub bm25: Option<String>,
     /// Weight of the context relative to the original [0.5].
@@ -416,20 +416,20 @@ pub struct SearchSettings {
     /// `bm25`, `vector` or `hybrid` [hybrid when the index has vectors, else bm25].
     #[schemars(extend("enum" = ["bm25", "vector", "hybrid", null]))]
     pub mode: Option<String>,
-    /// Hits each leg contributes to the fusion [150].
+    /// Hits each leg contributes to the fusion (default 150).
     pub fetch: Option<usize>,
-    /// `rrf` or `minmax` [rrf].
+    /// `rrf` or `minmax` (default rrf).
     #[schemars(extend("enum" = ["rrf", "minmax", null]))]
     pub fusion: Option<String>,
-    /// RRF's k [60].
+    /// RRF's k (default 60).
     pub rrf_k: Option<f32>,
-    /// Weight of the BM25 leg [1].
+    /// Weight of the BM25 leg (default 1).
     pub bm25_weight: Option<f32>,
-    /// Weight of the vector leg [1].
+    /// Weight of the vector leg (default 1).
     pub vector_weight: Option<f32>,
-    /// A reranker spec (`none`, `cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...) [none].
+    /// A reranker spec (`none`, `cross-encoder:DIR`, `llm`, `cohere:MODEL`, ...) (default none).
     pub rerank: Option<String>,
-    /// How many fused hits the reranker re-scores [150].
+    /// How many fused hits the reranker re-scores (default 150).
     pub rerank_depth: Option<usize>,
 }
 

@@ -30,6 +30,16 @@ pub struct ContextSpec {
     pub llm: Option<String>,
 }
 
+/// The answer to `situate ingest --store … [--workers N]`: what was queued, and what the
+/// workers started beside it did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SharedIngestAnswer {
+    /// What the ingest queued.
+    pub report: SharedIngestReport,
+    /// Each worker's report, in the order they were started.
+    pub workers: Vec<crate::worker::WorkerReport>,
+}
+
 /// What `situate ingest --store` did, in its `--json` shape.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct SharedIngestReport {

@@ -508,7 +508,7 @@ fn finish_claimed(
 /// ingest recorded, then `situate.toml`, then the default.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerRequest {
-    /// `contextualize`, `embed` or `all` [all].
+    /// `contextualize`, `embed` or `all` (default all).
     pub role: Option<String>,
     /// The context method [the ingest's].
     pub context: Option<String>,
@@ -516,13 +516,13 @@ pub struct WorkerRequest {
     pub llm: Option<String>,
     /// The embedder [the default for the store's languages].
     pub embedder: Option<String>,
-    /// Items claimed at a time [8].
+    /// Items claimed at a time (default 8).
     pub batch: Option<usize>,
-    /// The lease in seconds [60].
+    /// The lease in seconds (default 60).
     pub lease: Option<f64>,
     /// Stop when nothing of its roles is left open.
     pub until_idle: bool,
-    /// Its name in the queue [host:pid].
+    /// Its name in the queue (default host:pid).
     pub name: Option<String>,
 }
 

@@ -19,7 +19,7 @@
 use crate::problem::Problem;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use situate_core::{ContextStatus, TokenUsage};
+use situate_core::TokenUsage;
 use situate_engine::eval::{EvalRequest, run_eval};
 use situate_engine::{
     Access, Decision, Engine, IngestEvent, IngestRequest, LlmRun, SearchSettings, Settings,
@@ -74,19 +74,7 @@ pub enum JobSpec {
     Rebuild {},
     /// Write contexts with an LLM for stored chunks of some statuses, as `situate
     /// contextualize` (pending and failed) and `situate contexts regenerate --status`.
-    Contextualize {
-        /// The statuses whose chunks get new contexts [pending, failed].
-        #[serde(default)]
-        statuses: Vec<String>,
-        /// `llm`, `document` or `document+llm` [llm].
-        context: Option<String>,
-        /// The LLM, over `[llm] model`.
-        llm: Option<String>,
-        /// Dollars not to spend beyond.
-        budget: Option<f64>,
-        /// Documents per committed batch [8].
-        batch: Option<usize>,
-    },
+    Contextualize(situate_engine::api::ContextualizeRequest),
     /// An evaluation, as `situate eval`: its reports go to the service's evaluations
     /// folder under `name` (`GET /v1/evals/{name}`).
     Eval {
@@ -142,7 +130,7 @@ impl JobSpec {
             JobSpec::Ingest { .. } => "ingest",
             JobSpec::Delete { .. } => "delete",
             JobSpec::Rebuild {} => "rebuild",
-            JobSpec::Contextualize { .. } => "contextualize",
+            JobSpec::Contextualize(_) => "contextualize",
             JobSpec::Review { .. } => "review",
             JobSpec::Eval { .. } => "eval",
         }
@@ -156,23 +144,8 @@ impl JobSpec {
         if let JobSpec::Eval { name, .. } = self {
             eval_name(name)?;
         }
-        if let JobSpec::Contextualize {
-            statuses,
-            context,
-            batch,
-            ..
-        } = self
-        {
-            statuses_of(statuses)?;
-            let method = context.as_deref().unwrap_or("llm");
-            if !situate_engine::uses_llm(method) {
-                return Err(Problem::invalid(format!(
-                    "context {method:?}: expected llm, document or document+llm"
-                )));
-            }
-            if *batch == Some(0) {
-                return Err(Problem::invalid("batch must be at least 1"));
-            }
+        if let JobSpec::Contextualize(req) = self {
+            req.check()?;
         }
         if let JobSpec::Ingest { paths, files, .. } = self {
             if paths.is_empty() && files.is_empty() {
@@ -228,20 +201,6 @@ pub fn decision_of(decision: &str, text: Option<&str>) -> Result<Decision, Probl
             "decision {decision:?}: expected accept, reject or edit"
         ))),
     }
-}
-
-/// Context statuses from their names; none means pending and failed.
-pub fn statuses_of(names: &[String]) -> Result<Vec<ContextStatus>, Problem> {
-    if names.is_empty() {
-        return Ok(vec![ContextStatus::Pending, ContextStatus::Failed]);
-    }
-    names
-        .iter()
-        .map(|n| {
-            n.parse::<ContextStatus>()
-                .map_err(|e| Problem::invalid(format!("status {n:?}: {e}")))
-        })
-        .collect()
 }
 
 /// An uploaded file's path, checked: relative, no `..`, no empty or hidden tricks.
@@ -753,28 +712,7 @@ fn run_job(
             .and_then(|mut e| e.remove_document(&document_id))
             .map_err(Problem::from)
             .and_then(|a| serde_json::to_value(a).map_err(Problem::internal)),
-        JobSpec::Contextualize {
-            statuses,
-            context,
-            llm,
-            budget,
-            batch,
-        } => contextualize(
-            index,
-            settings,
-            (
-                statuses,
-                context,
-                LlmRun {
-                    llm,
-                    budget,
-                    dry_run: false,
-                },
-                batch,
-            ),
-            status,
-            cancel,
-        ),
+        JobSpec::Contextualize(req) => contextualize(index, settings, &req, status, cancel),
         JobSpec::Review {
             chunk_id,
             decision,
@@ -868,21 +806,20 @@ fn run_job(
 fn contextualize(
     index: &Path,
     settings: &Settings,
-    spec: (Vec<String>, Option<String>, LlmRun, Option<usize>),
+    req: &situate_engine::api::ContextualizeRequest,
     status: &watch::Sender<JobStatus>,
     cancel: &Arc<AtomicBool>,
 ) -> Result<serde_json::Value, Problem> {
-    let (names, context, run, batch) = spec;
-    let statuses = statuses_of(&names)?;
-    let method = context.unwrap_or_else(|| "llm".into());
-    let built = situate_engine::build_contextualizer(&method, &settings.llm, &run)?;
+    let c = req.check()?;
+    let built = situate_engine::build_contextualizer(&c.method, &settings.llm, &c.run)?;
     let price = built.price;
+    let started = std::time::Instant::now();
     let mut e = Engine::open(index, Access::Write)?;
     e.cancel_on(Arc::clone(cancel));
     let report = e.recontextualize(
         built.contextualizer.as_ref(),
-        &statuses,
-        batch.unwrap_or(8),
+        &c.statuses,
+        c.batch,
         &mut |p, r| {
             status.send_modify(|s| {
                 s.progress.insert(
@@ -897,11 +834,10 @@ fn contextualize(
             })
         },
     )?;
-    let v = serde_json::json!({
-        "report": report,
-        "dollars": price.map(|p| p.dollars(&report.usage)),
-    });
-    if report.cancelled {
+    let cancelled = report.cancelled;
+    let answer = situate_engine::api::ContextualizeAnswer::new(report, price, started);
+    let v = serde_json::to_value(&answer).map_err(Problem::internal)?;
+    if cancelled {
         status.send_modify(|s| s.result = Some(v));
         return Err(Problem::new(
             StatusCode::CONFLICT,
@@ -944,11 +880,7 @@ fn ingest(
             IngestEvent::Committed { .. } => s.commits += 1,
         })
     })?;
-    let mut v = serde_json::to_value(&outcome.report).map_err(Problem::internal)?;
-    if let Some(o) = v.as_object_mut() {
-        o.insert("created".into(), outcome.created.into());
-        o.insert("method".into(), outcome.method.clone().into());
-    }
+    let v = serde_json::to_value(&outcome).map_err(Problem::internal)?;
     if outcome.report.cancelled {
         status.send_modify(|s| s.result = Some(v));
         return Err(Problem::new(

@@ -45,11 +45,12 @@ pub mod ui;
 
 pub(crate) use middleware::Body;
 pub(crate) use router::router;
-pub use routes::documents::{DocumentDetail, DocumentPage};
-pub(crate) use routes::documents::{decode_cursor, encode_cursor, page};
+pub use routes::documents::DocumentDetail;
 pub(crate) use routes::evals::{eval_report, evals};
+pub use routes::health::{FollowInfo, ServiceInfo};
 pub use routes::jobs::JobList;
-pub use routes::review::ContextPage;
+pub use situate_engine::api::{ContextPage, DocumentPage};
+pub(crate) use situate_engine::api::{decode_cursor, encode_cursor};
 
 use crate::auth::{Hosts, Keys};
 use crate::jobs::Jobs;
@@ -92,8 +93,21 @@ pub struct ServeOptions {
     pub node_embedder: Option<String>,
 }
 
+/// The line `situate serve --json` prints once it listens (scripts and tests wait for it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Listening {
+    /// The address bound (`127.0.0.1:7700`).
+    pub listening: String,
+    /// Its base URL.
+    pub url: String,
+    /// The index served.
+    pub index: PathBuf,
+    /// Whether API keys are required.
+    pub keys: bool,
+}
+
 /// Limits of one request; each has a clear error when exceeded.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, schemars::JsonSchema)]
 pub struct Limits {
     /// The most hits a search may ask for.
     pub max_k: usize,
@@ -161,7 +175,6 @@ struct AppState {
     limits: Limits,
     keys: Keys,
     hosts: Hosts,
-    index: PathBuf,
     evals: PathBuf,
     started: Instant,
     /// The follower, when the index is a query node of a shared store.
@@ -276,7 +289,6 @@ fn app_state(
         cors: opts.cors_origins.clone(),
         keys: opts.keys,
         settings: opts.settings,
-        index: opts.index,
         evals: opts.evals,
         started: Instant::now(),
         follow,

@@ -14,8 +14,9 @@
 //! codes as the HTTP API's problem+json.
 
 use crate::auth::Role;
-use crate::jobs::{self, JobSpec, UploadedFile};
+use crate::jobs::{JobSpec, UploadedFile};
 use crate::problem::Problem;
+use crate::routes::review::{Reviewed, decide};
 use crate::{AppState, decode_cursor, encode_cursor};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -29,6 +30,7 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router,
 };
 use serde::Deserialize;
+use situate_engine::api::DocumentsRequest;
 use situate_engine::{FilterSettings, SearchRequest, SearchSettings};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -190,14 +192,57 @@ pub struct AskParams {
     pub passages: Option<usize>,
 }
 
-/// Parameters of `list_documents`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    /// Documents per page (default 50, at most 200).
-    pub limit: Option<usize>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
+/// A passage of MCP's `ask` answer, by its ids (the engine's answer with each passage's
+/// text left out).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct PassageRef {
+    /// The passage's number, as the answer's citations give it.
+    pub id: usize,
+    /// Its chunk.
+    pub chunk_id: String,
+    /// Its document.
+    pub document_id: String,
+}
+
+/// MCP's `search` answer: the engine's search, its hits cut to fit an agent's budget.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct SnippetPage {
+    /// The query as searched.
+    pub query: String,
+    /// The mode searched.
+    pub mode: situate_engine::Mode,
+    /// The hits, best first.
+    pub hits: Vec<Snippet>,
+    /// Pass it back as `cursor` for the next hits; `null` when there are no more.
+    pub next_cursor: Option<String>,
+}
+
+/// A search hit for an agent: the engine's hit with its text cut to a snippet (the full
+/// card is a `get_card` away).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct Snippet {
+    /// Rank, from 1.
+    pub rank: usize,
+    /// The chunk.
+    pub chunk_id: String,
+    /// Its document.
+    pub document_id: String,
+    /// The document's title.
+    pub title: Option<String>,
+    /// Its heading path, joined by ` > `.
+    pub section: String,
+    /// The fused score.
+    pub score: f32,
+    /// What the chunk is (prose, code, a table...).
+    pub kind: situate_core::CardKind,
+    /// Its page or sheet, where the document has them.
+    pub place: Option<situate_core::Place>,
+    /// The situating context (cut to the budget).
+    pub context: String,
+    /// The chunk's original text, cut to a snippet unless `full_text`.
+    pub text: String,
+    /// Whether `text` was cut.
+    pub text_truncated: bool,
 }
 
 /// Parameters of `ingest`.
@@ -301,7 +346,7 @@ impl SituateMcp {
     )]
     async fn list_documents(
         &self,
-        Parameters(p): Parameters<ListParams>,
+        Parameters(p): Parameters<DocumentsRequest>,
     ) -> Result<CallToolResult, McpError> {
         answer(self.do_list(p).await)
     }
@@ -317,7 +362,7 @@ impl SituateMcp {
 
     /// Counts and context statuses.
     #[tool(
-        description = "The index's state: documents, chunks, languages, context statuses and methods, the embedder, and the jobs running.",
+        description = "The index's state, as `GET /v1/info` gives it: the default search mode, `stats` (documents, chunks, languages, context statuses and methods, the embedder, vectors), the request limits and the jobs by state.",
         annotations(title = "Index status", read_only_hint = true, open_world_hint = false)
     )]
     async fn index_status(&self) -> Result<CallToolResult, McpError> {
@@ -477,18 +522,29 @@ impl SituateMcp {
             };
             let (text, truncated) = cut(&h.original_text, limit.max(100));
             used += context.chars().count() + text.chars().count();
-            hits.push(serde_json::json!({
-                "rank": h.rank, "chunk_id": h.chunk_id, "document_id": h.document_id,
-                "title": h.title, "section": h.heading_path.join(" > "), "score": h.score,
-                "kind": h.kind, "place": h.place,
-                "context": context, "text": text, "text_truncated": truncated,
-            }));
+            hits.push(Snippet {
+                section: h.heading_path.join(" > "),
+                rank: h.rank,
+                chunk_id: h.chunk_id,
+                document_id: h.document_id,
+                title: h.title,
+                score: h.score,
+                kind: h.kind,
+                place: h.place,
+                context: context.to_string(),
+                text: text.to_string(),
+                text_truncated: truncated,
+            });
         }
         let next = offset + hits.len();
         let next_cursor = (next < available).then(|| encode_cursor(&format!("hit:{next}")));
-        Ok(serde_json::json!({
-            "query": r.query, "mode": r.mode, "hits": hits, "next_cursor": next_cursor,
-        }))
+        serde_json::to_value(SnippetPage {
+            query: r.query,
+            mode: r.mode,
+            hits,
+            next_cursor,
+        })
+        .map_err(Problem::internal)
     }
 
     async fn do_card(&self, p: CardParams) -> Result<serde_json::Value, Problem> {
@@ -508,42 +564,35 @@ impl SituateMcp {
 
     async fn do_ask(&self, p: AskParams) -> Result<serde_json::Value, Problem> {
         let s = &self.state;
-        if p.question.trim().is_empty() {
-            return Err(Problem::invalid("the question is empty"));
-        }
-        if p.question.chars().count() > s.limits.max_query_chars {
-            return Err(Problem::invalid(format!(
-                "the question is longer than {} characters",
-                s.limits.max_query_chars
-            )));
-        }
-        let default_llm = s.settings.default_llm();
-        let plan = situate_engine::AnswerSettings {
-            mode: p.mode,
-            passages: p.passages,
+        let req = situate_engine::AskRequest {
+            question: p.question,
+            answer: situate_engine::AnswerSettings {
+                mode: p.mode,
+                passages: p.passages,
+                ..Default::default()
+            },
             ..Default::default()
-        }
-        .over(&s.settings.answer)
-        .plan(&s.settings.answer_llm())?;
-        let search = SearchSettings::default()
-            .over(&s.settings.search)
-            .plan(&default_llm)?;
-        let question = p.question;
+        };
+        let q = crate::ask::checked(s, &req)?;
         let a = s
             .readers
             .run_for(Duration::from_millis(s.limits.ask_timeout_ms), move |e| {
-                e.ask(&question, &plan, &search, &Default::default(), &|_| {})
+                e.answer(&q, &|_| {})
             })
             .await?;
         // The passages by id only: their text is a get_card away, and a full-context
         // answer's passages are the whole base.
-        let passages: Vec<serde_json::Value> = a
+        let passages: Vec<PassageRef> = a
             .passages
             .iter()
-            .map(|p| serde_json::json!({"id": p.id, "chunk_id": p.chunk_id, "document_id": p.document_id}))
+            .map(|p| PassageRef {
+                id: p.id,
+                chunk_id: p.chunk_id.clone(),
+                document_id: p.document_id.clone(),
+            })
             .collect();
         let mut v = serde_json::to_value(&a).map_err(Problem::internal)?;
-        v["passages"] = serde_json::Value::Array(passages);
+        v["passages"] = serde_json::to_value(passages).map_err(Problem::internal)?;
         Ok(v)
     }
 
@@ -556,75 +605,26 @@ impl SituateMcp {
         }
         .over(&s.settings.search)
         .plan(&s.settings.default_llm())?;
-        let fetch = plan.fetch;
-        let (query, chunk_id) = (p.query, p.chunk_id);
-        let (r, card) = s
+        let answer = s
             .readers
-            .run(move |e| {
-                let card = e.card_view(&chunk_id)?;
-                Ok((e.query(&query, &plan, &Default::default())?, card))
-            })
+            .run(move |e| e.explain_hit(&p.query, &p.chunk_id, &plan))
             .await?;
-        let found = r.hits.iter().find(|h| h.chunk_id == card.chunk_id);
-        let context_indexed = card.context_status.is_indexed() && card.generated_context.is_some();
-        Ok(match found {
-            Some(h) => serde_json::json!({
-                "chunk_id": card.chunk_id, "query": r.query, "mode": r.mode, "rank": h.rank,
-                "score": h.score, "legs": h.legs, "context_indexed": context_indexed,
-                "context": card.generated_context, "context_status": card.context_status,
-                "note": format!("each leg contributes its first {fetch} hits to the fusion; a leg missing from `legs` did not rank the chunk among them"),
-            }),
-            None => serde_json::json!({
-                "chunk_id": card.chunk_id, "query": r.query, "mode": r.mode, "rank": null,
-                "context_indexed": context_indexed, "context_status": card.context_status,
-                "note": format!("the chunk is not among the first {fetch} hits of any leg: neither its words (with its context) nor its embedding are close to the query"),
-            }),
-        })
+        serde_json::to_value(answer).map_err(Problem::internal)
     }
 
-    async fn do_list(&self, p: ListParams) -> Result<serde_json::Value, Problem> {
-        let limit = p.limit.unwrap_or(50);
-        if limit == 0 || limit > 200 {
-            return Err(Problem::invalid(format!(
-                "limit must be from 1 to 200, not {limit}"
-            )));
-        }
-        let after = match p.cursor.as_deref() {
-            None | Some("") => None,
-            Some(c) => Some(
-                decode_cursor(c)
-                    .ok_or_else(|| Problem::invalid("the cursor is not one this tool gave"))?,
-            ),
-        };
-        let docs = self
+    async fn do_list(&self, p: DocumentsRequest) -> Result<serde_json::Value, Problem> {
+        let max = self.state.limits.max_page;
+        let page = self
             .state
             .readers
-            .run(move |e| e.documents_after(after.as_deref(), limit + 1))
+            .run(move |e| e.documents_page(&p, max))
             .await?;
-        let (docs, next) = crate::page(docs, limit, |d| d.id.clone());
-        let docs: Vec<serde_json::Value> = docs
-            .into_iter()
-            .map(|d| {
-                serde_json::json!({"id": d.id, "title": d.title, "language": d.language,
-                    "kind": d.kind, "chunks": d.chunk_count, "ingested_at": d.ingested_at})
-            })
-            .collect();
-        Ok(serde_json::json!({"documents": docs, "next_cursor": next}))
+        serde_json::to_value(page).map_err(Problem::internal)
     }
 
     async fn do_status(&self) -> Result<serde_json::Value, Problem> {
-        let (stats, mode) = self
-            .state
-            .readers
-            .run(|e| Ok((e.stats()?, e.mode_for(None)?)))
-            .await?;
-        Ok(serde_json::json!({
-            "documents": stats.store.documents, "chunks": stats.store.chunks,
-            "languages": stats.store.languages, "context_status": stats.store.context_status,
-            "context_methods": stats.store.context_methods, "embedder": stats.embed_model,
-            "vectors": stats.vectors, "default_mode": mode,
-            "jobs": self.state.jobs.counts()?.into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(),
-        }))
+        let info = crate::routes::health::service_info(&self.state).await?;
+        serde_json::to_value(info).map_err(Problem::internal)
     }
 
     async fn do_review(
@@ -633,23 +633,12 @@ impl SituateMcp {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<serde_json::Value, Problem> {
         needs_admin(ctx)?;
-        jobs::decision_of(&p.decision, p.text.as_deref())?;
-        let id = p.chunk_id.clone();
-        self.state.readers.run(move |e| e.chunk(&id)).await?;
-        let done = self
-            .state
-            .jobs
-            .decide(&p.chunk_id, p.decision, p.text, Duration::from_secs(10))
-            .await?;
-        if done.state != jobs::JobState::Succeeded {
-            return serde_json::to_value(&done).map_err(Problem::internal);
-        }
-        let id = p.chunk_id;
-        let card = self.state.readers.run(move |e| e.card_view(&id)).await?;
-        Ok(
-            serde_json::json!({"chunk_id": card.chunk_id, "context_status": card.context_status,
-            "context": card.generated_context, "job_id": done.id}),
-        )
+        let wait = Duration::from_secs(10);
+        let v = match decide(&self.state, p.chunk_id, p.decision, p.text, wait).await? {
+            Reviewed::Done(a) => serde_json::to_value(*a),
+            Reviewed::Waiting(job) => serde_json::to_value(job),
+        };
+        v.map_err(Problem::internal)
     }
 }
 

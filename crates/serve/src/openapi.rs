@@ -11,7 +11,7 @@
 
 use crate::jobs::{JobSpec, JobStatus};
 use crate::routes::review::ReviewBody;
-use crate::{ContextPage, DocumentDetail, DocumentPage, JobList};
+use crate::{ContextPage, DocumentDetail, DocumentPage, JobList, ServiceInfo};
 use schemars::generate::{Contract, SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
@@ -138,11 +138,11 @@ pub fn document() -> Value {
     let accepted = g.answer::<JobStatus>("Accepted: the job, queued (its URL in `Location`)");
     let paths = json!({
         "/healthz": {"get": op("healthz", "The process is up", vec![], None,
-            vec![("200", free_form("Up"))])},
+            vec![("200", g.answer::<crate::routes::health::Probe>("Up"))])},
         "/readyz": {"get": op("readyz", "The index is open and the embedder warm", vec![], None,
-            vec![("200", free_form("Ready"))])},
+            vec![("200", g.answer::<crate::routes::health::Probe>("Ready"))])},
         "/v1/info": {"get": op("info", "Version, index counts and the request limits", vec![], None,
-            vec![("200", free_form("The service"))])},
+            vec![("200", g.answer::<ServiceInfo>("The service"))])},
         "/metrics": {"get": op("metrics", "Requests, latencies, jobs and index size (OpenMetrics text)", vec![], None,
             vec![("200", json!({"description": "OpenMetrics text", "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}}))])},
         "/openapi.json": {"get": op("openapi", "This document", vec![], None,
@@ -187,11 +187,11 @@ pub fn document() -> Value {
             vec![("200", g.answer::<ContextPage>("A page"))])},
         "/v1/contexts/{chunk_id}": {"post": op("review_context", "A person's decision on a context: accept, reject or edit",
             vec![path_param("chunk_id", "The chunk id (percent-encoded)")], Some(g.body::<ReviewBody>()),
-            vec![("200", free_form("Done: the card as it now is, and the decision's job")), ("202", accepted)])},
+            vec![("200", g.answer::<crate::routes::review::ReviewAnswer>("Done: the card as it now is, and the decision's job")), ("202", accepted)])},
         "/v1/evals": {"get": op("list_evals", "The evaluation reports, newest first", vec![], None,
-            vec![("200", free_form("The reports"))])},
+            vec![("200", g.answer::<crate::routes::evals::EvalList>("The reports"))])},
         "/v1/evals/{id}": {"get": op("get_eval", "One report (`report.json` as `situate eval` wrote it), its table and its plot's URL",
-            vec![path_param("id", "The report's name")], None, vec![("200", free_form("The report"))])},
+            vec![path_param("id", "The report's name")], None, vec![("200", g.answer::<crate::routes::evals::EvalDetail>("The report"))])},
         "/v1/evals/{id}/failure.svg": {"get": op("get_eval_plot", "The report's failure-rate plot",
             vec![path_param("id", "The report's name")], None,
             vec![("200", json!({"description": "SVG", "content": {"image/svg+xml": {"schema": {"type": "string"}}}}))])},

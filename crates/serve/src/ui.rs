@@ -16,10 +16,10 @@
 //! Every page calls what the JSON routes call. With a read-only key the pages work and
 //! show no write control; the write routes refuse a read key in any case.
 
+use crate::AppState;
 use crate::auth::{KEY_COOKIE, Role};
 use crate::jobs::{self, JobSpec};
 use crate::problem::Problem;
-use crate::{AppState, decode_cursor};
 use axum::Form;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -305,17 +305,16 @@ pub(crate) async fn review_queue(
     Query(q): Query<ReviewQuery>,
 ) -> Response {
     let status = q.status.clone().unwrap_or_else(|| "rejected".into());
-    let statuses = match jobs::statuses_of(&list(&Some(status.clone()))) {
-        Ok(s) => s,
+    let req = match crate::routes::review::status_list(Some(&status)) {
+        Ok(statuses) => situate_engine::api::ContextsRequest {
+            status: statuses,
+            limit: Some(20),
+            cursor: q.cursor.clone(),
+        },
         Err(p) => return error_page(role, &p),
     };
-    let after = q
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
-        .and_then(decode_cursor)
-        .and_then(crate::routes::review::context_position);
-    let (items, next) = match crate::routes::review::context_page(&s, statuses, after, 20).await {
+    let queue = s.readers.run(move |e| e.contexts_page(&req, 20)).await;
+    let (items, next) = match queue {
         Ok(p) => (p.contexts, p.next_cursor),
         Err(p) => return error_page(role, &p),
     };
@@ -484,16 +483,16 @@ pub(crate) async fn evals_page(
     };
     let body = html! {
         h1 { "Evaluations" }
-        @let evals = list["evals"].as_array().cloned().unwrap_or_default();
+        @let evals = &list.evals;
         @if evals.is_empty() { p { "No reports yet: run `situate eval --out " (s.evals.display()) "/NAME` or an eval job." } }
         ul.evals {
-            @for e in &evals {
-                @let id = e["id"].as_str().unwrap_or("");
+            @for e in evals {
+                @let id = &e.id;
                 li {
                     a href=(format!("/ui/evals/{id}")) { (id) }
-                    " · " (e["name"].as_str().unwrap_or("")) " · "
-                    (e["answerable_queries"].as_u64().unwrap_or(0)) " queries · "
-                    (e["configurations"].as_array().map(|c| c.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default())
+                    " · " (e.name.as_str().unwrap_or("")) " · "
+                    (e.answerable_queries.as_u64().unwrap_or(0)) " queries · "
+                    (e.configurations.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
                 }
             }
         }
@@ -512,7 +511,7 @@ pub(crate) async fn eval_page(
     };
     let body = html! {
         h1 { "Evaluation " (id) }
-        pre.table { (r["table"].as_str().unwrap_or("")) }
+        pre.table { (r.table.as_deref().unwrap_or("")) }
         img.plot src=(format!("/v1/evals/{id}/failure.svg")) alt="failure rate by configuration";
     };
     page("Evaluation", role, body).into_response()

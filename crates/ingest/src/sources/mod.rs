@@ -81,7 +81,7 @@ impl Default for SourceOptions {
 }
 
 /// An input that could not be ingested, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Skipped {
     /// The file (or `corpus.jsonl:LINE`).
     pub source: String,

@@ -8,8 +8,47 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+/// The evaluation reports (`GET /v1/evals`), newest first.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct EvalList {
+    /// One summary per report.
+    pub evals: Vec<EvalSummary>,
+}
+
+/// A report's summary: what `situate eval` wrote in its `report.json`, in brief.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct EvalSummary {
+    /// The report's folder name.
+    pub id: String,
+    /// The run's name.
+    pub name: serde_json::Value,
+    /// The dataset evaluated.
+    pub dataset: serde_json::Value,
+    /// Queries with at least one relevant document.
+    pub answerable_queries: serde_json::Value,
+    /// The configurations compared, by name.
+    pub configurations: Vec<serde_json::Value>,
+    /// When the report was written, in seconds since 1970.
+    pub modified_unix: u64,
+}
+
+/// One report (`GET /v1/evals/{id}`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct EvalDetail {
+    /// The report's folder name.
+    pub id: String,
+    /// `report.json` as `situate eval` wrote it.
+    pub report: serde_json::Value,
+    /// `report.md`'s table, when there is one.
+    pub table: Option<String>,
+    /// The failure plot's URL.
+    pub plot: String,
+}
+
 /// Every report in the evaluations folder (a folder holding `report.json`), newest first.
-pub(crate) async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+/// A report is read as JSON, not as the engine's type: a report an older version wrote
+/// is listed too.
+pub(crate) async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<EvalList>> {
     let dir = s.evals.clone();
     let list = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
@@ -39,21 +78,21 @@ pub(crate) async fn evals(State(s): State<Arc<AppState>>) -> AppResult<Json<serd
                 .as_array()
                 .map(|c| c.iter().map(|c| c["name"].clone()).collect())
                 .unwrap_or_default();
-            out.push((
-                modified,
-                serde_json::json!({
-                    "id": id, "name": v["name"], "dataset": v["dataset"],
-                    "answerable_queries": v["answerable_queries"],
-                    "configurations": configurations, "modified_unix": modified,
-                }),
-            ));
+            out.push(EvalSummary {
+                id,
+                name: v["name"].clone(),
+                dataset: v["dataset"].clone(),
+                answerable_queries: v["answerable_queries"].clone(),
+                configurations,
+                modified_unix: modified,
+            });
         }
-        out.sort_by_key(|e| std::cmp::Reverse(e.0));
-        out.into_iter().map(|(_, v)| v).collect::<Vec<_>>()
+        out.sort_by_key(|e| std::cmp::Reverse(e.modified_unix));
+        out
     })
     .await
     .map_err(Problem::internal)?;
-    Ok(Json(serde_json::json!({"evals": list})))
+    Ok(Json(EvalList { evals: list }))
 }
 
 pub(crate) async fn eval_file(s: &AppState, id: &str, file: &str) -> AppResult<Vec<u8>> {
@@ -73,7 +112,7 @@ pub(crate) async fn eval_file(s: &AppState, id: &str, file: &str) -> AppResult<V
 pub(crate) async fn eval_report(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<EvalDetail>> {
     let bytes = eval_file(&s, &id, "report.json").await?;
     let report: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| Problem::internal(format!("evaluation {id}: report.json: {e}")))?;
@@ -81,10 +120,12 @@ pub(crate) async fn eval_report(
         .await
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned());
-    Ok(Json(serde_json::json!({
-        "id": id, "report": report, "table": table,
-        "plot": format!("/v1/evals/{id}/failure.svg"),
-    })))
+    Ok(Json(EvalDetail {
+        plot: format!("/v1/evals/{id}/failure.svg"),
+        id,
+        report,
+        table,
+    }))
 }
 
 pub(crate) async fn eval_plot(

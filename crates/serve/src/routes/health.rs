@@ -29,11 +29,18 @@ pub(crate) async fn metrics_text(State(s): State<Arc<AppState>>) -> AppResult<Re
     Ok(r)
 }
 
-pub(crate) async fn healthz() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "ok"}))
+/// A probe's answer: `{"status": "ok"}` (`/healthz`) or `{"status": "ready"}` (`/readyz`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct Probe {
+    /// `ok` or `ready`.
+    pub status: &'static str,
 }
 
-pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+pub(crate) async fn healthz() -> Json<Probe> {
+    Json(Probe { status: "ok" })
+}
+
+pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> AppResult<Json<Probe>> {
     if !s.readers.ready() {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -43,25 +50,72 @@ pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> AppResult<Json<ser
     }
     // The index still opens (it may have been removed under the service).
     s.readers.run(|e| e.generation()).await?;
-    Ok(Json(serde_json::json!({"status": "ready"})))
+    Ok(Json(Probe { status: "ready" }))
 }
 
-pub(crate) async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
-    let (stats, mode) = s
-        .readers
-        .run(|e| Ok((e.stats()?, e.mode_for(None)?)))
-        .await?;
-    Ok(Json(serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "index": s.index,
-        "default_mode": mode,
-        "stats": stats,
-        "limits": s.limits,
-        "readers": s.readers.threads(),
-        "auth": if s.keys.is_empty() { "none (loopback only)" } else { "api keys" },
-        "uptime_s": s.started.elapsed().as_secs(),
-        "store": s.follow.as_ref().map(|f| serde_json::json!({
-            "store": f.store, "position": f.position(), "error": f.error(),
-        })),
-    })))
+/// The service and its index: `GET /v1/info` and MCP's `index_status`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ServiceInfo {
+    /// situate's version.
+    pub version: String,
+    /// The index's state.
+    #[serde(flatten)]
+    pub status: situate_engine::api::StatusAnswer,
+    /// Limits of one request.
+    pub limits: Limits,
+    /// Threads that answer reads.
+    pub readers: usize,
+    /// `api keys`, or `none (loopback only)`.
+    pub auth: String,
+    /// Seconds since the service started.
+    pub uptime_s: u64,
+    /// Jobs by state, those with at least one.
+    pub jobs: std::collections::BTreeMap<String, u64>,
+    /// On a query node, the shared store it follows.
+    pub store: Option<FollowInfo>,
+}
+
+/// What a query node reports of the store it follows.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct FollowInfo {
+    /// The store (`user@host:port/database`).
+    pub store: String,
+    /// The change-feed position the node has applied.
+    pub position: u64,
+    /// The last catch-up's error, while the store cannot be read.
+    pub error: Option<String>,
+}
+
+/// The service's [`ServiceInfo`] now.
+pub(crate) async fn service_info(s: &AppState) -> AppResult<ServiceInfo> {
+    let status = s.readers.run(|e| e.status()).await?;
+    Ok(ServiceInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        status,
+        limits: s.limits,
+        readers: s.readers.threads(),
+        auth: if s.keys.is_empty() {
+            "none (loopback only)"
+        } else {
+            "api keys"
+        }
+        .to_string(),
+        uptime_s: s.started.elapsed().as_secs(),
+        jobs: s
+            .jobs
+            .counts()?
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (k.to_string(), n))
+            .collect(),
+        store: s.follow.as_ref().map(|f| FollowInfo {
+            store: f.store.clone(),
+            position: f.position(),
+            error: f.error(),
+        }),
+    })
+}
+
+pub(crate) async fn info(State(s): State<Arc<AppState>>) -> AppResult<Json<ServiceInfo>> {
+    Ok(Json(service_info(&s).await?))
 }

@@ -1,0 +1,73 @@
+//! The index's state: [`Engine::status`], [`Engine::status_checked`], and what
+//! [`Engine::create`] made.
+
+use crate::{Engine, Result};
+use serde::Serialize;
+
+/// The answer to creating an index (`situate init`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CreateAnswer {
+    /// The index directory.
+    pub index: std::path::PathBuf,
+    /// Its Chinese tokenizer.
+    pub chinese_tokenizer: String,
+    /// Its embedder setting (`none`, `auto`, a model).
+    pub embedder: String,
+}
+
+impl Engine {
+    /// What [`Engine::create`] made, as its answer.
+    pub fn created(&self) -> Result<CreateAnswer> {
+        Ok(CreateAnswer {
+            index: self.dir().to_path_buf(),
+            chinese_tokenizer: self.chinese_tokenizer().as_str().to_string(),
+            embedder: self.embed_settings()?.spec,
+        })
+    }
+}
+
+/// The index's state: `situate stats` (with [`CheckAnswer`]), `GET /v1/info` and MCP's
+/// `index_status` (with the service's own fields).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct StatusAnswer {
+    /// The index directory.
+    pub index: std::path::PathBuf,
+    /// The mode a search takes when it names none.
+    pub default_mode: situate_search::Mode,
+    /// Counts over the index.
+    pub stats: crate::EngineStats,
+}
+
+/// [`StatusAnswer`] with the comparison of the store's cards and the indexes
+/// (`situate stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckAnswer {
+    /// The index's state.
+    #[serde(flatten)]
+    pub status: StatusAnswer,
+    /// What the comparison found.
+    pub consistency: crate::Consistency,
+    /// Whether the indexes hold exactly the store's cards.
+    pub consistent: bool,
+}
+
+impl Engine {
+    /// The index's state.
+    pub fn status(&self) -> Result<StatusAnswer> {
+        Ok(StatusAnswer {
+            index: self.dir().to_path_buf(),
+            default_mode: self.mode_for(None)?,
+            stats: self.stats()?,
+        })
+    }
+
+    /// The index's state and the comparison of its cards and indexes ([`Engine::check`]).
+    pub fn status_checked(&self) -> Result<CheckAnswer> {
+        let consistency = self.check()?;
+        Ok(CheckAnswer {
+            status: self.status()?,
+            consistent: consistency.is_consistent(),
+            consistency,
+        })
+    }
+}
