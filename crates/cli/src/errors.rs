@@ -23,6 +23,7 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
             error: ErrorAnswer {
                 code: wire.map_or("error", |w| w.code),
                 field,
+                install: engine.and_then(EngineError::install),
                 detail: &text,
             },
         };
@@ -46,6 +47,9 @@ struct ErrorAnswer<'a> {
     code: &'static str,
     /// The request field at fault, by its wire name.
     field: Option<&'a str>,
+    /// For `model-missing`: the command that installs the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    install: Option<&'a str>,
     /// The message, with the flag beside the field.
     detail: &'a str,
 }

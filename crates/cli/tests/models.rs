@@ -65,9 +65,18 @@ fn a_first_ingest_installs_the_embedder_it_needs_and_offline_says_how() {
         if offline {
             cmd.arg("--offline");
         } else {
-            cmd.env("SITUATE_OFFLINE", "1");
+            cmd.env("SITUATE_OFFLINE", "1").arg("--json");
         }
         let out = run(&mut cmd, 1);
+        if !offline {
+            // Under --json, the error's kind and the command that installs the model.
+            let v: Value = serde_json::from_slice(&out.stdout).expect("json error");
+            assert_eq!(v["error"]["code"], "model-missing", "{v:#}");
+            assert_eq!(
+                v["error"]["install"], "situate models install multilingual-e5-small",
+                "{v:#}"
+            );
+        }
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("multilingual-e5-small is not installed")

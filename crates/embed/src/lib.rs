@@ -30,7 +30,8 @@ pub mod resolve;
 pub use bert::{BertEmbedder, BertOptions};
 pub use encoder::{Precision, Precisions};
 pub use resolve::{
-    ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, TITLE, check, default_for, passage_window, resolve,
+    ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, ResolveError, TITLE, check, default_for,
+    passage_window, resolve,
 };
 
 #[cfg(test)]

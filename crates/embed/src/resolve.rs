@@ -285,10 +285,29 @@ pub fn check(spec: &str) -> Result<(), EmbedError> {
     })
 }
 
+/// Why [`resolve`] could not load an embedder.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The spec is wrong, or the model failed to load.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// A model of the catalog is not installed and could not be installed now (offline, or
+    /// the install failed): `install` is the command that installs it.
+    #[error("embedder {model}: {message}")]
+    Missing {
+        /// The spec.
+        model: String,
+        /// The command that installs it (`situate models install NAME`).
+        install: String,
+        /// Why it could not be installed now, and what to do.
+        message: String,
+    },
+}
+
 /// Loads the embedder `spec` names: a model of the catalog (installed with `situate models
 /// install`), or a path to a Hugging Face BERT directory (`config.json`, `tokenizer.json`,
 /// `model.safetensors`); a local model suffixed [`INT8_PASSAGES`] embeds passages in int8.
-pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
+pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, ResolveError> {
     let fail = |message: String| EmbedError {
         model: spec.to_string(),
         message,
@@ -301,8 +320,13 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             late,
             title,
         } => {
-            let dir = situate_models::ensure(entry, "the embedder of this index")
-                .map_err(|e| fail(e.to_string()))?;
+            let dir = situate_models::ensure(entry, "the embedder of this index").map_err(|e| {
+                ResolveError::Missing {
+                    model: spec.to_string(),
+                    install: format!("situate models install {}", entry.name),
+                    message: e.to_string(),
+                }
+            })?;
             let id = format!("{}@{}", entry.name, entry.version);
             let (query, passage) = precisions(int8).map_err(fail)?;
             let precisions = Precisions { query, passage };

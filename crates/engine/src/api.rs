@@ -5,7 +5,6 @@
 //! names (JSON and `situate.toml`); an error in one names it
 //! ([`EngineError::InvalidField`]), and the CLI adds its flag.
 
-#[allow(unused_imports)] // for the links above
 use crate::EngineError;
 
 mod ask;
@@ -21,6 +20,21 @@ pub use contexts::*;
 pub use page::*;
 pub use search::*;
 pub use state::*;
+
+/// Refuses the first of `unknown` (the fields serde collected beside a flattened struct)
+/// by name, listing the fields `T` takes (`what`: "a search").
+fn refuse_unknown<T: schemars::JsonSchema>(
+    unknown: &std::collections::BTreeMap<String, serde_json::Value>,
+    what: &str,
+) -> crate::Result<()> {
+    match unknown.keys().next() {
+        Some(name) => Err(EngineError::field_error(
+            name.clone(),
+            format!("unknown field: {what} takes {}", fields_of::<T>()),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// The wire names of a request type's fields, from its schema (the one list: the type),
 /// for the error that refuses another.

@@ -74,6 +74,17 @@ pub enum EngineError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A model the operation needs is not installed and could not be installed now
+    /// (offline, or the install failed).
+    #[error("{model}: {message}")]
+    ModelMissing {
+        /// The model (its spec).
+        model: String,
+        /// The command that installs it (`situate models install NAME`).
+        install: String,
+        /// Why it could not be installed now, and what to do.
+        message: String,
+    },
     /// An error with what was being done when it happened (`configuration bm25+none`): its
     /// kind and field are its source's.
     #[error("{what}: {source}")]
@@ -128,6 +139,9 @@ pub enum ErrorKind {
     /// A model or service the engine called failed (a hosted API down, a reranker or LLM
     /// that failed while working).
     Upstream,
+    /// A model the operation needs is not installed, and could not be installed now: the
+    /// error names the command that installs it.
+    ModelMissing,
     /// The engine itself failed (the log says why).
     Internal,
 }
@@ -153,13 +167,14 @@ pub struct Wire {
 impl ErrorKind {
     /// Every kind's answer, in one place.
     #[rustfmt::skip]
-    pub const TABLE: [Wire; 7] = [
+    pub const TABLE: [Wire; 8] = [
         Wire { kind: ErrorKind::Invalid, exit: 1, http: 400, code: "invalid-request", title: "Invalid request" },
         Wire { kind: ErrorKind::NotFound, exit: 1, http: 404, code: "not-found", title: "Not found" },
         Wire { kind: ErrorKind::Conflict, exit: 1, http: 409, code: "conflict", title: "Conflict" },
         Wire { kind: ErrorKind::Busy, exit: 1, http: 409, code: "locked", title: "The index is being written" },
         Wire { kind: ErrorKind::Unavailable, exit: 1, http: 503, code: "unavailable", title: "Unavailable" },
         Wire { kind: ErrorKind::Upstream, exit: 1, http: 502, code: "upstream-failed", title: "A model or service failed" },
+        Wire { kind: ErrorKind::ModelMissing, exit: 1, http: 503, code: "model-missing", title: "A model is not installed" },
         Wire { kind: ErrorKind::Internal, exit: 1, http: 500, code: "internal", title: "Internal error" },
     ];
 
@@ -186,6 +201,8 @@ impl EngineError {
             | EngineError::EvalData(_)
             | EngineError::RerankerLoad(_) => ErrorKind::Invalid,
             EngineError::NotFound(_) => ErrorKind::NotFound,
+            EngineError::ModelMissing { .. }
+            | EngineError::Llm(situate_llm::LlmError::Missing { .. }) => ErrorKind::ModelMissing,
             EngineError::Locked(_) => ErrorKind::Busy,
             EngineError::NoIndex(_) => ErrorKind::Unavailable,
             EngineError::Store(situate_store::StoreError::Conflict(_))
@@ -211,6 +228,16 @@ impl EngineError {
         match self {
             EngineError::InvalidField { field, .. } => Some(field),
             EngineError::In { source, .. } => source.field(),
+            _ => None,
+        }
+    }
+
+    /// The command that installs the missing model, for a [`ErrorKind::ModelMissing`] error.
+    pub fn install(&self) -> Option<&str> {
+        match self {
+            EngineError::ModelMissing { install, .. }
+            | EngineError::Llm(situate_llm::LlmError::Missing { install, .. }) => Some(install),
+            EngineError::In { source, .. } => source.install(),
             _ => None,
         }
     }

@@ -177,7 +177,7 @@ pub struct Engine {
     bm25: Bm25Index,
     chinese: ChineseTokenizer,
     languages: Vec<Language>,
-    embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, String>>,
+    embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, vectors::EmbedderLoad>>,
     vectors: Option<Vectors>,
     /// The store generation the in-memory vectors reflect.
     vector_gen: u64,

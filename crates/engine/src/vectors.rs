@@ -288,16 +288,16 @@ impl Engine {
         let loaded = self.embedder.get_or_init(|| {
             let spec = match self.embed_settings() {
                 Ok(s) => s.spec,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(EmbedderLoad::Failed(e.to_string())),
             };
             if spec == "none" || spec == "auto" {
-                return Err("this index has no embedder (created with --embedder none, or nothing ingested yet)".into());
+                return Err(EmbedderLoad::Failed("this index has no embedder (created with --embedder none, or nothing ingested yet)".into()));
             }
             situate_embed::resolve(&spec)
                 .map(Arc::from)
-                .map_err(|e| e.to_string())
+                .map_err(EmbedderLoad::from)
         });
-        loaded.clone().map_err(EngineError::Invalid)
+        loaded.clone().map_err(EngineError::from)
     }
 
     /// Chooses the embedder of an `auto` index from the languages about to be ingested,
@@ -678,6 +678,54 @@ impl Engine {
             );
         }
         Ok(out)
+    }
+}
+
+/// Why the index's embedder could not be loaded, kept with the engine so that every call
+/// after the first failed load answers the same error (an [`EngineError`] is not `Clone`).
+#[derive(Debug, Clone)]
+pub(crate) enum EmbedderLoad {
+    /// A model of the catalog is not installed ([`EngineError::ModelMissing`]).
+    Missing {
+        model: String,
+        install: String,
+        message: String,
+    },
+    /// Anything else, in words.
+    Failed(String),
+}
+
+impl From<situate_embed::ResolveError> for EmbedderLoad {
+    fn from(e: situate_embed::ResolveError) -> Self {
+        match e {
+            situate_embed::ResolveError::Missing {
+                model,
+                install,
+                message,
+            } => EmbedderLoad::Missing {
+                model,
+                install,
+                message,
+            },
+            other => EmbedderLoad::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<EmbedderLoad> for EngineError {
+    fn from(e: EmbedderLoad) -> Self {
+        match e {
+            EmbedderLoad::Missing {
+                model,
+                install,
+                message,
+            } => EngineError::ModelMissing {
+                model,
+                install,
+                message,
+            },
+            EmbedderLoad::Failed(message) => EngineError::Invalid(message),
+        }
     }
 }
 

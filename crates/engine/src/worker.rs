@@ -579,9 +579,8 @@ pub fn prepare_worker(
             )));
         }
         let embedder = situate_embed::resolve(&spec).map_err(|e| {
-            EngineError::Invalid(format!(
-                "the embed role's embedder {spec}: {e} (--role contextualize writes contexts only)"
-            ))
+            EngineError::from(crate::vectors::EmbedderLoad::from(e))
+                .within("the embed role's embedder (--role contextualize writes contexts only)")
         })?;
         opts.embedder = Some(Arc::from(embedder));
     }

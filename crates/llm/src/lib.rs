@@ -39,6 +39,17 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// A local model of the catalog is not installed and could not be installed now
+    /// (offline, or the install failed): `install` is the command that installs it.
+    #[error("{model}: {message}")]
+    Missing {
+        /// The model.
+        model: String,
+        /// The command that installs it (`situate models install NAME`).
+        install: String,
+        /// Why it could not be installed now, and what to do.
+        message: String,
+    },
     /// The prompt does not fit in the model's window (never sent cut silently).
     #[error("the prompt is {tokens} tokens, over the model's window of {window}")]
     TooLong {
@@ -262,7 +273,11 @@ pub fn resolve(spec: &str) -> Result<Box<dyn Llm>, LlmError> {
             return Err(fail("the catalog entry has no GGUF file".into()));
         };
         let dir =
-            situate_models::ensure(entry, "the local LLM").map_err(|e| fail(e.to_string()))?;
+            situate_models::ensure(entry, "the local LLM").map_err(|e| LlmError::Missing {
+                model: spec.to_string(),
+                install: format!("situate models install {}", entry.name),
+                message: e.to_string(),
+            })?;
         let path = dir.join(file);
         let id = format!("local:{}@{}", entry.name, entry.version);
         return Ok(Box::new(local::LocalLlm::load(&path, id)?));

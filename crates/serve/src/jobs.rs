@@ -318,6 +318,9 @@ pub struct JobError {
     /// The wire name of the job's field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// For `model-missing`: the command that installs the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
 }
 
 struct Job {
@@ -536,6 +539,7 @@ impl Jobs {
         match (done.state, &done.error) {
             (JobState::Failed, Some(e)) => Err(Problem {
                 field: e.field.clone(),
+                install: e.install.clone(),
                 ..Problem::new(status_of(e.code), e.code, e.detail.clone())
             }),
             (JobState::Failed, None) => Err(Problem::internal("the decision failed")),
@@ -907,6 +911,7 @@ fn finish(status: &watch::Sender<JobStatus>, outcome: Result<serde_json::Value, 
                     code: p.code,
                     detail: p.detail,
                     field: p.field,
+                    install: p.install,
                 });
             }
         }

@@ -10,6 +10,7 @@
 //! shows in review.
 
 use crate::jobs::{JobSpec, JobStatus};
+use crate::problem::ProblemBody;
 use crate::routes::review::ReviewBody;
 use crate::{ContextPage, DocumentDetail, DocumentPage, JobList, ServiceInfo};
 use schemars::generate::{Contract, SchemaGenerator, SchemaSettings};
@@ -18,26 +19,6 @@ use serde_json::{Map, Value, json};
 use situate_engine::SearchRequest;
 use situate_engine::SearchResponse;
 use situate_engine::api::CardAnswer;
-
-/// The schema of every error answer.
-#[derive(serde::Serialize, JsonSchema)]
-#[allow(dead_code)]
-struct Problem {
-    /// `urn:situate:problem:CODE`.
-    r#type: String,
-    /// The code's fixed title.
-    title: String,
-    /// The HTTP status.
-    status: u16,
-    /// What was wrong with this request.
-    detail: String,
-    /// The stable code (`not-found`, `invalid-request`, ...).
-    code: String,
-    /// The wire name of the request's field at fault, when one is (`k`,
-    /// `filter.languages`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<String>,
-}
 
 struct Gen {
     reads: SchemaGenerator,
@@ -196,7 +177,7 @@ pub fn document() -> Value {
             vec![path_param("id", "The report's name")], None,
             vec![("200", json!({"description": "SVG", "content": {"image/svg+xml": {"schema": {"type": "string"}}}}))])},
     });
-    let _ = g.writes.subschema_for::<Problem>();
+    let _ = g.writes.subschema_for::<ProblemBody>();
     let schemas = g.components();
     json!({
         "openapi": "3.0.3",

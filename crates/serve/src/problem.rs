@@ -21,6 +21,33 @@ pub struct Problem {
     pub detail: String,
     /// The wire name of the request's field at fault, when one is.
     pub field: Option<String>,
+    /// For `model-missing`: the command that installs the model.
+    pub install: Option<String>,
+}
+
+/// An error answer's body (`application/problem+json`), as the service sends it and as
+/// MCP's tool errors carry it (`structuredContent`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Problem")]
+pub struct ProblemBody {
+    /// `urn:situate:problem:CODE`.
+    pub r#type: String,
+    /// The code's fixed title.
+    pub title: &'static str,
+    /// The HTTP status.
+    pub status: u16,
+    /// What was wrong with this request.
+    pub detail: String,
+    /// The stable code (`not-found`, `invalid-request`, `model-missing`, ...).
+    pub code: &'static str,
+    /// The wire name of the request's field at fault, when one is (`k`,
+    /// `filter.languages`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// For `model-missing`: the command that installs the model
+    /// (`situate models install NAME`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
 }
 
 impl Problem {
@@ -31,6 +58,7 @@ impl Problem {
             code,
             detail: detail.into(),
             field: None,
+            install: None,
         }
     }
 
@@ -49,20 +77,22 @@ impl Problem {
         )
     }
 
-    /// A problem with the JSON the answer carries (`code`, `detail`, `field`, `status`),
-    /// as MCP's tool errors give it too.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut body = serde_json::json!({
-            "type": format!("urn:situate:problem:{}", self.code),
-            "title": self.title(),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "code": self.code,
-        });
-        if let Some(f) = &self.field {
-            body["field"] = f.as_str().into();
+    /// The body the answer carries, as MCP's tool errors give it too.
+    pub fn body(&self) -> ProblemBody {
+        ProblemBody {
+            r#type: format!("urn:situate:problem:{}", self.code),
+            title: self.title(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code,
+            field: self.field.clone(),
+            install: self.install.clone(),
         }
-        body
+    }
+
+    /// [`Problem::body`] as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.body()).unwrap_or_default()
     }
 
     /// The fixed title of a code.
@@ -118,6 +148,7 @@ impl From<EngineError> for Problem {
             status,
             code: wire.code,
             field: e.field().map(str::to_string),
+            install: e.install().map(str::to_string),
             detail: e.to_string(),
         }
     }
@@ -186,6 +217,23 @@ mod tests {
         assert_eq!(v["status"], 404);
         assert_eq!(v["title"], "Not found");
         assert_eq!(v["detail"], "no chunk \"x\"");
+    }
+
+    #[test]
+    fn a_missing_model_is_a_503_that_names_its_install_command() {
+        let e = EngineError::ModelMissing {
+            model: "embeddinggemma-300m".into(),
+            install: "situate models install embeddinggemma-300m".into(),
+            message: "not installed, and installing is switched off".into(),
+        };
+        let v = Problem::from(e.within("ingest")).to_json();
+        assert_eq!(v["status"], 503);
+        assert_eq!(v["code"], "model-missing");
+        assert_eq!(v["title"], "A model is not installed");
+        assert_eq!(v["install"], "situate models install embeddinggemma-300m");
+        // Other problems carry no `install`.
+        let v = Problem::invalid("no").to_json();
+        assert!(v.get("install").is_none(), "{v}");
     }
 
     #[test]

@@ -59,15 +59,7 @@ impl AskRequest {
     /// Checks every field against `settings` (whose `[answer]` and `[search]` fill what
     /// the request leaves unset): the one check of a question.
     pub fn check(&self, settings: &Settings) -> Result<CheckedAsk> {
-        if let Some(name) = self.unknown.keys().next() {
-            return Err(EngineError::field_error(
-                name.clone(),
-                format!(
-                    "unknown field: a question takes {}",
-                    fields_of::<AskRequest>()
-                ),
-            ));
-        }
+        refuse_unknown::<AskRequest>(&self.unknown, "a question")?;
         if self.question.trim().is_empty() {
             return Err(EngineError::field_error(
                 "question",

@@ -64,15 +64,7 @@ impl SearchRequest {
     /// Checks every field against `settings` (whose `[search]` fills what the request
     /// leaves unset): the one check of a search, whichever front end it came from.
     pub fn check(&self, settings: &Settings) -> Result<CheckedSearch> {
-        if let Some(name) = self.unknown.keys().next() {
-            return Err(EngineError::field_error(
-                name.clone(),
-                format!(
-                    "unknown field: a search takes {}",
-                    fields_of::<SearchRequest>()
-                ),
-            ));
-        }
+        refuse_unknown::<SearchRequest>(&self.unknown, "a search")?;
         if self.query.trim().is_empty() {
             return Err(EngineError::field_error("query", "the query is empty"));
         }
