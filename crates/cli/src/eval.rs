@@ -26,14 +26,14 @@ pub struct EvalArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "bm25+none,bm25+structural"
+        default_value = situate_engine::eval::defaults::CONFIGS
     )]
     config: Vec<String>,
     /// Only the first N queries (a quick look)
     #[arg(long)]
     queries: Option<usize>,
     /// The qrels split of a BEIR folder
-    #[arg(long, default_value = "test")]
+    #[arg(long, default_value = situate_engine::eval::defaults::SPLIT)]
     split: String,
     /// Match golden chunks by `id` or by stripped `text` (the cookbook's way) [default: text
     /// for Anthropic's set, id otherwise]
@@ -47,14 +47,14 @@ pub struct EvalArgs {
     #[arg(long)]
     work: Option<PathBuf>,
     /// Largest chunk in tokens when the corpus is chunked
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = situate_engine::eval::defaults::MAX_TOKENS)]
     max_tokens: usize,
     /// Overlap in tokens when the corpus is chunked
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = situate_engine::eval::defaults::OVERLAP)]
     overlap: usize,
     /// Embedder of the vector and hybrid configurations (auto: MiniLM for English sets,
     /// multilingual-e5 otherwise; or a model name or directory)
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = situate_engine::eval::defaults::EMBEDDER)]
     embedder: String,
     /// Also answer every question and score the answers: retrieval (one row per
     /// configuration, its best --passages), full (one row, the whole base in one cached

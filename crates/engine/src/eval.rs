@@ -33,6 +33,38 @@ use std::time::Instant;
 /// Hits fetched per query (the deepest metric is recall@100).
 pub const EVAL_DEPTH: usize = 100;
 
+/// The defaults of an evaluation, for `situate eval`'s flags and an `eval` job alike.
+pub mod defaults {
+    /// The configurations compared; the first is the baseline.
+    pub const CONFIGS: &str = "bm25+none,bm25+structural";
+    /// The qrels split of a BEIR folder.
+    pub const SPLIT: &str = "test";
+    /// Largest chunk in tokens when the corpus is chunked.
+    pub const MAX_TOKENS: usize = 256;
+    /// Overlap in tokens when the corpus is chunked.
+    pub const OVERLAP: usize = 32;
+    /// Embedder of the vector and hybrid configurations.
+    pub const EMBEDDER: &str = "auto";
+
+    /// [`CONFIGS`] as a list.
+    pub fn configs() -> Vec<String> {
+        CONFIGS.split(',').map(String::from).collect()
+    }
+}
+
+/// An evaluation run by the service (an `eval` job's `result`): the report, with the
+/// report's name and the run's notes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvalAnswer {
+    /// The report's name (`GET /v1/evals/{id}`).
+    pub id: String,
+    /// The report (`report.json`).
+    #[serde(flatten)]
+    pub report: EvalReport,
+    /// What the run noticed (skipped configurations, cut inputs...).
+    pub notes: Vec<String>,
+}
+
 /// What to evaluate and how.
 #[derive(Debug, Clone)]
 pub struct EvalRequest {

@@ -389,7 +389,7 @@ impl SituateMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         answer(needs_admin(&ctx).and_then(|()| {
-            let spec = JobSpec::Ingest {
+            let spec = JobSpec::Ingest(crate::jobs::IngestJob {
                 paths: p.paths,
                 files: p
                     .files
@@ -400,15 +400,8 @@ impl SituateMcp {
                     })
                     .collect(),
                 context: p.context,
-                format: None,
-                language: None,
-                max_tokens: None,
-                overlap: None,
-                batch: None,
-                meta: Vec::new(),
-                llm: None,
-                budget: None,
-            };
+                ..Default::default()
+            });
             let status = self.state.jobs.submit(spec)?;
             serde_json::to_value(&status).map_err(Problem::internal)
         }))
@@ -636,7 +629,7 @@ impl SituateMcp {
         let wait = Duration::from_secs(10);
         let v = match decide(&self.state, p.chunk_id, p.decision, p.text, wait).await? {
             Reviewed::Done(a) => serde_json::to_value(*a),
-            Reviewed::Waiting(job) => serde_json::to_value(job),
+            Reviewed::Waiting(job) => serde_json::to_value(*job),
         };
         v.map_err(Problem::internal)
     }

@@ -454,19 +454,11 @@ pub(crate) async fn jobs_ingest(
     Extension(role): Extension<Role>,
     Form(f): Form<IngestForm>,
 ) -> Response {
-    let spec = JobSpec::Ingest {
+    let spec = JobSpec::Ingest(crate::jobs::IngestJob {
         paths: vec![f.path.trim().into()],
-        files: Vec::new(),
         context: none_if_empty(&f.context),
-        format: None,
-        language: None,
-        max_tokens: None,
-        overlap: None,
-        batch: None,
-        meta: Vec::new(),
-        llm: None,
-        budget: None,
-    };
+        ..Default::default()
+    });
     match s.jobs.submit(spec) {
         Ok(_) => Redirect::to("/ui/jobs").into_response(),
         Err(p) => error_page(role, &p),

@@ -73,7 +73,7 @@ pub(crate) enum Reviewed {
     /// The writer was free: done.
     Done(Box<ReviewAnswer>),
     /// A long job holds the writer: the decision's job, queued.
-    Waiting(jobs::JobStatus),
+    Waiting(Box<jobs::JobStatus>),
 }
 
 /// A person's decision on one context: a job on the one writer like every write, waited
@@ -90,7 +90,7 @@ pub(crate) async fn decide(
     s.readers.run(move |e| e.chunk(&id)).await?;
     let job = s.jobs.decide(&chunk_id, decision, text, wait).await?;
     if job.state != jobs::JobState::Succeeded {
-        return Ok(Reviewed::Waiting(job));
+        return Ok(Reviewed::Waiting(Box::new(job)));
     }
     let card = s.readers.run(move |e| e.card_view(&chunk_id)).await?;
     Ok(Reviewed::Done(Box::new(ReviewAnswer { card, job })))
@@ -109,7 +109,7 @@ pub(crate) async fn review(
     Ok(
         match decide(&s, chunk_id, b.decision, b.text, wait).await? {
             Reviewed::Done(a) => Json(*a).into_response(),
-            Reviewed::Waiting(job) => accepted(job),
+            Reviewed::Waiting(job) => accepted(*job),
         },
     )
 }

@@ -1,0 +1,233 @@
+//! What a job is asked to do: [`JobSpec`] (the body of `POST /v1/jobs`) and its checks,
+//! and the uploaded files an ingest job writes before it runs.
+
+use crate::problem::Problem;
+use serde::Deserialize;
+use situate_engine::Decision;
+use std::path::{Component, PathBuf};
+
+/// What a job does (`POST /v1/jobs`), by `kind`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+// One per request, moved once into the queue: boxing the big variant buys nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum JobSpec {
+    /// Ingest server-side paths and/or uploaded files, as `situate ingest` does.
+    Ingest(IngestJob),
+    /// Remove a document and its chunks from the store and every index.
+    Delete {
+        /// The document id.
+        document_id: String,
+    },
+    /// Rebuild every index from the chunk cards (no LLM calls).
+    Rebuild {},
+    /// Write contexts with an LLM for stored chunks of some statuses, as `situate
+    /// contextualize` (pending and failed) and `situate contexts regenerate --status`.
+    Contextualize(situate_engine::api::ContextualizeRequest),
+    /// An evaluation, as `situate eval`: its reports go to the service's evaluations
+    /// folder under `name` (`GET /v1/evals/{name}`).
+    Eval(EvalJob),
+    /// A person's decision on one context (`situate contexts set`): provenance `manual`.
+    Review {
+        /// The chunk.
+        chunk_id: String,
+        /// `accept`, `reject` or `edit` (with `text`).
+        decision: String,
+        /// The new context, for `edit`.
+        text: Option<String>,
+    },
+}
+
+/// An `ingest` job: `situate ingest`'s settings by their names.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestJob {
+    /// Files and directories on the server.
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    /// Files sent in the request: each document's id is its `path`.
+    #[serde(default)]
+    pub files: Vec<UploadedFile>,
+    /// The context method [structural, or `[ingest] context`].
+    pub context: Option<String>,
+    /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` [auto].
+    pub format: Option<String>,
+    /// A language forced on every document.
+    pub language: Option<String>,
+    /// Largest chunk in tokens.
+    pub max_tokens: Option<usize>,
+    /// Tokens shared by neighbouring chunks.
+    pub overlap: Option<usize>,
+    /// Documents per committed batch.
+    pub batch: Option<usize>,
+    /// Metadata for every document, `KEY=VALUE`.
+    #[serde(default)]
+    pub meta: Vec<String>,
+    /// The LLM, over `[llm] model`.
+    pub llm: Option<String>,
+    /// Dollars not to spend beyond.
+    pub budget: Option<f64>,
+}
+
+/// An `eval` job: `situate eval`'s settings by their names, its report under `name`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvalJob {
+    /// The set: a BEIR folder, Anthropic's folder or a `.jsonl` of questions (asked of
+    /// the served index) on the server.
+    pub dataset: PathBuf,
+    /// The report's name: letters, digits, `.`, `_` and `-`.
+    pub name: String,
+    /// Configurations `MODE+CONTEXT[+RERANK]`; the first is the baseline
+    /// [bm25+none, bm25+structural].
+    #[serde(default)]
+    pub configs: Vec<String>,
+    /// Only the first N queries.
+    pub queries: Option<usize>,
+    /// The qrels split of a BEIR folder [test].
+    pub split: Option<String>,
+    /// `id` or `text`.
+    pub matching: Option<String>,
+    /// Largest chunk in tokens when the corpus is chunked [256].
+    pub max_tokens: Option<usize>,
+    /// Overlap in tokens [32].
+    pub overlap: Option<usize>,
+    /// Embedder of vector and hybrid configurations [auto].
+    pub embedder: Option<String>,
+    /// How many fused hits a reranker re-scores.
+    pub rerank_depth: Option<usize>,
+}
+
+/// A file sent with an ingest job.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadedFile {
+    /// A relative path (`notes/a.md`): the document's id; its extension decides how it is
+    /// read, as for a file on disk.
+    pub path: String,
+    /// The file's text.
+    pub text: String,
+}
+
+impl JobSpec {
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            JobSpec::Ingest(_) => "ingest",
+            JobSpec::Delete { .. } => "delete",
+            JobSpec::Rebuild {} => "rebuild",
+            JobSpec::Contextualize(_) => "contextualize",
+            JobSpec::Review { .. } => "review",
+            JobSpec::Eval(_) => "eval",
+        }
+    }
+
+    /// Checks what can be checked before the job is queued.
+    pub(super) fn check(&self) -> Result<(), Problem> {
+        if let JobSpec::Review { decision, text, .. } = self {
+            decision_of(decision, text.as_deref())?;
+        }
+        if let JobSpec::Eval(EvalJob { name, .. }) = self {
+            eval_name(name)?;
+        }
+        if let JobSpec::Contextualize(req) = self {
+            req.check()?;
+        }
+        if let JobSpec::Ingest(IngestJob { paths, files, .. }) = self {
+            if paths.is_empty() && files.is_empty() {
+                return Err(Problem::invalid(
+                    "nothing to ingest: give `paths` (on the server) or `files`",
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for f in files {
+                upload_path(&f.path)?;
+                if !seen.insert(f.path.as_str()) {
+                    return Err(Problem::invalid(format!(
+                        "the file {:?} is sent twice",
+                        f.path
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An evaluation's name, checked: one plain path segment.
+pub fn eval_name(name: &str) -> Result<&str, Problem> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if ok {
+        Ok(name)
+    } else {
+        Err(Problem::invalid(format!(
+            "evaluation name {name:?}: use letters, digits, '.', '_' and '-' (not first)"
+        )))
+    }
+}
+
+/// A review decision from its name (and text).
+pub fn decision_of(decision: &str, text: Option<&str>) -> Result<Decision, Problem> {
+    match (decision, text) {
+        ("accept", None) => Ok(Decision::Accept),
+        ("reject", None) => Ok(Decision::Reject),
+        ("edit", Some(t)) if !t.trim().is_empty() => Ok(Decision::Text(t.to_string())),
+        ("edit", _) => Err(Problem::invalid(
+            "`edit` needs a non-empty `text` (use `reject` to index the chunk without a context)",
+        )),
+        ("accept" | "reject", Some(_)) => Err(Problem::invalid(format!(
+            "`{decision}` takes no `text` (use `edit` to replace the context)"
+        ))),
+        _ => Err(Problem::invalid(format!(
+            "decision {decision:?}: expected accept, reject or edit"
+        ))),
+    }
+}
+
+/// An uploaded file's path, checked: relative, no `..`, no empty or hidden tricks.
+pub(super) fn upload_path(p: &str) -> Result<PathBuf, Problem> {
+    let bad = || {
+        Problem::invalid(format!(
+            "the file path {p:?} must be relative, like notes/a.md, without `..`"
+        ))
+    };
+    if p.is_empty() || p.contains('\0') || p.contains('\\') {
+        return Err(bad());
+    }
+    let path = PathBuf::from(p);
+    if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(bad());
+    }
+    Ok(path)
+}
+
+/// Writes uploaded files under a fresh temporary directory (outside the index, which
+/// ingest never reads), one top-level entry per first path component.
+pub(super) fn write_uploads(files: &[UploadedFile]) -> Result<tempfile::TempDir, Problem> {
+    let dir = tempfile::Builder::new()
+        .prefix("situate-upload-")
+        .tempdir()
+        .map_err(Problem::internal)?;
+    for f in files {
+        let rel = upload_path(&f.path)?;
+        let target = dir.path().join(&rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Problem::invalid(format!("cannot place the file {:?}: {e}", f.path))
+            })?;
+        }
+        if target.is_dir() {
+            return Err(Problem::invalid(format!(
+                "the file {:?} is also a directory of another file",
+                f.path
+            )));
+        }
+        std::fs::write(&target, &f.text)
+            .map_err(|e| Problem::invalid(format!("cannot place the file {:?}: {e}", f.path)))?;
+    }
+    Ok(dir)
+}
