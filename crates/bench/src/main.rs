@@ -373,7 +373,7 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
                 .take(limit)
                 .collect();
             let mut engine = Engine::open(index, Access::Write)?;
-            let mut follower = situate_engine::follow::Follower::connect(&store)?;
+            let mut follower = situate_scale::follow::Follower::connect(&store)?;
             follower.catch_up(&mut engine)?;
             let plan = situate_engine::SearchSettings {
                 mode: Some("vector".into()),

@@ -625,8 +625,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
         Command::Store(StoreCommand::Migrate { store }) => {
-            let url = situate_engine::shared_store::store_url(store.as_deref(), &settings)?;
-            let r = situate_engine::shared_store::migrate(&url)?;
+            let url = situate_scale::store::store_url(store.as_deref(), &settings)?;
+            let r = situate_scale::store::migrate(&url)?;
             let said = if r.outcome == "created" {
                 "created the situate store"
             } else {

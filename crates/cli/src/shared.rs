@@ -4,10 +4,10 @@
 use crate::{Out, output};
 use anyhow::Result;
 use clap::Args;
-use situate_engine::follow::{FollowReport, Follower};
 use situate_engine::settings::Settings;
-use situate_engine::worker::{WorkerEvent, WorkerRequest, prepare_worker, run_worker};
 use situate_engine::{Engine, IngestEvent, IngestRequest};
+use situate_scale::follow::{FollowReport, Follower};
+use situate_scale::worker::{WorkerEvent, WorkerRequest, prepare_worker, run_worker};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -93,7 +93,7 @@ pub fn ingest(
 ) -> Result<ExitCode> {
     let bar = output::progress_bar(out.quiet || out.json, None, "queueing");
     let (mut docs, mut chunks) = (0u64, 0u64);
-    let report = situate_engine::ingest_into_store(url, settings, req, &mut |ev| {
+    let report = situate_scale::ingest_into_store(url, settings, req, &mut |ev| {
         if let IngestEvent::Document { chunks: c, .. } = ev {
             docs += 1;
             chunks += c as u64;
@@ -107,7 +107,7 @@ pub fn ingest(
         if n == 0 {
             anyhow::bail!("--workers must be at least 1");
         }
-        let results: Vec<Result<situate_engine::worker::WorkerReport>> = std::thread::scope(|s| {
+        let results: Vec<Result<situate_scale::worker::WorkerReport>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n)
                 .map(|i| {
                     s.spawn(move || -> Result<_> {
@@ -139,7 +139,7 @@ pub fn ingest(
         }
     }
     if out.json {
-        output::print_json(&situate_engine::shared_ingest::SharedIngestAnswer {
+        output::print_json(&situate_scale::ingest::SharedIngestAnswer {
             report: report.clone(),
             workers: worked.clone(),
         })?;
@@ -179,7 +179,7 @@ pub fn ingest(
 
 /// `situate worker`.
 pub fn worker(out: Out, settings: &Settings, a: WorkerArgs) -> Result<ExitCode> {
-    let url = situate_engine::shared_store::store_url(a.store.as_deref(), settings)?;
+    let url = situate_scale::store::store_url(a.store.as_deref(), settings)?;
     let req = WorkerRequest {
         role: a.role,
         context: a.context,
@@ -226,7 +226,7 @@ pub fn worker(out: Out, settings: &Settings, a: WorkerArgs) -> Result<ExitCode> 
 
 /// `situate status --store`.
 pub fn status(out: Out, url: &str) -> Result<ExitCode> {
-    let s = situate_engine::shared_store::status(url)?;
+    let s = situate_scale::store::status(url)?;
     if out.json {
         output::print_json(&s)?;
         return Ok(ExitCode::SUCCESS);
@@ -285,7 +285,7 @@ pub fn pgvector(
     let hits = f.pgvector_search(&e, query, k, a.ef_search)?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if out.json {
-        output::print_json(&situate_engine::follow::PgvectorAnswer {
+        output::print_json(&situate_scale::follow::PgvectorAnswer {
             query: query.to_string(),
             leg: "pgvector",
             hits: hits.clone(),
@@ -340,7 +340,7 @@ pub fn check(
     index: &Path,
     store: Option<String>,
 ) -> Result<ExitCode> {
-    let url = situate_engine::shared_store::store_url(store.as_deref(), settings)?;
+    let url = situate_scale::store::store_url(store.as_deref(), settings)?;
     let mut f = Follower::connect(&url)?;
     if !Engine::exists(index) {
         anyhow::bail!(

@@ -291,7 +291,7 @@ fn is_manual(c: &situate_core::ChunkCard) -> bool {
 
 /// The chunk spans of stored cards of the document `id` whose text is `text` (a card whose
 /// range lies outside the text is a damaged index: an error).
-pub(crate) fn spans_of(id: &str, text: &str, cards: &[ChunkCard]) -> Result<Vec<ChunkSpan>> {
+pub fn spans_of(id: &str, text: &str, cards: &[ChunkCard]) -> Result<Vec<ChunkSpan>> {
     let positions: Vec<u64> = cards
         .iter()
         .flat_map(|c| [c.char_start, c.char_end])

@@ -471,7 +471,7 @@ impl Engine {
 /// The documents of `paths` as an ingest takes them: each id once (a second document with
 /// an id already read is skipped, naming the first), with the ingest's `--meta` added;
 /// inputs that cannot be read are skipped with their reason.
-pub(crate) fn read_documents<'a>(
+pub fn read_documents<'a>(
     paths: &[PathBuf],
     opts: &'a IngestOptions,
 ) -> impl Iterator<Item = std::result::Result<Document, Skipped>> + 'a {
@@ -501,7 +501,7 @@ pub(crate) fn read_documents<'a>(
 
 /// A document's chunks: the source's own, or the chunker's; a document with no text to
 /// chunk is skipped.
-pub(crate) fn chunk_spans(
+pub fn chunk_spans(
     doc: &mut Document,
     chunker: &Chunker,
 ) -> std::result::Result<Vec<ChunkSpan>, Skipped> {
@@ -521,7 +521,7 @@ pub(crate) fn chunk_spans(
 /// A document's ingest key: its content with everything that decides its cards (chunker,
 /// contextualizer, language, kind, metadata). A document stored under the same key is
 /// unchanged and is left alone.
-pub(crate) fn ingest_key(doc: &Document, chunker: &Chunker, ctx: &dyn Contextualizer) -> String {
+pub fn ingest_key(doc: &Document, chunker: &Chunker, ctx: &dyn Contextualizer) -> String {
     let metadata = serde_json::Value::Object(doc.metadata.clone()).to_string();
     // Markdown-like kinds are cut by structure (tables and figures as cards of their own,
     // places), so their keys carry that rule's version; the keys of other kinds are as
@@ -566,7 +566,7 @@ struct Fresh {
 /// Where a remembering contextualizer's (an LLM's) contexts are kept by input hash: the
 /// index's own context cache, or the shared store's on PostgreSQL (one for the whole
 /// cluster, so a context is paid for once whichever worker writes it).
-pub(crate) trait ContextCache {
+pub trait ContextCache {
     /// The kept contexts for these input hashes (absent ones are not kept).
     fn cached(&self, hashes: &[&str]) -> Result<HashMap<String, ChunkContext>>;
     /// What keeps each context as it is written (`None`: nothing is kept).
@@ -574,7 +574,7 @@ pub(crate) trait ContextCache {
 }
 
 /// Keeps finished contexts as they are written, from the contextualizer's own tasks.
-pub(crate) trait ContextKeeper: Send + Sync {
+pub trait ContextKeeper: Send + Sync {
     /// One kept context.
     fn get(&self, key: &str) -> Result<Option<ChunkContext>>;
     /// Keeps a finished context (failed and pending ones are not kept).
@@ -661,7 +661,7 @@ struct Asked<'a> {
 /// For a contextualizer that [remembers](Contextualizer::remembers) (an LLM), contexts already
 /// in the context cache are taken from it and only the others are asked for; each new one is
 /// put in the cache as soon as it is written, so a crash or a kill never pays for it twice.
-pub(crate) fn contextualize_many(
+pub fn contextualize_many(
     runtime: &tokio::runtime::Runtime,
     ctx: &dyn Contextualizer,
     cache: &dyn ContextCache,

@@ -266,7 +266,7 @@ impl Engine {
 const CHUNK_TOKENS: &str = "chunk_max_tokens";
 
 /// The ingest options, context method and price `req` asks for over `settings`, checked.
-fn ingest_options(
+pub fn ingest_options(
     settings: &Settings,
     req: &IngestRequest,
 ) -> Result<(IngestOptions, String, Option<Price>)> {
@@ -326,34 +326,6 @@ fn ingest_options(
     }
 
     Ok((opts, method, price))
-}
-
-/// `ingest --store`: `req` checked as [`prepare_ingest`] checks it, then read, chunked and
-/// queued into the shared store at `url` ([`crate::shared_ingest::shared_ingest`]). The
-/// index-creation settings (`--embedder`, `--vector-index`) belong to the query nodes,
-/// and a dry run or a budget to the embedded ingest: given here, they are an error.
-pub fn ingest_into_store(
-    url: &str,
-    settings: &Settings,
-    req: IngestRequest,
-    on_event: &mut dyn FnMut(IngestEvent<'_>),
-) -> Result<crate::shared_ingest::SharedIngestReport> {
-    if req.llm.dry_run || req.llm.budget.is_some() {
-        return Err(EngineError::Invalid(
-            "--dry-run and --budget apply to the embedded ingest; with --store the workers pay for the contexts (`situate status --store` shows their cost)".into(),
-        ));
-    }
-    if req.vector_index.is_some() || req.embedder.as_deref().is_some_and(|e| e != "auto") {
-        return Err(EngineError::Invalid(
-            "--embedder and --vector-index are a query node's settings (`situate search|serve --store … --embedder …`) and an embed worker's (`situate worker --role embed --embedder …`), not the shared ingest's".into(),
-        ));
-    }
-    let (opts, method, _) = ingest_options(settings, &req)?;
-    let spec = crate::shared_ingest::ContextSpec {
-        method,
-        llm: req.llm.llm.clone(),
-    };
-    crate::shared_ingest::shared_ingest(url, &req.paths, opts, &spec, on_event)
 }
 
 impl PreparedIngest {

@@ -83,18 +83,15 @@ mod contexts;
 pub mod contextualizers;
 mod error;
 pub mod eval;
-pub mod follow;
 mod ingest;
 mod ingest_request;
 mod malloc;
+pub mod node;
 mod query;
 mod review;
 pub mod settings;
-pub mod shared_ingest;
-pub mod shared_store;
 mod vectors;
 mod view;
-pub mod worker;
 
 pub use api::{AskRequest, CheckedAsk, CheckedSearch, SearchRequest};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
@@ -104,8 +101,7 @@ pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, use
 pub use error::{EngineError, ErrorKind, Wire};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
-    DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, ingest_into_store,
-    prepare_ingest,
+    DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,
 };
 pub use malloc::tune_malloc;
 pub use query::{Rerank, SearchResponse};
@@ -395,10 +391,16 @@ impl Engine {
         &self.dir
     }
 
-    /// The card store, for the engine's tests; front ends use the engine's methods.
-    #[cfg(test)]
-    pub(crate) fn store(&self) -> &Store {
+    /// The card store, for the scale-out crate (a query node writes the store's cards into
+    /// it) and the engine's tests; front ends use the engine's methods.
+    pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The card store, to write: a query node writes the store's cards into it, then
+    /// brings the indexes level with [`Engine::sync_index`].
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
     }
 
     /// Cards by row key (as the legs return them), with their documents' title and source,
@@ -442,7 +444,7 @@ impl Engine {
 
     /// Brings the BM25 index up to the store's generation by replaying the journal (or by a
     /// full rebuild when the journal no longer reaches back far enough).
-    fn sync_index(&mut self) -> Result<()> {
+    pub fn sync_index(&mut self) -> Result<()> {
         let store_gen = self.store.generation()?;
         let index_gen = self.bm25.generation()?;
         if index_gen == store_gen {
@@ -559,7 +561,8 @@ impl Engine {
         self.save_vectors()
     }
 
-    fn require_writer(&self) -> Result<()> {
+    /// An error unless this engine was opened to write ([`Access::Write`]).
+    pub fn require_writer(&self) -> Result<()> {
         if self._lock.is_none() {
             return Err(EngineError::Invalid(
                 "this engine was opened read-only".into(),
@@ -891,7 +894,7 @@ fn dir_size(dir: &Path) -> u64 {
 /// written under its temporary name, not yet renamed), `store-commit` (after a batch is
 /// committed to the store, before the index has it), `index-commit` (before the index
 /// commits), `rebuild-switch` (a new index written, not yet switched to), `vector-switch`.
-pub(crate) fn crash_point(name: &str) {
+pub fn crash_point(name: &str) {
     if std::env::var("SITUATE_CRASH_AT").is_ok_and(|v| v == name) {
         std::process::abort();
     }

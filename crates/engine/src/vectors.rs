@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// What [`Engine::embed_missing`] returns.
 #[derive(Default)]
-pub(crate) struct Embedded {
+pub struct Embedded {
     /// The new (text hash, vector) pairs to cache.
     pub vectors: Vec<(String, Vec<f32>)>,
     /// How many texts failed.
@@ -51,7 +51,7 @@ impl Embedded {
 
 /// The embedding settings of an index, from its store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EmbedSettings {
+pub struct EmbedSettings {
     /// `none`, `auto` (chosen at the first ingest from the corpus languages) or a model.
     pub spec: String,
     /// The model id whose cached embeddings the index uses (set once chosen).
@@ -63,7 +63,7 @@ pub(crate) struct EmbedSettings {
 /// What is embedded for a chunk (its context and original, which the embedder joins) and
 /// the hash it is cached under (of its indexed text: an embedder that joins them otherwise
 /// has a model id of its own, so the hash still names one input).
-pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String, PassageInput) {
+pub fn embedding_input(context: Option<&str>, original: &str) -> (String, PassageInput) {
     let text = indexed_text(context, original);
     (
         content_hash(text.as_bytes()),
@@ -73,8 +73,10 @@ pub(crate) fn embedding_input(context: Option<&str>, original: &str) -> (String,
 
 /// A document to embed by late chunking: its text and its chunks' (cache hash, byte span).
 #[derive(Debug, PartialEq)]
-pub(crate) struct LateDocument {
+pub struct LateDocument {
+    /// The document's text.
     pub text: String,
+    /// Each chunk's cache hash and byte span in `text`.
     pub chunks: Vec<(String, (usize, usize))>,
 }
 
@@ -83,7 +85,7 @@ pub(crate) struct LateDocument {
 /// span is found in `text` by its character offsets, checked against the card's original;
 /// when some card's offsets do not hold its text, the document is put back together from
 /// its cards instead ([`reassemble`]), as the repair of missing vectors does.
-pub(crate) fn late_document(
+pub fn late_document(
     document_id: &str,
     text: &str,
     cards: &[situate_core::ChunkCard],
@@ -122,7 +124,7 @@ pub(crate) fn late_document(
 /// Late chunking with `embedder`: each document read once, each chunk's vector pooled
 /// from its span, keyed by the chunk's cache key. A document whose embedding fails counts
 /// all its chunks as failed.
-pub(crate) fn embed_late(
+pub fn embed_late(
     runtime: &tokio::runtime::Runtime,
     embedder: &dyn Embedder,
     docs: Vec<LateDocument>,
@@ -204,7 +206,7 @@ pub(crate) fn reassemble(cards: &[situate_core::ChunkCard]) -> (String, Vec<(usi
 /// The hash under which a card's embedding is cached: its indexed text's; by late
 /// chunking (`late`), that and its document's id, since a late vector depends on its
 /// document (two documents ending with the same sentence have two vectors for it).
-pub(crate) fn text_hash(row: &IndexRow, late: bool) -> String {
+pub fn text_hash(row: &IndexRow, late: bool) -> String {
     let h = embedding_input(row.context.as_deref(), &row.original).0;
     if late {
         late_key(&row.document_id, &h)
@@ -237,7 +239,9 @@ pub(crate) fn embed_query_with(
         .ok_or_else(|| EngineError::Invalid("the embedder returned no vector".into()))
 }
 
-pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+/// The one Tokio runtime the engine's embedders and the shared store's connections run
+/// on, made on first use.
+pub fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
         std::sync::OnceLock::new();
     let rt = RUNTIME.get_or_init(|| {
@@ -252,7 +256,9 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
 }
 
 impl Engine {
-    pub(crate) fn embed_settings(&self) -> Result<EmbedSettings> {
+    /// The index's embedder settings as stored: the spec, and once chosen the model and
+    /// its dimension.
+    pub fn embed_settings(&self) -> Result<EmbedSettings> {
         Ok(EmbedSettings {
             spec: self
                 .store
@@ -279,7 +285,7 @@ impl Engine {
     /// the answer models) would otherwise wait on a connection whose runtime no thread
     /// drives. Its one worker drives the connections; each engine call blocks on its own
     /// future from its own thread.
-    pub(crate) fn runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
+    pub fn runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
         runtime()
     }
 
@@ -302,7 +308,7 @@ impl Engine {
 
     /// Chooses the embedder of an `auto` index from the languages about to be ingested,
     /// records it, and creates the (empty) vector index. A no-op once chosen.
-    pub(crate) fn choose_embedder(&mut self, languages: &[Language]) -> Result<()> {
+    pub fn choose_embedder(&mut self, languages: &[Language]) -> Result<()> {
         let s = self.embed_settings()?;
         if s.spec == "none" || (s.model.is_some() && s.dim.is_some()) {
             return Ok(());
@@ -338,7 +344,7 @@ impl Engine {
     /// Embeds the texts (by hash) not yet cached for this index's model; returns the
     /// vectors to cache, and the number of texts whose embedding failed with the first
     /// reason (those chunks are stored and BM25-indexed without a vector).
-    pub(crate) fn embed_missing(
+    pub fn embed_missing(
         &self,
         runtime: &tokio::runtime::Runtime,
         texts: Vec<(String, PassageInput)>,
@@ -419,14 +425,14 @@ impl Engine {
 
     /// Whether the index embeds passages by late chunking (its embedder's name ends
     /// `:late`).
-    pub(crate) fn late_chunking(&self) -> Result<bool> {
+    pub fn late_chunking(&self) -> Result<bool> {
         Ok(self.embed_settings()?.spec.ends_with(situate_embed::LATE))
     }
 
     /// Late chunking: each document read once by the embedder, each chunk's vector pooled
     /// from its span, keyed by the chunk's cache hash. A document whose embedding fails
     /// counts all its chunks as failed.
-    pub(crate) fn embed_late_documents(
+    pub fn embed_late_documents(
         &self,
         runtime: &tokio::runtime::Runtime,
         docs: Vec<LateDocument>,
@@ -599,7 +605,7 @@ impl Engine {
     /// Saves the vector index if it is ahead of its last snapshot, switches to the new
     /// snapshot with one store write, removes older ones, and trims the journal as far
     /// as every index allows.
-    pub(crate) fn save_vectors(&mut self) -> Result<()> {
+    pub fn save_vectors(&mut self) -> Result<()> {
         if let Some(v) = &self.vectors
             && self.vector_saved != Some(self.vector_gen)
         {
@@ -613,7 +619,7 @@ impl Engine {
     }
 
     /// The query's embedding with this index's model.
-    pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         embed_query_with(self.embedder()?.as_ref(), self.runtime()?, text)
     }
 
@@ -684,11 +690,14 @@ impl Engine {
 /// Why the index's embedder could not be loaded, kept with the engine so that every call
 /// after the first failed load answers the same error (an [`EngineError`] is not `Clone`).
 #[derive(Debug, Clone)]
-pub(crate) enum EmbedderLoad {
+pub enum EmbedderLoad {
     /// A model of the catalog is not installed ([`EngineError::ModelMissing`]).
     Missing {
+        /// The model.
         model: String,
+        /// The command that installs it.
         install: String,
+        /// Why it could not be installed now.
         message: String,
     },
     /// Anything else, in words.

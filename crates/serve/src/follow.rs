@@ -1,12 +1,12 @@
 //! A query node's follower: with `--store`, the service's index is a copy of the shared
-//! store kept current from its change feed ([`situate_engine::follow`]). One thread holds
+//! store kept current from its change feed ([`situate_scale::follow`]). One thread holds
 //! the index's writer and catches up every [`INTERVAL`]; the readers see each batch it
 //! commits as they see an ingest's. The position it has applied is what `after` in a
 //! search waits for (read your writes) and what `/v1/info` reports.
 
 use crate::ServeError;
-use situate_engine::follow::Follower;
 use situate_engine::{CreateSettings, Engine};
+use situate_scale::follow::Follower;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -12,17 +12,17 @@
 //! `embed` worker has written them, and are computed on the node otherwise (the node never
 //! writes to the store, so it can follow a read-only replica).
 
-use crate::vectors::embedding_input;
-use crate::{Engine, EngineError, Result};
 use serde::Serialize;
 use situate_core::ChunkContext;
+use situate_engine::node::embedding_input;
+use situate_engine::{Engine, EngineError, Result};
 use situate_pg::{Env, PgStore, SharedDocument};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// The node's settings keys in its own store.
 const STORE_ID: &str = "shared_store_id";
-const POSITION: &str = "shared_position";
+use situate_engine::node::STORE_POSITION as POSITION;
 
 /// Documents applied per store batch.
 const BATCH: usize = 64;
@@ -136,29 +136,29 @@ impl Follower {
     pub fn catch_up(&mut self, engine: &mut Engine) -> Result<FollowReport> {
         engine.require_writer()?;
         let store_id = self.store.meta("store_id")?.unwrap_or_default();
-        match engine.store.meta(STORE_ID)? {
+        match engine.store().meta(STORE_ID)? {
             Some(id) if id != store_id => {
                 return Err(EngineError::Invalid(format!(
                     "the index at {} follows another store (id {id}; this one is {store_id}): give the node another directory",
-                    engine.dir.display()
+                    engine.dir().display()
                 )));
             }
             Some(_) => {}
-            None if engine.store.generation()? > 0 => {
+            None if engine.store().generation()? > 0 => {
                 return Err(EngineError::Invalid(format!(
                     "the index at {} is not a query node of this store (it has documents of its own): give the node an empty directory",
-                    engine.dir.display()
+                    engine.dir().display()
                 )));
             }
             // Named before anything is applied: a first catch-up cut short is resumed.
-            None => engine.store.set_meta(STORE_ID, &store_id)?,
+            None => engine.store().set_meta(STORE_ID, &store_id)?,
         }
         let mut report = FollowReport {
             store: self.target(),
             ..Default::default()
         };
         let position = engine
-            .store
+            .store()
             .meta(POSITION)?
             .and_then(|p| p.parse::<u64>().ok());
         let (changed, removed_locally, upto) = match position {
@@ -193,7 +193,7 @@ impl Follower {
                 }
             }
             self.apply(engine, &docs, &gone, &mut report)?;
-            crate::crash_point("follow-apply");
+            situate_engine::node::crash_point("follow-apply");
         }
         if !removed_locally.is_empty() {
             self.apply(engine, &[], &removed_locally, &mut report)?;
@@ -203,7 +203,7 @@ impl Follower {
             self.saved = Some(Instant::now());
         }
         engine
-            .store
+            .store()
             .set_metas(&[(STORE_ID, &store_id), (POSITION, &upto.to_string())])?;
         report.position = upto;
         Ok(report)
@@ -267,8 +267,8 @@ impl Follower {
             if same_as_local(engine, &d)? {
                 continue;
             }
-            let local = engine.store.cards_of(&id)?;
-            if engine.store.document_state(&id)?.is_none() {
+            let local = engine.store().cards_of(&id)?;
+            if engine.store().document_state(&id)?.is_none() {
                 report.missing.push(id);
                 continue;
             }
@@ -335,12 +335,12 @@ impl Follower {
         };
         let v = engine.embed_query(query)?;
         let near = self.store.nearest(&model, &v, k as i64, ef_search)?;
-        let generation = engine.store.generation()?;
+        let generation = engine.store().generation()?;
         let late = engine.late_chunking()?;
         if self.by_hash.as_ref().is_none_or(|(g, _)| *g != generation) {
             let mut map: std::collections::HashMap<String, Vec<u64>> = Default::default();
-            engine.store.for_each_index_row(|row| {
-                map.entry(crate::vectors::text_hash(&row, late))
+            engine.store().for_each_index_row(|row| {
+                map.entry(situate_engine::node::text_hash(&row, late))
                     .or_default()
                     .push(row.card);
                 Ok(())
@@ -407,9 +407,9 @@ impl Follower {
         {
             // Late chunking: the store's vectors are kept under the same late keys as the
             // embed workers write; a document with any chunk missing is embedded whole.
-            let late: Vec<crate::vectors::LateDocument> = docs
+            let late: Vec<situate_engine::node::LateDocument> = docs
                 .iter()
-                .map(|d| crate::vectors::late_document(&d.doc.id, &d.doc.text, &d.cards))
+                .map(|d| situate_engine::node::late_document(&d.doc.id, &d.doc.text, &d.cards))
                 .collect();
             let keys: Vec<&str> = late
                 .iter()
@@ -417,7 +417,7 @@ impl Follower {
                 .collect();
             let kept = self.store.embeddings(model, &keys)?;
             report.embeddings_from_store += kept.len() as u64;
-            let rest: Vec<crate::vectors::LateDocument> = late
+            let rest: Vec<situate_engine::node::LateDocument> = late
                 .into_iter()
                 .filter(|d| d.chunks.iter().any(|(k, _)| !kept.contains_key(k)))
                 .collect();
@@ -452,11 +452,11 @@ impl Follower {
             let fresh = engine.embed_missing(engine.runtime()?, rest, &mut |_, _| {})?;
             warn_unembedded(&fresh);
             report.embedded += fresh.vectors.len() as u64;
-            engine.store.record_cuts(model, &fresh.cut_rows())?;
+            engine.store_mut().record_cuts(model, &fresh.cut_rows())?;
             vectors.extend(kept);
             vectors.extend(fresh.vectors);
         }
-        let mut batch = engine.store.batch()?;
+        let mut batch = engine.store_mut().batch()?;
         if let Some(model) = &model {
             let items: Vec<(&str, &[f32])> = vectors
                 .iter()
@@ -498,13 +498,13 @@ impl Follower {
 /// with the same contexts).
 fn same_as_local(engine: &Engine, d: &SharedDocument) -> Result<bool> {
     if engine
-        .store
+        .store()
         .document_state(&d.doc.id)?
         .is_none_or(|s| s.ingest_key != d.ingest_key)
     {
         return Ok(false);
     }
-    let local = engine.store.cards_of(&d.doc.id)?;
+    let local = engine.store().cards_of(&d.doc.id)?;
     Ok(local.len() == d.cards.len()
         && local.iter().zip(&d.cards).all(|(a, b)| {
             a.chunk_id == b.chunk_id
@@ -517,29 +517,8 @@ fn same_as_local(engine: &Engine, d: &SharedDocument) -> Result<bool> {
         }))
 }
 
-impl Engine {
-    /// The shared store's feed position this index (a query node) has applied, `None` for
-    /// an index that follows no store.
-    pub fn store_position(&self) -> Result<Option<u64>> {
-        Ok(self.store.meta(POSITION)?.and_then(|p| p.parse().ok()))
-    }
-
-    /// Every document id in the index.
-    fn document_ids(&self) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.store.documents_after(after.as_deref(), 1000)?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
-            out.extend(page.into_iter().map(|d| d.id));
-        }
-        Ok(out)
-    }
-}
-
 /// Says, in the node's log, how many chunks the node could not embed and why.
-fn warn_unembedded(fresh: &crate::vectors::Embedded) {
+fn warn_unembedded(fresh: &situate_engine::node::Embedded) {
     if fresh.failed > 0 {
         tracing::warn!(
             "{} chunk(s) could not be embedded on this node ({}); they are searched by BM25 only until `situate rebuild`",

@@ -9,13 +9,14 @@
 //! after a kill is read from the cache, not paid for twice; then the card, its change, the
 //! embedding it needs and the item's end are written in one transaction.
 
-use crate::contexts::spans_of;
-use crate::ingest::{IngestReport, contextualize_many};
-use crate::shared_store::PgCache;
-use crate::vectors::embedding_input;
-use crate::{EngineError, Result};
+use crate::store::PgCache;
 use serde::Serialize;
 use situate_core::{ChunkView, Contextualizer, Document, DocumentView, Embedder, TokenUsage};
+use situate_engine::IngestReport;
+use situate_engine::node::contextualize_many;
+use situate_engine::node::embedding_input;
+use situate_engine::node::spans_of;
+use situate_engine::{EngineError, Result};
 use situate_pg::{Claimed, Env, PgStore};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -330,7 +331,13 @@ fn write_contexts(
     let pairs: Vec<(&Document, &[situate_core::ChunkSpan])> =
         docs.iter().map(|(d, s, _)| (d, s.as_slice())).collect();
     let mut ingest = IngestReport::default();
-    let all = contextualize_many(crate::vectors::runtime()?, ctx, cache, &pairs, &mut ingest)?;
+    let all = contextualize_many(
+        situate_engine::node::runtime()?,
+        ctx,
+        cache,
+        &pairs,
+        &mut ingest,
+    )?;
     report.contexts_cached += ingest.contexts_cached;
     report.usage.add(&ingest.usage);
     for ((doc, spans, items), contexts) in docs.iter().zip(all) {
@@ -416,7 +423,7 @@ fn write_embeddings(
     let kept = store.embeddings(&model, &hashes)?;
     todo.retain(|(h, _)| !kept.contains_key(h));
     if !todo.is_empty() {
-        let runtime = crate::vectors::runtime()?;
+        let runtime = situate_engine::node::runtime()?;
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::with_capacity(todo.len());
         for part in todo.chunks(embedder.call_size().max(1)) {
             let inputs: Vec<situate_core::PassageInput> =
@@ -466,7 +473,7 @@ fn write_late_embeddings(
         let Some(shared) = store.read_document(id)? else {
             continue;
         };
-        let d = crate::vectors::late_document(id, &shared.doc.text, &shared.cards);
+        let d = situate_engine::node::late_document(id, &shared.doc.text, &shared.cards);
         let keys: Vec<&str> = d.chunks.iter().map(|(k, _)| k.as_str()).collect();
         let kept = store.embeddings(&model, &keys)?;
         if d.chunks.iter().any(|(k, _)| !kept.contains_key(k)) {
@@ -474,8 +481,12 @@ fn write_late_embeddings(
         }
     }
     if !docs.is_empty() {
-        let e =
-            crate::vectors::embed_late(crate::vectors::runtime()?, embedder, docs, &mut |_, _| {});
+        let e = situate_engine::node::embed_late(
+            situate_engine::node::runtime()?,
+            embedder,
+            docs,
+            &mut |_, _| {},
+        );
         if e.failed > 0 {
             return Err(EngineError::Invalid(format!(
                 "embedding failed: {}",
@@ -529,7 +540,7 @@ pub struct WorkerRequest {
 /// Checks `req` and builds the worker's contextualizer and embedder for the store at `url`.
 pub fn prepare_worker(
     url: &str,
-    settings: &crate::settings::Settings,
+    settings: &situate_engine::Settings,
     req: &WorkerRequest,
 ) -> Result<WorkerOptions> {
     let role = WorkerRole::parse(req.role.as_deref().unwrap_or("all"))?;
@@ -561,12 +572,13 @@ pub fn prepare_worker(
             .or(store.meta("context_method")?)
             .unwrap_or_else(|| "structural".into());
         let llm = req.llm.clone().or(store.meta("context_llm")?);
-        let run = crate::LlmRun {
-            llm: llm.filter(|_| crate::uses_llm(&method)),
+        let run = situate_engine::LlmRun {
+            llm: llm.filter(|_| situate_engine::uses_llm(&method)),
             ..Default::default()
         };
-        opts.contextualizer =
-            Some(crate::build_contextualizer(&method, &settings.llm, &run)?.contextualizer);
+        opts.contextualizer = Some(
+            situate_engine::build_contextualizer(&method, &settings.llm, &run)?.contextualizer,
+        );
     }
     if role.embeds() {
         let spec = match &req.embedder {
@@ -579,7 +591,7 @@ pub fn prepare_worker(
             )));
         }
         let embedder = situate_embed::resolve(&spec).map_err(|e| {
-            EngineError::from(crate::vectors::EmbedderLoad::from(e))
+            EngineError::from(situate_engine::node::EmbedderLoad::from(e))
                 .within("the embed role's embedder (--role contextualize writes contexts only)")
         })?;
         opts.embedder = Some(Arc::from(embedder));

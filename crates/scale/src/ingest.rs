@@ -7,15 +7,15 @@
 //! `structural`) are written by the ingest itself. Every card whose context is final is
 //! queued for the `embed` workers. Nothing here calls an LLM.
 
-use crate::Result;
-use crate::ingest::{
-    ContextCache, IngestEvent, IngestOptions, chunk_spans, contextualize_many, ingest_key,
-    read_documents,
-};
-use crate::shared_store::PgCache;
-use crate::vectors::embedding_input;
+use crate::store::PgCache;
 use serde::Serialize;
 use situate_core::{ChunkContext, ChunkView, ContextStatus, DocumentView};
+use situate_engine::Result;
+use situate_engine::node::embedding_input;
+use situate_engine::node::{
+    ContextCache, chunk_spans, contextualize_many, ingest_key, read_documents,
+};
+use situate_engine::{EngineError, IngestEvent, IngestOptions, IngestRequest, Settings};
 use situate_ingest::{Chunker, Skipped};
 use situate_store::NewChunk;
 use std::path::PathBuf;
@@ -91,7 +91,7 @@ pub fn shared_ingest(
     let chunker = Chunker::new(opts.chunker.clone())?;
     let ctx = opts.contextualizer.as_ref();
     let remembers = ctx.remembers();
-    let runtime = crate::vectors::runtime()?;
+    let runtime = situate_engine::node::runtime()?;
     let mut pairs = vec![("context_method", spec.method.as_str())];
     if let Some(l) = &spec.llm {
         pairs.push(("context_llm", l.as_str()));
@@ -163,7 +163,7 @@ pub fn shared_ingest(
                 })
                 .unzip()
         } else {
-            let mut ignored = crate::IngestReport::default();
+            let mut ignored = situate_engine::IngestReport::default();
             let all = contextualize_many(runtime, ctx, &cache, &[(&doc, &spans)], &mut ignored)?;
             let contexts = all.into_iter().next().unwrap_or_default();
             let n = contexts.len();
@@ -240,4 +240,32 @@ pub fn shared_ingest(
         });
     }
     Ok(report)
+}
+
+/// `ingest --store`: `req` checked as [`situate_engine::prepare_ingest`] checks it, then read, chunked and
+/// queued into the shared store at `url` ([`shared_ingest`]). The
+/// index-creation settings (`--embedder`, `--vector-index`) belong to the query nodes,
+/// and a dry run or a budget to the embedded ingest: given here, they are an error.
+pub fn ingest_into_store(
+    url: &str,
+    settings: &Settings,
+    req: IngestRequest,
+    on_event: &mut dyn FnMut(IngestEvent<'_>),
+) -> Result<SharedIngestReport> {
+    if req.llm.dry_run || req.llm.budget.is_some() {
+        return Err(EngineError::Invalid(
+            "--dry-run and --budget apply to the embedded ingest; with --store the workers pay for the contexts (`situate status --store` shows their cost)".into(),
+        ));
+    }
+    if req.vector_index.is_some() || req.embedder.as_deref().is_some_and(|e| e != "auto") {
+        return Err(EngineError::Invalid(
+            "--embedder and --vector-index are a query node's settings (`situate search|serve --store … --embedder …`) and an embed worker's (`situate worker --role embed --embedder …`), not the shared ingest's".into(),
+        ));
+    }
+    let (opts, method, _) = situate_engine::node::ingest_options(settings, &req)?;
+    let spec = ContextSpec {
+        method,
+        llm: req.llm.llm.clone(),
+    };
+    shared_ingest(url, &req.paths, opts, &spec, on_event)
 }

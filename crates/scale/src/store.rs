@@ -4,10 +4,10 @@
 //! contextualizers see it. Ingest into it: `shared_ingest`; its workers: `worker`; query
 //! nodes following it: `follow`.
 
-use crate::ingest::{ContextCache, ContextKeeper};
-use crate::{EngineError, Result};
 use serde::Serialize;
 use situate_core::ChunkContext;
+use situate_engine::node::{ContextCache, ContextKeeper};
+use situate_engine::{EngineError, Result};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -89,7 +89,7 @@ pub struct MigrateReport {
 }
 
 /// The store URL a command uses: the one given (`--store`), else `[store] url`.
-pub fn store_url(given: Option<&str>, settings: &crate::settings::Settings) -> Result<String> {
+pub fn store_url(given: Option<&str>, settings: &situate_engine::Settings) -> Result<String> {
     given
         .map(str::to_string)
         .or_else(|| settings.store.url.clone())
