@@ -16,6 +16,7 @@ macro_rules! outln {
     };
 }
 
+mod commands;
 mod contexts;
 mod errors;
 mod eval;
@@ -479,95 +480,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         quiet: cli.global.quiet,
     };
     match cli.command {
-        Command::Init { chinese, embed } => {
-            let create = settings.create_settings(
-                chinese.as_deref(),
-                embed.embedder.as_deref(),
-                embed.vector_index.as_deref(),
-            )?;
-            let a = Engine::create(&index, create)?.created()?;
-            output::message(
-                out.json,
-                &format!(
-                    "created an index at {} (embedder: {})",
-                    a.index.display(),
-                    a.embedder
-                ),
-                &a,
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Ingest(a) => ingest(out, &settings, &index, a),
+        Command::Init { chinese, embed } => commands::init(out, &settings, &index, chinese, embed),
+        Command::Ingest(a) => commands::ingest(out, &settings, &index, a),
         Command::Worker(a) => shared::worker(out, &settings, a),
-        Command::Search(a) => {
-            let request = SearchRequest {
-                query: a.query.clone(),
-                settings: SearchSettings {
-                    k: a.k,
-                    bm25: a.bm25,
-                    mode: a.mode,
-                    rerank: a.rerank,
-                    ..a.tuning.settings()
-                },
-                filter: a.filter.settings(),
-                explain: a.explain,
-                ..SearchRequest::default()
-            };
-            let CheckedSearch {
-                query,
-                plan,
-                filter,
-                ..
-            } = request.check(&settings)?;
-            if a.node.pgvector {
-                let url = shared::store_of(a.node.store.as_deref(), &settings).unwrap_or_default();
-                return shared::pgvector(out, &settings, &index, &url, &a.node, &a.query, plan.k);
-            }
-            let e = match shared::store_of(a.node.store.as_deref(), &settings) {
-                Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
-                None => Engine::open(&index, Access::Read)?,
-            };
-            let response = e.query(&query, &plan, &filter)?;
-            output::hits(out.json, &response, a.explain)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Ask(a) => {
-            let q = AskRequest {
-                question: a.question,
-                answer: AnswerSettings {
-                    mode: a.mode,
-                    passages: a.passages,
-                    model: a.llm,
-                    max_tokens: a.max_tokens,
-                    min_score: a.min_score,
-                    unsupported: a.unsupported,
-                    full_budget: a.full_budget,
-                },
-                search: SearchSettings {
-                    bm25: a.bm25,
-                    mode: a.search_mode,
-                    rerank: a.rerank,
-                    ..a.tuning.settings()
-                },
-                filter: a.filter.settings(),
-                ..AskRequest::default()
-            }
-            .check(&settings)?;
-            let e = Engine::open(&index, Access::Read)?;
-            // The answer is printed as the model writes it; `--json` prints the whole
-            // answer at the end.
-            let json = out.json;
-            let stream = move |piece: &str| {
-                if !json {
-                    let mut o = std::io::stdout().lock();
-                    let _ = o.write_all(piece.as_bytes());
-                    let _ = o.flush();
-                }
-            };
-            let answer = e.answer(&q, &stream)?;
-            output::answer(out.json, &answer)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Search(a) => commands::search(out, &settings, &index, a),
+        Command::Ask(a) => commands::ask(out, &settings, &index, a),
         Command::Show { chunk_id } => {
             let e = Engine::open(&index, Access::Read)?;
             let card = e.chunk(&chunk_id)?;
@@ -575,16 +492,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::card(out.json, &card, &doc)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stats => {
-            let e = Engine::open(&index, Access::Read)?;
-            let answer = e.status_checked()?;
-            output::stats(out.json, &answer)?;
-            Ok(if answer.consistent {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
+        Command::Stats => commands::stats(out, &index),
         Command::Status { store } => {
             if let Some(url) = shared::store_of(store.as_deref(), &settings) {
                 return shared::status(out, &url);
@@ -603,232 +511,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::message(out.json, &format!("removed {document_id}"), &answer)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Rebuild => {
-            let mut e = Engine::open(&index, Access::Write)?;
-            let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
-            let r = e.rebuild(&mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done)
-            })?;
-            bar.finish_and_clear();
-            output::message(
-                out.json,
-                &format!(
-                    "rebuilt the indexes from {} chunk cards in {:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
-                    r.chunks, r.seconds, r.vectors, r.embedded
-                ),
-                &r,
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Rebuild => commands::rebuild(out, &index),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
-        Command::Store(StoreCommand::Migrate { store }) => {
-            let url = situate_scale::store::store_url(store.as_deref(), &settings)?;
-            let r = situate_scale::store::migrate(&url)?;
-            let said = if r.outcome == "created" {
-                "created the situate store"
-            } else {
-                "the situate store is current"
-            };
-            output::message(
-                out.json,
-                &format!(
-                    "{said} at {} (format {}, PostgreSQL {}, pgvector {})",
-                    r.store, r.format_version, r.postgres, r.pgvector
-                ),
-                &r,
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Store(StoreCommand::Migrate { store }) => commands::migrate(out, &settings, store),
         Command::Store(StoreCommand::Check { store }) => {
             shared::check(out, &settings, &index, store)
         }
-        Command::Serve(a) => serve(out, settings, index, a),
-        Command::Mcp { allow_write, evals } => {
-            let opts = situate_serve::ServeOptions {
-                index,
-                settings,
-                bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-                keys: Default::default(),
-                allow_hosts: Vec::new(),
-                readers: 2,
-                evals,
-                mcp_allow_write: allow_write,
-                cors_origins: Vec::new(),
-                limits: Default::default(),
-                store: None,
-                node_embedder: None,
-            };
-            situate_serve::run_mcp_stdio(opts, allow_write)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve(a) => commands::serve(out, settings, index, a),
+        Command::Mcp { allow_write, evals } => commands::mcp(settings, index, allow_write, evals),
     }
-}
-
-fn serve(out: Out, settings: Settings, index: PathBuf, a: ServeArgs) -> Result<ExitCode> {
-    use situate_serve::auth::{Keys, Role};
-    let mut keys = Keys::default();
-    if let Some(f) = &a.keys {
-        keys.add_file(f)?;
-    }
-    keys.add_env("SITUATE_ADMIN_KEYS", Role::Admin)?;
-    keys.add_env("SITUATE_READ_KEYS", Role::Read)?;
-    if !(a.ask_timeout.is_finite() && a.ask_timeout > 0.0) {
-        anyhow::bail!(
-            "--ask-timeout must be a positive number of seconds, not {}",
-            a.ask_timeout
-        );
-    }
-    if !(a.timeout.is_finite() && a.timeout > 0.0) {
-        anyhow::bail!(
-            "--timeout must be a positive number of seconds, not {}",
-            a.timeout
-        );
-    }
-    let readers = a
-        .readers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get().min(4)));
-    if readers == 0 {
-        anyhow::bail!("--readers must be at least 1");
-    }
-    if a.max_k == 0 || a.max_k > situate_engine::settings::MAX_K {
-        anyhow::bail!(
-            "--max-k must be from 1 to {}, not {}",
-            situate_engine::settings::MAX_K,
-            a.max_k
-        );
-    }
-    let store = shared::store_of(a.store.as_deref(), &settings);
-    let opts = situate_serve::ServeOptions {
-        store,
-        node_embedder: a.node_embedder,
-        index: index.clone(),
-        settings,
-        bind: a.bind,
-        keys,
-        allow_hosts: a.allow_hosts,
-        readers,
-        evals: a.evals,
-        mcp_allow_write: a.mcp_allow_write,
-        cors_origins: a.cors_origins,
-        limits: situate_serve::Limits {
-            max_k: a.max_k,
-            timeout_ms: (a.timeout * 1000.0).round() as u64,
-            ask_timeout_ms: (a.ask_timeout * 1000.0).round() as u64,
-            ..Default::default()
-        },
-    };
-    let with_keys = !opts.keys.is_empty();
-    situate_serve::run(opts, |addr| {
-        // One line on stdout once listening (scripts and tests wait for it); logs go to
-        // stderr.
-        let line = if out.json {
-            serde_json::to_string(&situate_serve::Listening {
-                listening: addr.to_string(),
-                url: format!("http://{addr}"),
-                index: index.clone(),
-                keys: with_keys,
-            })
-            .unwrap_or_default()
-        } else {
-            format!(
-                "situate: serving {} at http://{addr}{} (Ctrl-C stops)",
-                index.display(),
-                if with_keys { " with API keys" } else { "" }
-            )
-        };
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
-    })?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn ingest(
-    out: Out,
-    settings: &Settings,
-    index: &std::path::Path,
-    a: IngestArgs,
-) -> Result<ExitCode> {
-    let store = shared::store_of(a.store.as_deref(), settings);
-    if a.workers.is_some() && store.is_none() {
-        anyhow::bail!("--workers applies to an ingest into the shared store (--store)");
-    }
-    let req = IngestRequest {
-        paths: a.paths,
-        context: a.context,
-        format: Some(a.format),
-        language: a.language,
-        max_tokens: a.max_tokens,
-        overlap: a.overlap,
-        tokenizer: a.tokenizer,
-        batch: a.batch,
-        llm: a.llm.run(),
-        meta: a.meta,
-        embedder: a.embed.embedder,
-        vector_index: a.embed.vector_index,
-        cancel: None,
-    };
-    if let Some(url) = store {
-        return shared::ingest(out, settings, &url, req, a.workers, a.strict);
-    }
-    let dry_run = req.llm.dry_run;
-    let prepared = situate_engine::prepare_ingest(index, settings, req)?;
-    let (llm_method, price) = (situate_engine::uses_llm(&prepared.method), prepared.price);
-    let bar = output::progress_bar(out.quiet || out.json, None, "ingesting");
-    let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
-    let started = Instant::now();
-    let outcome = prepared.run(&mut |ev| {
-        match ev {
-            IngestEvent::Document { chunks: c, .. } => {
-                docs += 1;
-                chunks += c as u64;
-            }
-            IngestEvent::Skipped(_) => skipped += 1,
-            IngestEvent::Committed { .. } => {}
-            IngestEvent::Contextualized {
-                chunks: done,
-                usage,
-                cached,
-            } => {
-                if llm_method {
-                    bar.set_message(format!(
-                        "{docs} documents; {}",
-                        output::progress_message(done, None, &usage, cached, price, started)
-                    ));
-                    bar.tick();
-                }
-                return;
-            }
-            IngestEvent::Embedding { done, total } => {
-                bar.set_message(format!(
-                    "{docs} documents, {chunks} chunks, {skipped} skipped; embedding {done}/{total}"
-                ));
-                bar.tick();
-                return;
-            }
-        }
-        bar.set_message(format!(
-            "{docs} documents, {chunks} chunks, {skipped} skipped"
-        ));
-        bar.tick();
-    })?;
-    bar.finish_and_clear();
-    if dry_run {
-        output::dry_run(out.json, &outcome)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    output::ingest_report(out.json, &outcome)?;
-    let report = &outcome.report;
-    let nothing = report.documents_ok() == 0;
-    Ok(if nothing || (a.strict && !report.skipped.is_empty()) {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 #[cfg(test)]

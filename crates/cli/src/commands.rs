@@ -1,0 +1,358 @@
+//! One function per command whose work is more than a call: each builds the engine's
+//! request from its flags, makes the engine call and prints the engine's answer.
+
+use crate::*;
+use std::path::Path;
+
+/// `situate init`.
+pub(crate) fn init(
+    out: Out,
+    settings: &Settings,
+    index: &Path,
+    chinese: Option<String>,
+    embed: EmbedArgs,
+) -> Result<ExitCode> {
+    let create = settings.create_settings(
+        chinese.as_deref(),
+        embed.embedder.as_deref(),
+        embed.vector_index.as_deref(),
+    )?;
+    let a = Engine::create(&index, create)?.created()?;
+    output::message(
+        out.json,
+        &format!(
+            "created an index at {} (embedder: {})",
+            a.index.display(),
+            a.embedder
+        ),
+        &a,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate search`.
+pub(crate) fn search(
+    out: Out,
+    settings: &Settings,
+    index: &Path,
+    a: SearchArgs,
+) -> Result<ExitCode> {
+    let request = SearchRequest {
+        query: a.query.clone(),
+        settings: SearchSettings {
+            k: a.k,
+            bm25: a.bm25,
+            mode: a.mode,
+            rerank: a.rerank,
+            ..a.tuning.settings()
+        },
+        filter: a.filter.settings(),
+        explain: a.explain,
+        ..SearchRequest::default()
+    };
+    let CheckedSearch {
+        query,
+        plan,
+        filter,
+        ..
+    } = request.check(&settings)?;
+    if a.node.pgvector {
+        let url = shared::store_of(a.node.store.as_deref(), &settings).unwrap_or_default();
+        return shared::pgvector(out, &settings, &index, &url, &a.node, &a.query, plan.k);
+    }
+    let e = match shared::store_of(a.node.store.as_deref(), &settings) {
+        Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
+        None => Engine::open(&index, Access::Read)?,
+    };
+    let response = e.query(&query, &plan, &filter)?;
+    output::hits(out.json, &response, a.explain)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate ask`: the answer printed as the model writes it.
+pub(crate) fn ask(out: Out, settings: &Settings, index: &Path, a: AskArgs) -> Result<ExitCode> {
+    let q = AskRequest {
+        question: a.question,
+        answer: AnswerSettings {
+            mode: a.mode,
+            passages: a.passages,
+            model: a.llm,
+            max_tokens: a.max_tokens,
+            min_score: a.min_score,
+            unsupported: a.unsupported,
+            full_budget: a.full_budget,
+        },
+        search: SearchSettings {
+            bm25: a.bm25,
+            mode: a.search_mode,
+            rerank: a.rerank,
+            ..a.tuning.settings()
+        },
+        filter: a.filter.settings(),
+        ..AskRequest::default()
+    }
+    .check(&settings)?;
+    let e = Engine::open(&index, Access::Read)?;
+    // The answer is printed as the model writes it; `--json` prints the whole
+    // answer at the end.
+    let json = out.json;
+    let stream = move |piece: &str| {
+        if !json {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(piece.as_bytes());
+            let _ = o.flush();
+        }
+    };
+    let answer = e.answer(&q, &stream)?;
+    output::answer(out.json, &answer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate stats`: fails when the indexes do not hold exactly the store's cards.
+pub(crate) fn stats(out: Out, index: &Path) -> Result<ExitCode> {
+    let e = Engine::open(&index, Access::Read)?;
+    let answer = e.status_checked()?;
+    output::stats(out.json, &answer)?;
+    Ok(if answer.consistent {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `situate rebuild`.
+pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
+    let mut e = Engine::open(&index, Access::Write)?;
+    let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
+    let r = e.rebuild(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done)
+    })?;
+    bar.finish_and_clear();
+    output::message(
+        out.json,
+        &format!(
+            "rebuilt the indexes from {} chunk cards in {:.1} s: no LLM calls, {} vectors ({} texts embedded that were not cached)",
+            r.chunks, r.seconds, r.vectors, r.embedded
+        ),
+        &r,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate store migrate`.
+pub(crate) fn migrate(out: Out, settings: &Settings, store: Option<String>) -> Result<ExitCode> {
+    let url = situate_scale::store::store_url(store.as_deref(), &settings)?;
+    let r = situate_scale::store::migrate(&url)?;
+    let said = if r.outcome == "created" {
+        "created the situate store"
+    } else {
+        "the situate store is current"
+    };
+    output::message(
+        out.json,
+        &format!(
+            "{said} at {} (format {}, PostgreSQL {}, pgvector {})",
+            r.store, r.format_version, r.postgres, r.pgvector
+        ),
+        &r,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate mcp`: the MCP server over stdio.
+pub(crate) fn mcp(
+    settings: Settings,
+    index: PathBuf,
+    allow_write: bool,
+    evals: PathBuf,
+) -> Result<ExitCode> {
+    let opts = situate_serve::ServeOptions {
+        index,
+        settings,
+        bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        keys: Default::default(),
+        allow_hosts: Vec::new(),
+        readers: 2,
+        evals,
+        mcp_allow_write: allow_write,
+        cors_origins: Vec::new(),
+        limits: Default::default(),
+        store: None,
+        node_embedder: None,
+    };
+    situate_serve::run_mcp_stdio(opts, allow_write)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate serve`: the HTTP service (and MCP over Streamable HTTP).
+pub(crate) fn serve(
+    out: Out,
+    settings: Settings,
+    index: PathBuf,
+    a: ServeArgs,
+) -> Result<ExitCode> {
+    use situate_serve::auth::{Keys, Role};
+    let mut keys = Keys::default();
+    if let Some(f) = &a.keys {
+        keys.add_file(f)?;
+    }
+    keys.add_env("SITUATE_ADMIN_KEYS", Role::Admin)?;
+    keys.add_env("SITUATE_READ_KEYS", Role::Read)?;
+    if !(a.ask_timeout.is_finite() && a.ask_timeout > 0.0) {
+        anyhow::bail!(
+            "--ask-timeout must be a positive number of seconds, not {}",
+            a.ask_timeout
+        );
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        anyhow::bail!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        );
+    }
+    let readers = a
+        .readers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get().min(4)));
+    if readers == 0 {
+        anyhow::bail!("--readers must be at least 1");
+    }
+    if a.max_k == 0 || a.max_k > situate_engine::settings::MAX_K {
+        anyhow::bail!(
+            "--max-k must be from 1 to {}, not {}",
+            situate_engine::settings::MAX_K,
+            a.max_k
+        );
+    }
+    let store = shared::store_of(a.store.as_deref(), &settings);
+    let opts = situate_serve::ServeOptions {
+        store,
+        node_embedder: a.node_embedder,
+        index: index.clone(),
+        settings,
+        bind: a.bind,
+        keys,
+        allow_hosts: a.allow_hosts,
+        readers,
+        evals: a.evals,
+        mcp_allow_write: a.mcp_allow_write,
+        cors_origins: a.cors_origins,
+        limits: situate_serve::Limits {
+            max_k: a.max_k,
+            timeout_ms: (a.timeout * 1000.0).round() as u64,
+            ask_timeout_ms: (a.ask_timeout * 1000.0).round() as u64,
+            ..Default::default()
+        },
+    };
+    let with_keys = !opts.keys.is_empty();
+    situate_serve::run(opts, |addr| {
+        // One line on stdout once listening (scripts and tests wait for it); logs go to
+        // stderr.
+        let line = if out.json {
+            serde_json::to_string(&situate_serve::Listening {
+                listening: addr.to_string(),
+                url: format!("http://{addr}"),
+                index: index.clone(),
+                keys: with_keys,
+            })
+            .unwrap_or_default()
+        } else {
+            format!(
+                "situate: serving {} at http://{addr}{} (Ctrl-C stops)",
+                index.display(),
+                if with_keys { " with API keys" } else { "" }
+            )
+        };
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate ingest`: the embedded ingest with a progress bar (or, with `--store`, the shared
+/// store's).
+pub(crate) fn ingest(
+    out: Out,
+    settings: &Settings,
+    index: &std::path::Path,
+    a: IngestArgs,
+) -> Result<ExitCode> {
+    let store = shared::store_of(a.store.as_deref(), settings);
+    if a.workers.is_some() && store.is_none() {
+        anyhow::bail!("--workers applies to an ingest into the shared store (--store)");
+    }
+    let req = IngestRequest {
+        paths: a.paths,
+        context: a.context,
+        format: Some(a.format),
+        language: a.language,
+        max_tokens: a.max_tokens,
+        overlap: a.overlap,
+        tokenizer: a.tokenizer,
+        batch: a.batch,
+        llm: a.llm.run(),
+        meta: a.meta,
+        embedder: a.embed.embedder,
+        vector_index: a.embed.vector_index,
+        cancel: None,
+    };
+    if let Some(url) = store {
+        return shared::ingest(out, settings, &url, req, a.workers, a.strict);
+    }
+    let dry_run = req.llm.dry_run;
+    let prepared = situate_engine::prepare_ingest(index, settings, req)?;
+    let (llm_method, price) = (situate_engine::uses_llm(&prepared.method), prepared.price);
+    let bar = output::progress_bar(out.quiet || out.json, None, "ingesting");
+    let (mut docs, mut chunks, mut skipped) = (0u64, 0u64, 0u64);
+    let started = Instant::now();
+    let outcome = prepared.run(&mut |ev| {
+        match ev {
+            IngestEvent::Document { chunks: c, .. } => {
+                docs += 1;
+                chunks += c as u64;
+            }
+            IngestEvent::Skipped(_) => skipped += 1,
+            IngestEvent::Committed { .. } => {}
+            IngestEvent::Contextualized {
+                chunks: done,
+                usage,
+                cached,
+            } => {
+                if llm_method {
+                    bar.set_message(format!(
+                        "{docs} documents; {}",
+                        output::progress_message(done, None, &usage, cached, price, started)
+                    ));
+                    bar.tick();
+                }
+                return;
+            }
+            IngestEvent::Embedding { done, total } => {
+                bar.set_message(format!(
+                    "{docs} documents, {chunks} chunks, {skipped} skipped; embedding {done}/{total}"
+                ));
+                bar.tick();
+                return;
+            }
+        }
+        bar.set_message(format!(
+            "{docs} documents, {chunks} chunks, {skipped} skipped"
+        ));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    if dry_run {
+        output::dry_run(out.json, &outcome)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    output::ingest_report(out.json, &outcome)?;
+    let report = &outcome.report;
+    let nothing = report.documents_ok() == 0;
+    Ok(if nothing || (a.strict && !report.skipped.is_empty()) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
