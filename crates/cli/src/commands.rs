@@ -17,7 +17,7 @@ pub(crate) fn init(
         embed.embedder.as_deref(),
         embed.vector_index.as_deref(),
     )?;
-    let a = Engine::create(&index, create)?.created()?;
+    let a = Engine::create(index, create)?.created()?;
     output::message(
         out.json,
         &format!(
@@ -55,14 +55,14 @@ pub(crate) fn search(
         plan,
         filter,
         ..
-    } = request.check(&settings)?;
+    } = request.check(settings)?;
     if a.node.pgvector {
-        let url = shared::store_of(a.node.store.as_deref(), &settings).unwrap_or_default();
-        return shared::pgvector(out, &settings, &index, &url, &a.node, &a.query, plan.k);
+        let url = shared::store_of(a.node.store.as_deref(), settings).unwrap_or_default();
+        return shared::pgvector(out, settings, index, &url, &a.node, &a.query, plan.k);
     }
-    let e = match shared::store_of(a.node.store.as_deref(), &settings) {
-        Some(url) => shared::node(&settings, &index, &url, &a.node)?.0,
-        None => Engine::open(&index, Access::Read)?,
+    let e = match shared::store_of(a.node.store.as_deref(), settings) {
+        Some(url) => shared::node(settings, index, &url, &a.node)?.0,
+        None => Engine::open(index, Access::Read)?,
     };
     let response = e.query(&query, &plan, &filter)?;
     output::hits(out.json, &response, a.explain)?;
@@ -91,8 +91,8 @@ pub(crate) fn ask(out: Out, settings: &Settings, index: &Path, a: AskArgs) -> Re
         filter: a.filter.settings(),
         ..AskRequest::default()
     }
-    .check(&settings)?;
-    let e = Engine::open(&index, Access::Read)?;
+    .check(settings)?;
+    let e = Engine::open(index, Access::Read)?;
     // The answer is printed as the model writes it; `--json` prints the whole
     // answer at the end.
     let json = out.json;
@@ -110,7 +110,7 @@ pub(crate) fn ask(out: Out, settings: &Settings, index: &Path, a: AskArgs) -> Re
 
 /// `situate stats`: fails when the indexes do not hold exactly the store's cards.
 pub(crate) fn stats(out: Out, index: &Path) -> Result<ExitCode> {
-    let e = Engine::open(&index, Access::Read)?;
+    let e = Engine::open(index, Access::Read)?;
     let answer = e.status_checked()?;
     output::stats(out.json, &answer)?;
     Ok(if answer.consistent {
@@ -122,7 +122,7 @@ pub(crate) fn stats(out: Out, index: &Path) -> Result<ExitCode> {
 
 /// `situate rebuild`.
 pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
-    let mut e = Engine::open(&index, Access::Write)?;
+    let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
     let r = e.rebuild(&mut |done, total| {
         bar.set_length(total);
@@ -142,7 +142,7 @@ pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
 
 /// `situate store migrate`.
 pub(crate) fn migrate(out: Out, settings: &Settings, store: Option<String>) -> Result<ExitCode> {
-    let url = situate_scale::store::store_url(store.as_deref(), &settings)?;
+    let url = situate_scale::store::store_url(store.as_deref(), settings)?;
     let r = situate_scale::store::migrate(&url)?;
     let said = if r.outcome == "created" {
         "created the situate store"

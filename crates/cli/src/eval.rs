@@ -1,12 +1,12 @@
-//! `situate eval`: flags → `situate_engine::eval::EvalRequest` → `run_eval`, with a
-//! progress bar; the engine writes the reports (see `situate_engine::eval` for the
+//! `situate eval`: flags → `situate_eval::run::EvalRequest` → `run_eval`, with a
+//! progress bar; the engine writes the reports (see `situate_eval::run` for the
 //! configurations, and `--answers` for the answers written from them).
 
 use crate::{Out, TuningArgs, output};
 use anyhow::Result;
 use clap::Args;
-use situate_engine::eval::{AnswerEval, EvalRequest, run_eval};
 use situate_engine::{AnswerSettings, Settings};
+use situate_eval::run::{AnswerEval, EvalRequest, run_eval};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -26,14 +26,14 @@ pub struct EvalArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = situate_engine::eval::defaults::CONFIGS
+        default_value = situate_eval::run::defaults::CONFIGS
     )]
     config: Vec<String>,
     /// Only the first N queries (a quick look)
     #[arg(long)]
     queries: Option<usize>,
     /// The qrels split of a BEIR folder
-    #[arg(long, default_value = situate_engine::eval::defaults::SPLIT)]
+    #[arg(long, default_value = situate_eval::run::defaults::SPLIT)]
     split: String,
     /// Match golden chunks by `id` or by stripped `text` (the cookbook's way) [default: text
     /// for Anthropic's set, id otherwise]
@@ -47,14 +47,14 @@ pub struct EvalArgs {
     #[arg(long)]
     work: Option<PathBuf>,
     /// Largest chunk in tokens when the corpus is chunked
-    #[arg(long, default_value_t = situate_engine::eval::defaults::MAX_TOKENS)]
+    #[arg(long, default_value_t = situate_eval::run::defaults::MAX_TOKENS)]
     max_tokens: usize,
     /// Overlap in tokens when the corpus is chunked
-    #[arg(long, default_value_t = situate_engine::eval::defaults::OVERLAP)]
+    #[arg(long, default_value_t = situate_eval::run::defaults::OVERLAP)]
     overlap: usize,
     /// Embedder of the vector and hybrid configurations (auto: MiniLM for English sets,
     /// multilingual-e5 otherwise; or a model name or directory)
-    #[arg(long, default_value = situate_engine::eval::defaults::EMBEDDER)]
+    #[arg(long, default_value = situate_eval::run::defaults::EMBEDDER)]
     embedder: String,
     /// Also answer every question and score the answers: retrieval (one row per
     /// configuration, its best --passages), full (one row, the whole base in one cached

@@ -1,6 +1,6 @@
 //! `situate eval-set`: building a team's own evaluation set (situate's JSONL format, see
 //! `situate_eval::dataset`) against its own index. The file format is the eval crate's, the
-//! check against the index the engine's (`situate_engine::eval::check_set`); this module
+//! check against the index the engine's (`situate_eval::run::check_set`); this module
 //! asks which hits are golden.
 
 use anyhow::{Context, Result, bail};
@@ -66,7 +66,7 @@ pub fn run(cmd: EvalSetCommand, index: &Path) -> Result<ExitCode> {
         } => add(index, &file, &query, pick, unanswerable, k, id),
         EvalSetCommand::Check { file } => {
             let engine = Engine::open(index, Access::Read)?;
-            let c = situate_engine::eval::check_set(&engine, &file)?;
+            let c = situate_eval::run::check_set(&engine, &file)?;
             outln!(
                 "{}: {} questions ({} answerable, {} unanswerable), {} problems",
                 file.display(),

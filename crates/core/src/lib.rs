@@ -22,6 +22,7 @@
 
 mod context;
 mod embed;
+mod eval_data;
 mod model;
 mod rerank;
 mod vector;
@@ -31,6 +32,7 @@ pub use context::{
     DocumentView, NoSink, TokenUsage, chunk_key,
 };
 pub use embed::{EmbedError, EmbedKind, Embedder, PassageInput};
+pub use eval_data::EvalDataError;
 pub use model::{
     CardKind, CardRecord, ChunkCard, ChunkSpan, ContextMethod, ContextPart, ContextStatus, DocKind,
     Document, Hit, Language, Layout, LegScore, PartKind, Place, PlaceUnit, Provenance,

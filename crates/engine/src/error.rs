@@ -64,7 +64,7 @@ pub enum EngineError {
     Template(#[from] situate_llm::prompt::TemplateError),
     /// An evaluation file could not be read.
     #[error(transparent)]
-    EvalData(#[from] situate_eval::beir::EvalDataError),
+    EvalData(#[from] situate_core::EvalDataError),
     /// A settings file is not valid.
     #[error("in {path}")]
     Settings {

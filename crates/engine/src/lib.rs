@@ -82,7 +82,6 @@ mod context_file;
 mod contexts;
 pub mod contextualizers;
 mod error;
-pub mod eval;
 mod ingest;
 mod ingest_request;
 mod malloc;

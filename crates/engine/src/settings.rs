@@ -100,7 +100,7 @@ pub struct Settings {
 }
 
 /// `[store]`: the shared store on PostgreSQL + pgvector, for more than one machine
-/// (`situate store migrate`; [`crate::shared_store`]).
+/// (`situate store migrate`; `situate_scale::store`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSettings {

@@ -84,7 +84,7 @@ pub struct LateDocument {
 /// (over its indexed text: the card's context when its status is indexed). Each card's
 /// span is found in `text` by its character offsets, checked against the card's original;
 /// when some card's offsets do not hold its text, the document is put back together from
-/// its cards instead ([`reassemble`]), as the repair of missing vectors does.
+/// its cards instead (`reassemble`), as the repair of missing vectors does.
 pub fn late_document(
     document_id: &str,
     text: &str,

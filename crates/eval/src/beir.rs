@@ -5,28 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-/// Errors reading evaluation files.
-#[derive(Debug, thiserror::Error)]
-pub enum EvalDataError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A line is malformed.
-    #[error("{path}:{line}: {message}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-}
+pub use situate_core::EvalDataError;
 
 fn lines(
     path: &Path,

@@ -1,4 +1,5 @@
-//! Evaluation: retrieval metrics and evaluation-set readers.
+//! Evaluation: retrieval metrics, evaluation-set readers, and the harness that runs a set
+//! against the engine ([`run`]: `situate eval`, an `eval` job).
 //!
 //! Metrics follow the usual definitions (`trec_eval`, BEIR): a query's relevance judgments
 //! map ids to grades (> 0 is relevant); the retrieved list is ranked, best first, without
@@ -12,6 +13,7 @@ pub mod dataset;
 pub mod plot;
 pub mod questions;
 pub mod report;
+pub mod run;
 
 pub use questions::read_questions;
 

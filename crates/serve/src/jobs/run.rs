@@ -4,10 +4,10 @@
 use super::*;
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use situate_engine::eval::{EvalAnswer, EvalRequest, defaults, run_eval};
 use situate_engine::{
     Access, Engine, IngestEvent, IngestRequest, LlmRun, SearchSettings, Settings,
 };
+use situate_eval::run::{EvalAnswer, EvalRequest, defaults, run_eval};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -12,23 +12,32 @@
 //! query's 100 following in fused order ([`Engine::search_reranked`], as in a search). The
 //! first configuration is the baseline of the "reduction" column.
 //!
-//! Every query runs through the same checked [`SearchPlan`](crate::SearchPlan) a search
+//! Every query runs through the same checked [`SearchPlan`](situate_engine::SearchPlan) a search
 //! uses ([`SearchSettings::plan`]): the set's configuration decides the mode, BM25 plain
 //! (context `none`) or contextual, and the reranker; `k` is 100.
 
-use crate::settings::{AnswerMode, AnswerPlan, SearchSettings};
-use crate::{
+use crate::answers::{self, AnswerRecord, AnswerRow, CitedRecord};
+use crate::dataset::{Corpus, EvalQuery, EvalSet, Level, Matching, read_own};
+use crate::report::{self, ConfigReport, Retrieved};
+use crate::{Judgments, read_questions};
+use situate_engine::{
     Access, AnswerModels, AnswerResponse, CreateSettings, Engine, EngineError, IngestOptions,
     Result,
 };
-use situate_eval::answers::{self, AnswerRecord, AnswerRow, CitedRecord};
-use situate_eval::dataset::{Corpus, EvalQuery, EvalSet, Level, Matching, read_own};
-use situate_eval::report::{self, ConfigReport, Retrieved};
-use situate_eval::{Judgments, read_questions};
+use situate_engine::{AnswerMode, AnswerPlan, SearchSettings};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// An I/O error on `path`, as the engine reports one.
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
+    move |source| EngineError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// Hits fetched per query (the deepest metric is recall@100).
 pub const EVAL_DEPTH: usize = 100;
@@ -103,7 +112,7 @@ pub struct EvalRequest {
 }
 
 /// What `--answers` asks for: every question answered by `plan`'s model in each mode, and
-/// the answers scored against the set's gold answers ([`situate_eval::answers`]).
+/// the answers scored against the set's gold answers ([`crate::answers`]).
 #[derive(Debug, Clone)]
 pub struct AnswerEval {
     /// `retrieval` (one row per configuration: its best passages) and/or `full` (one row:
@@ -360,7 +369,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     if let Some(c) = &req.controls {
         queries.extend(read_controls(c)?);
     }
-    std::fs::create_dir_all(&req.out).map_err(crate::io("cannot create", &req.out))?;
+    std::fs::create_dir_all(&req.out).map_err(io("cannot create", &req.out))?;
     let work = req.work.clone().unwrap_or_else(|| req.out.join("indexes"));
 
     let answer_rows_count = req.answers.as_ref().map_or(0, |a| {
@@ -528,7 +537,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     let answerable = queries.iter().filter(|q| !q.unanswerable).count();
     let table = report::markdown_table(&rows, matching, set.level);
     let title = format!("{} — {} answerable queries", set.name, answerable);
-    situate_eval::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
+    crate::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
         .map_err(|e| EngineError::Invalid(format!("drawing the plot: {e}")))?;
     let context_weight = plans[0].context_weight;
     let mut md = report::markdown_report(
@@ -588,7 +597,7 @@ fn config_plan(
     base: &SearchSettings,
     cfg: &EvalConfig,
     default_llm: &str,
-) -> Result<crate::SearchPlan> {
+) -> Result<situate_engine::SearchPlan> {
     let own = SearchSettings {
         k: Some(EVAL_DEPTH),
         mode: Some(cfg.mode.clone()),
@@ -710,7 +719,7 @@ fn write_atomically(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result.map_err(crate::io("cannot write", path))
+    result.map_err(io("cannot write", path))
 }
 
 /// Builds (or reuses: ingest skips what is unchanged) the index of a corpus for one
@@ -729,7 +738,7 @@ fn build_index(
     let file_tag;
     let context = match &contexts_file {
         Some(f) => {
-            let bytes = std::fs::read(f).map_err(crate::io("cannot read", f))?;
+            let bytes = std::fs::read(f).map_err(io("cannot read", f))?;
             file_tag = format!("file-{}", &situate_core::hash_parts(&[&bytes])[..12]);
             file_tag.as_str()
         }
