@@ -253,6 +253,107 @@ impl LlmContextualizer {
         on_done: &(dyn Fn(Piece, &ChunkContext, &TokenUsage) + Sync),
     ) -> Written {
         let describe = wanted != Describe::No;
+        let template = self.template.for_language(doc.language);
+        let (groups, mut contexts) = self.group_prompts(doc, chunks, wanted, on_done);
+        // The description is member `chunks.len()` of its group.
+        let desc = chunks.len();
+        let piece = |i: usize| {
+            if i == desc {
+                Piece::Description
+            } else {
+                Piece::Note(i)
+            }
+        };
+        let count = |t: &str| self.llm.count_tokens(t);
+        let known = checked_document(doc.source, doc.kind, doc.text);
+        let usage = Mutex::new(TokenUsage::default());
+        let price = self.price();
+        for (text, strategy, members) in &groups {
+            let prefix = template.prefix(text);
+            let suffixes: Vec<String> = members.iter().map(|(_, s)| s.clone()).collect();
+            let estimate = estimate_usage(
+                self.llm.prefix_caching(),
+                count(&prefix) as u64,
+                &suffixes.iter().map(|s| count(s) as u64).collect::<Vec<_>>(),
+            );
+            if self.estimate_only {
+                if let Ok(mut u) = usage.lock() {
+                    u.add(&estimate);
+                }
+                for (i, _) in members {
+                    contexts[*i] = Some(ChunkContext::none());
+                }
+                continue;
+            }
+            let reserved = match self.reserve(estimate, suffixes.len()) {
+                Ok(reserved) => reserved,
+                Err(deferred) => {
+                    for (i, _) in members {
+                        contexts[*i] = Some((*deferred).clone());
+                    }
+                    continue;
+                }
+            };
+            let done: Mutex<Vec<(usize, ChunkContext)>> = Mutex::new(Vec::new());
+            let on_reply = |k: usize, r: &Result<crate::Generation, crate::LlmError>| {
+                let Some(&(i, _)) = members.get(k) else {
+                    return;
+                };
+                let (c, u) = self.reply_context(&doc, chunks.get(i), strategy, &known, r);
+                on_done(piece(i), &c, &u);
+                if let Ok(mut total) = usage.lock() {
+                    total.add(&u);
+                }
+                if let (Some(p), Ok(mut spend)) = (price, self.spend.lock()) {
+                    spend.dollars += p.dollars(&u);
+                }
+                if let Ok(mut d) = done.lock() {
+                    d.push((i, c));
+                }
+            };
+            self.llm
+                .generate_shared(
+                    SharedPrompt {
+                        system: None,
+                        prefix: &prefix,
+                        suffixes: &suffixes,
+                        max_tokens: self.max_tokens,
+                    },
+                    &on_reply,
+                )
+                .await;
+            if let Ok(mut spend) = self.spend.lock() {
+                spend.reserved -= reserved;
+            }
+            for (i, c) in done.into_inner().unwrap_or_default() {
+                contexts[i] = Some(c);
+            }
+        }
+        let mut contexts: Vec<ChunkContext> = contexts
+            .into_iter()
+            .map(|c| c.unwrap_or_else(|| failed("the model gave no reply".into(), None)))
+            .collect();
+        let description = contexts.pop().filter(|_| describe);
+        Written {
+            notes: contexts,
+            description,
+            usage: usage.into_inner().unwrap_or_default(),
+        }
+    }
+
+    /// The prompts of [`LlmContextualizer::write`]: the chunks (and, when wanted, the
+    /// description, member `chunks.len()`) grouped by the document text their prompt
+    /// carries, in order of first use, each group sharing one prefix; and the contexts
+    /// already settled (a chunk with no room for the document fails here, told to
+    /// `on_done`).
+    fn group_prompts(
+        &self,
+        doc: DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+        wanted: Describe,
+        on_done: &(dyn Fn(Piece, &ChunkContext, &TokenUsage) + Sync),
+    ) -> (Vec<Group>, Vec<Option<ChunkContext>>) {
+        let describe = wanted != Describe::No;
         let count = |t: &str| self.llm.count_tokens(t);
         let template = self.template.for_language(doc.language);
         let overhead = count(&template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
@@ -360,143 +461,92 @@ impl LlmContextualizer {
                 },
             }
         }
-        let known = checked_document(doc.source, doc.kind, doc.text);
-        let usage = Mutex::new(TokenUsage::default());
-        let price = self.price();
-        for (text, strategy, members) in &groups {
-            let prefix = template.prefix(text);
-            let mut reserved = 0.0;
-            let suffixes: Vec<String> = members.iter().map(|(_, s)| s.clone()).collect();
-            let estimate = estimate_usage(
-                self.llm.prefix_caching(),
-                count(&prefix) as u64,
-                &suffixes.iter().map(|s| count(s) as u64).collect::<Vec<_>>(),
-            );
-            if self.estimate_only {
-                if let Ok(mut u) = usage.lock() {
-                    u.add(&estimate);
-                }
-                for (i, _) in members {
-                    contexts[*i] = Some(ChunkContext::none());
-                }
-                continue;
-            }
-            if let (Some(budget), Some(price)) = (self.budget, price) {
-                // The worst case: every reply as long as allowed.
-                let worst = TokenUsage {
-                    output_tokens: (self.max_tokens * suffixes.len()) as u64,
-                    ..estimate
-                };
-                let mut spend = self.spend.lock().unwrap_or_else(|e| e.into_inner());
-                let worst = price.dollars(&worst);
-                if spend.stopped || spend.dollars + spend.reserved + worst > budget {
-                    spend.stopped = true;
-                    for (i, _) in members {
-                        contexts[*i] = Some(ChunkContext {
-                            text: None,
-                            status: ContextStatus::Pending,
-                            provenance: None,
-                            notes: vec![format!(
-                                "not contextualized: the budget of ${budget:.2} would be exceeded (${:.4} spent); run `situate contextualize` to go on",
-                                spend.dollars
-                            )],
-                        });
-                    }
-                    continue;
-                }
-                spend.reserved += worst;
-                reserved = worst;
-            }
-            let done: Mutex<Vec<(usize, ChunkContext)>> = Mutex::new(Vec::new());
-            let on_reply = |k: usize, r: &Result<crate::Generation, crate::LlmError>| {
-                let Some(&(i, _)) = members.get(k) else {
-                    return;
-                };
-                let prov = match chunks.get(i) {
-                    Some(chunk) => {
-                        self.provenance(template, self.input_hash(&doc, chunk), strategy)
-                    }
-                    None => Provenance {
-                        prompt_version: Some(
-                            crate::document::describe_prompt(doc.language).1.into(),
-                        ),
-                        ..self.provenance(
-                            template,
-                            crate::document::description_key(self, &doc),
-                            strategy,
-                        )
-                    },
-                };
-                let (c, u) = match r {
-                    Ok(g) => {
-                        let cut = g.finish == Finish::Length;
-                        let mut v = match chunks.get(i) {
-                            Some(chunk) => verify(&g.text, chunk.text, &known, cut),
-                            None => crate::verify::verify_description(&g.text, &known, cut),
-                        };
-                        // A description keeps its first sentences: a loop after them is
-                        // cut with the rest.
-                        let looped = g.finish == Finish::Loop
-                            && (chunks.get(i).is_some()
-                                || !crate::verify::description_is_cut(&g.text));
-                        if looped && !v.reasons.iter().any(|r| r.starts_with("repeats")) {
-                            v.reasons.push("repeats itself (stopped)".into());
-                        }
-                        let status = if v.passed() {
-                            ContextStatus::Verified
-                        } else {
-                            ContextStatus::Rejected
-                        };
-                        (
-                            ChunkContext {
-                                text: Some(v.text),
-                                status,
-                                provenance: Some(prov),
-                                notes: v.reasons,
-                            },
-                            g.usage,
-                        )
-                    }
-                    Err(e) => (failed(e.to_string(), Some(prov)), TokenUsage::default()),
-                };
-                on_done(piece(i), &c, &u);
-                if let Ok(mut total) = usage.lock() {
-                    total.add(&u);
-                }
-                if let (Some(p), Ok(mut spend)) = (price, self.spend.lock()) {
-                    spend.dollars += p.dollars(&u);
-                }
-                if let Ok(mut d) = done.lock() {
-                    d.push((i, c));
-                }
-            };
-            self.llm
-                .generate_shared(
-                    SharedPrompt {
-                        system: None,
-                        prefix: &prefix,
-                        suffixes: &suffixes,
-                        max_tokens: self.max_tokens,
-                    },
-                    &on_reply,
-                )
-                .await;
-            if let Ok(mut spend) = self.spend.lock() {
-                spend.reserved -= reserved;
-            }
-            for (i, c) in done.into_inner().unwrap_or_default() {
-                contexts[i] = Some(c);
-            }
+        (groups, contexts)
+    }
+
+    /// Reserves the worst case of a group's calls (every reply as long as allowed) against
+    /// the budget, when there is one and the model's price is known: the dollars reserved
+    /// (0 without a budget), or the context every member gets when the budget would be
+    /// exceeded (pending, with why: `situate contextualize` goes on later).
+    fn reserve(&self, estimate: TokenUsage, replies: usize) -> Result<f64, Box<ChunkContext>> {
+        let (Some(budget), Some(price)) = (self.budget, self.price()) else {
+            return Ok(0.0);
+        };
+        let worst = TokenUsage {
+            output_tokens: (self.max_tokens * replies) as u64,
+            ..estimate
+        };
+        let mut spend = self.spend.lock().unwrap_or_else(|e| e.into_inner());
+        let worst = price.dollars(&worst);
+        if spend.stopped || spend.dollars + spend.reserved + worst > budget {
+            spend.stopped = true;
+            return Err(Box::new(ChunkContext {
+                text: None,
+                status: ContextStatus::Pending,
+                provenance: None,
+                notes: vec![format!(
+                    "not contextualized: the budget of ${budget:.2} would be exceeded (${:.4} spent); run `situate contextualize` to go on",
+                    spend.dollars
+                )],
+            }));
         }
-        let mut contexts: Vec<ChunkContext> = contexts
-            .into_iter()
-            .map(|c| c.unwrap_or_else(|| failed("the model gave no reply".into(), None)))
-            .collect();
-        let description = contexts.pop().filter(|_| describe);
-        Written {
-            notes: contexts,
-            description,
-            usage: usage.into_inner().unwrap_or_default(),
+        spend.reserved += worst;
+        Ok(worst)
+    }
+
+    /// A reply checked: the note of `chunk` (or, with none, the document's description)
+    /// verified against the chunk and the document, with its provenance and the tokens it
+    /// cost.
+    fn reply_context(
+        &self,
+        doc: &DocumentView<'_>,
+        chunk: Option<&ChunkView<'_>>,
+        strategy: &str,
+        known: &str,
+        r: &Result<crate::Generation, crate::LlmError>,
+    ) -> (ChunkContext, TokenUsage) {
+        let template = self.template.for_language(doc.language);
+        let prov = match chunk {
+            Some(chunk) => self.provenance(template, self.input_hash(doc, chunk), strategy),
+            None => Provenance {
+                prompt_version: Some(crate::document::describe_prompt(doc.language).1.into()),
+                ..self.provenance(
+                    template,
+                    crate::document::description_key(self, doc),
+                    strategy,
+                )
+            },
+        };
+        match r {
+            Ok(g) => {
+                let cut = g.finish == Finish::Length;
+                let mut v = match chunk {
+                    Some(chunk) => verify(&g.text, chunk.text, known, cut),
+                    None => crate::verify::verify_description(&g.text, known, cut),
+                };
+                // A description keeps its first sentences: a loop after them is cut with
+                // the rest.
+                let looped = g.finish == Finish::Loop
+                    && (chunk.is_some() || !crate::verify::description_is_cut(&g.text));
+                if looped && !v.reasons.iter().any(|r| r.starts_with("repeats")) {
+                    v.reasons.push("repeats itself (stopped)".into());
+                }
+                let status = if v.passed() {
+                    ContextStatus::Verified
+                } else {
+                    ContextStatus::Rejected
+                };
+                (
+                    ChunkContext {
+                        text: Some(v.text),
+                        status,
+                        provenance: Some(prov),
+                        notes: v.reasons,
+                    },
+                    g.usage,
+                )
+            }
+            Err(e) => (failed(e.to_string(), Some(prov)), TokenUsage::default()),
         }
     }
 }
