@@ -172,6 +172,111 @@ impl Engine {
         let language = situate_ingest::lang::detect(question, Language::En);
         let llm = self.answer_model(&plan.model)?;
         let started = Instant::now();
+        let (mode, passages) = self.passages_for(question, plan, search, filter, llm.as_ref())?;
+        let ctx = Asked {
+            question,
+            language,
+            model: llm.id(),
+            mode,
+            started,
+        };
+        let not_in_documents = situate_answer::not_in_documents(language).to_string();
+        let abstain = |why: Abstention| Reply {
+            answer: not_in_documents.clone(),
+            abstention: Some(why),
+            checked: None,
+            attempts: 0,
+            usage: TokenUsage::default(),
+        };
+        if passages.is_empty() {
+            on_text(&not_in_documents);
+            return Ok(ctx.respond(abstain(Abstention::NoPassages), passages));
+        }
+        if let (AnswerMode::Retrieval, Some(min)) = (mode, plan.min_score) {
+            let best = passages.iter().map(|p| p.score).fold(f32::MIN, f32::max);
+            if best < min {
+                on_text(&not_in_documents);
+                return Ok(ctx.respond(abstain(Abstention::Retrieval), passages));
+            }
+        }
+        let reply =
+            self.checked_reply(llm.as_ref(), question, &passages, plan, language, on_text)?;
+        Ok(ctx.respond(reply, passages))
+    }
+
+    /// The model's answer from `passages`, checked: asked once more when its citations do
+    /// not hold and `plan.unsupported` says retry or refuse, then marked or withheld.
+    fn checked_reply(
+        &self,
+        llm: &dyn Llm,
+        question: &str,
+        passages: &[Passage],
+        plan: &AnswerPlan,
+        language: Language,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Reply> {
+        let prompt = situate_answer::build_prompt(question, passages, language);
+        let runtime = self.runtime()?;
+        let mut usage = TokenUsage::default();
+        let mut suffix = prompt.suffix.clone();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let suffixes = [suffix.clone()];
+            let reply = runtime.block_on(llm.generate_streamed(
+                SharedPrompt {
+                    system: None,
+                    prefix: &prompt.prefix,
+                    suffixes: &suffixes,
+                    max_tokens: plan.max_tokens,
+                },
+                on_text,
+            ))?;
+            usage.add(&reply.usage);
+            let checked = situate_answer::check(&reply.text, passages, language);
+            let settled = checked.abstained
+                || checked.grounded()
+                || plan.unsupported == Unsupported::Mark
+                || attempts == 2;
+            if settled {
+                let (answer, abstention) = if checked.abstained {
+                    (checked.text.clone(), Some(Abstention::Model))
+                } else if !checked.grounded() && plan.unsupported == Unsupported::Refuse {
+                    (
+                        situate_answer::refused(language).to_string(),
+                        Some(Abstention::Refused),
+                    )
+                } else {
+                    (checked.text.clone(), None)
+                };
+                return Ok(Reply {
+                    answer,
+                    abstention,
+                    checked: Some(checked),
+                    attempts,
+                    usage,
+                });
+            }
+            on_text("\n\n");
+            suffix = situate_answer::retry_block(
+                &prompt.suffix,
+                &reply.text,
+                &checked.problems,
+                language,
+            );
+        }
+    }
+
+    /// The passages an answer reads: the whole base in full-context mode (or `auto` when it
+    /// fits), else the search's best `plan.passages`.
+    fn passages_for(
+        &self,
+        question: &str,
+        plan: &AnswerPlan,
+        search: &SearchPlan,
+        filter: &DocumentFilter,
+        llm: &dyn Llm,
+    ) -> Result<(AnswerMode, Vec<Passage>)> {
         let window = llm.window();
         let room =
             window.saturating_sub(plan.max_tokens + PROMPT_ALLOWANCE + llm.count_tokens(question));
@@ -194,153 +299,87 @@ impl Engine {
                 "the base does not fit the model's window in full-context mode ({room} tokens left for it); use --mode retrieval or auto"
             )));
         }
-        let (mode, passages) = match full {
-            Some(p) => (AnswerMode::Full, p),
-            None => {
-                let plan_k = SearchPlan {
-                    k: plan.passages,
-                    ..search.clone()
-                };
-                let found = self.query(question, &plan_k, filter)?;
-                let passages = found
-                    .hits
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, h)| Passage {
-                        id: i + 1,
-                        chunk_id: h.chunk_id,
-                        document_id: h.document_id,
-                        title: h.title,
-                        context: h.context,
-                        place: h.place,
-                        original: h.original_text,
-                        score: h.score,
-                    })
-                    .collect();
-                (AnswerMode::Retrieval, passages)
-            }
+        if let Some(p) = full {
+            return Ok((AnswerMode::Full, p));
+        }
+        let plan_k = SearchPlan {
+            k: plan.passages,
+            ..search.clone()
         };
-        let respond = |answer: String,
-                       abstention: Option<Abstention>,
-                       checked: Option<situate_answer::Checked>,
-                       attempts: usize,
-                       usage: TokenUsage,
-                       passages: Vec<Passage>| {
-            let (citations, problems) = checked
-                .map(|c| (c.citations, c.problems))
-                .unwrap_or_default();
-            let price = situate_llm::cost::price_for(llm.id(), None);
-            AnswerResponse {
-                question: question.to_string(),
-                language,
-                answer,
-                abstained: abstention.is_some(),
-                abstention,
-                grounded: problems.is_empty(),
-                problems,
-                citations,
-                passages,
-                mode,
-                model: llm.id().to_string(),
-                prompt_version: situate_answer::PROMPT_VERSION.to_string(),
-                attempts,
-                usage,
-                cost: price.map(|p| AnswerCost {
-                    dollars: p.dollars(&usage),
-                    dollars_without_cache: p.dollars(&TokenUsage {
-                        input_tokens: usage.input_tokens
-                            + usage.cache_creation_input_tokens
-                            + usage.cache_read_input_tokens,
-                        cache_creation_input_tokens: 0,
-                        cache_read_input_tokens: 0,
-                        output_tokens: usage.output_tokens,
-                    }),
+        let found = self.query(question, &plan_k, filter)?;
+        let passages = found
+            .hits
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| Passage {
+                id: i + 1,
+                chunk_id: h.chunk_id,
+                document_id: h.document_id,
+                title: h.title,
+                context: h.context,
+                place: h.place,
+                original: h.original_text,
+                score: h.score,
+            })
+            .collect();
+        Ok((AnswerMode::Retrieval, passages))
+    }
+}
+
+/// What an answer is asked about: what every response to it repeats.
+struct Asked<'a> {
+    question: &'a str,
+    language: Language,
+    model: &'a str,
+    mode: AnswerMode,
+    started: Instant,
+}
+
+/// What the model (or the checks before it) gave.
+struct Reply {
+    answer: String,
+    abstention: Option<Abstention>,
+    checked: Option<situate_answer::Checked>,
+    attempts: usize,
+    usage: TokenUsage,
+}
+
+impl Asked<'_> {
+    /// The response: the reply, its citations and problems, the passages, the cost.
+    fn respond(&self, r: Reply, passages: Vec<Passage>) -> AnswerResponse {
+        let (citations, problems) = r
+            .checked
+            .map(|c| (c.citations, c.problems))
+            .unwrap_or_default();
+        let usage = r.usage;
+        let price = situate_llm::cost::price_for(self.model, None);
+        AnswerResponse {
+            question: self.question.to_string(),
+            language: self.language,
+            answer: r.answer,
+            abstained: r.abstention.is_some(),
+            abstention: r.abstention,
+            grounded: problems.is_empty(),
+            problems,
+            citations,
+            passages,
+            mode: self.mode,
+            model: self.model.to_string(),
+            prompt_version: situate_answer::PROMPT_VERSION.to_string(),
+            attempts: r.attempts,
+            usage,
+            cost: price.map(|p| AnswerCost {
+                dollars: p.dollars(&usage),
+                dollars_without_cache: p.dollars(&TokenUsage {
+                    input_tokens: usage.input_tokens
+                        + usage.cache_creation_input_tokens
+                        + usage.cache_read_input_tokens,
+                    cache_creation_input_tokens: 0,
+                    cache_read_input_tokens: 0,
+                    output_tokens: usage.output_tokens,
                 }),
-                took_ms: started.elapsed().as_secs_f64() * 1000.0,
-            }
-        };
-        let not_in_documents = situate_answer::not_in_documents(language).to_string();
-        if passages.is_empty() {
-            on_text(&not_in_documents);
-            return Ok(respond(
-                not_in_documents,
-                Some(Abstention::NoPassages),
-                None,
-                0,
-                TokenUsage::default(),
-                passages,
-            ));
-        }
-        if let (AnswerMode::Retrieval, Some(min)) = (mode, plan.min_score) {
-            let best = passages.iter().map(|p| p.score).fold(f32::MIN, f32::max);
-            if best < min {
-                on_text(&not_in_documents);
-                return Ok(respond(
-                    not_in_documents,
-                    Some(Abstention::Retrieval),
-                    None,
-                    0,
-                    TokenUsage::default(),
-                    passages,
-                ));
-            }
-        }
-        let prompt = situate_answer::build_prompt(question, &passages, language);
-        let runtime = self.runtime()?;
-        let mut usage = TokenUsage::default();
-        let mut suffix = prompt.suffix.clone();
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let suffixes = [suffix.clone()];
-            let reply = runtime.block_on(llm.generate_streamed(
-                SharedPrompt {
-                    system: None,
-                    prefix: &prompt.prefix,
-                    suffixes: &suffixes,
-                    max_tokens: plan.max_tokens,
-                },
-                on_text,
-            ))?;
-            usage.add(&reply.usage);
-            let checked = situate_answer::check(&reply.text, &passages, language);
-            if checked.abstained {
-                return Ok(respond(
-                    checked.text.clone(),
-                    Some(Abstention::Model),
-                    Some(checked),
-                    attempts,
-                    usage,
-                    passages,
-                ));
-            }
-            if checked.grounded() || plan.unsupported == Unsupported::Mark || attempts == 2 {
-                if !checked.grounded() && plan.unsupported == Unsupported::Refuse {
-                    return Ok(respond(
-                        situate_answer::refused(language).to_string(),
-                        Some(Abstention::Refused),
-                        Some(checked),
-                        attempts,
-                        usage,
-                        passages,
-                    ));
-                }
-                return Ok(respond(
-                    checked.text.clone(),
-                    None,
-                    Some(checked),
-                    attempts,
-                    usage,
-                    passages,
-                ));
-            }
-            on_text("\n\n");
-            suffix = situate_answer::retry_block(
-                &prompt.suffix,
-                &reply.text,
-                &checked.problems,
-                language,
-            );
+            }),
+            took_ms: self.started.elapsed().as_secs_f64() * 1000.0,
         }
     }
 }
