@@ -326,6 +326,118 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     if let Some(n) = req.queries {
         set.truncate(n);
     }
+    let (configs, plans, matching) = checked_configs(req, &set)?;
+    let mut queries = set.queries.clone();
+    if let Some(c) = &req.controls {
+        queries.extend(read_controls(c)?);
+    }
+    std::fs::create_dir_all(&req.out).map_err(io("cannot create", &req.out))?;
+    let work = req.work.clone().unwrap_or_else(|| req.out.join("indexes"));
+
+    let answer_rows_count = req.answers.as_ref().map_or(0, |a| {
+        a.modes
+            .iter()
+            .map(|m| match m {
+                AnswerMode::Full => 1,
+                _ => configs.len(),
+            })
+            .sum::<usize>()
+    });
+    let mut progress = Progress {
+        done: 0,
+        total: ((configs.len() + answer_rows_count) * queries.len()) as u64,
+        on_query,
+    };
+    let mut notes = Vec::new();
+    let mut rows = Vec::new();
+    let mut answer_rows = Vec::new();
+    // One set of answer models for every configuration's index: a model is loaded once.
+    let models = AnswerModels::default();
+    for (cfg_index, (cfg, plan)) in configs.iter().zip(&plans).enumerate() {
+        let mut engine = open_index(req, &set, &work, cfg, &mut notes)?;
+        let started = Instant::now();
+        let rankings = rank_all(
+            &engine,
+            cfg,
+            plan,
+            &queries,
+            set.level,
+            matching,
+            &mut progress,
+        )?;
+        let qps = queries.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let (metrics, records) = report::score(&queries, &rankings, matching);
+        let top = |unanswerable: bool| -> Vec<Option<f32>> {
+            queries
+                .iter()
+                .zip(&rankings)
+                .filter(|(q, _)| q.unanswerable == unanswerable)
+                .map(|(_, r)| r.first().map(|x| x.score))
+                .collect()
+        };
+        let abstain = report::abstain(&top(false), &top(true));
+        let path = req.out.join(format!("queries-{}.jsonl", cfg.name));
+        write_jsonl(&path, &records)?;
+        if let Some(a) = &req.answers {
+            engine.share_answer_models(models.clone());
+            let asked = Asking {
+                req,
+                answers: a,
+                cfg,
+                first: cfg_index == 0,
+                plan,
+                queries: &queries,
+                level: set.level,
+            };
+            answer_rows.extend(asked.rows(&engine, &rankings, abstain.as_ref(), &mut progress)?);
+        }
+        rows.push(ConfigReport {
+            name: cfg.name.clone(),
+            mode: cfg.mode.clone(),
+            context: cfg.context.clone(),
+            rerank: cfg.rerank.clone(),
+            metrics,
+            failure_reduction: None,
+            queries_per_second: qps,
+            abstain,
+        });
+    }
+    let (report, table) = write_reports(
+        req,
+        &set,
+        &queries,
+        matching,
+        plans[0].context_weight,
+        rows,
+        answer_rows,
+    )?;
+    Ok(EvalOutcome {
+        report,
+        table,
+        notes,
+    })
+}
+
+/// Counts the queries run (and answers written) for the caller's progress.
+struct Progress<'a> {
+    done: u64,
+    total: u64,
+    on_query: &'a mut dyn FnMut(u64, u64),
+}
+
+impl Progress<'_> {
+    fn step(&mut self) {
+        self.done += 1;
+        (self.on_query)(self.done, self.total);
+    }
+}
+
+/// Every configuration parsed and its plan checked before any index is built, and how
+/// golden chunks are matched.
+fn checked_configs(
+    req: &EvalRequest,
+    set: &EvalSet,
+) -> Result<(Vec<EvalConfig>, Vec<situate_engine::SearchPlan>, Matching)> {
     let existing = set.corpus == Corpus::Existing;
     let configs = req
         .configs
@@ -344,7 +456,6 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
             )));
         }
     }
-    // Every configuration's plan is checked before any index is built.
     let plans = configs
         .iter()
         .map(|c| config_plan(&req.search, c, &req.default_llm))
@@ -365,173 +476,186 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
             "text matching needs golden chunk texts, which only Anthropic's set has".into(),
         ));
     }
-    let mut queries = set.queries.clone();
-    if let Some(c) = &req.controls {
-        queries.extend(read_controls(c)?);
-    }
-    std::fs::create_dir_all(&req.out).map_err(io("cannot create", &req.out))?;
-    let work = req.work.clone().unwrap_or_else(|| req.out.join("indexes"));
+    Ok((configs, plans, matching))
+}
 
-    let answer_rows_count = req.answers.as_ref().map_or(0, |a| {
-        a.modes
-            .iter()
-            .map(|m| match m {
-                AnswerMode::Full => 1,
-                _ => configs.len(),
+/// The index a configuration is evaluated on: the served one for a set without a corpus,
+/// else one built (or reused) for the configuration's context.
+fn open_index(
+    req: &EvalRequest,
+    set: &EvalSet,
+    work: &Path,
+    cfg: &EvalConfig,
+    notes: &mut Vec<String>,
+) -> Result<Engine> {
+    Ok(match &set.corpus {
+        Corpus::Existing => Engine::open(&req.index, Access::Read).map_err(|e| {
+            EngineError::Invalid(format!(
+                "{} has no corpus of its own: evaluating against --index {}: {e}",
+                set.name,
+                req.index.display()
+            ))
+        })?,
+        Corpus::Beir(dir) => build_index(
+            dir,
+            situate_ingest::SourceFormat::Beir,
+            work,
+            &set.name,
+            cfg,
+            req,
+            notes,
+        )?,
+        Corpus::Anthropic(file) => build_index(
+            file,
+            situate_ingest::SourceFormat::Anthropic,
+            work,
+            &set.name,
+            cfg,
+            req,
+            notes,
+        )?,
+    })
+}
+
+/// Each query's ranking by `plan`, one id per chunk (or per document, at document level).
+fn rank_all(
+    engine: &Engine,
+    cfg: &EvalConfig,
+    plan: &situate_engine::SearchPlan,
+    queries: &[EvalQuery],
+    level: Level,
+    matching: Matching,
+    progress: &mut Progress<'_>,
+) -> Result<Vec<Vec<Retrieved>>> {
+    let mut rankings = Vec::with_capacity(queries.len());
+    for q in queries {
+        let hits = engine
+            .query(&q.text, plan, &Default::default())
+            .map_err(|e| e.within(format!("configuration {}", cfg.name)))?
+            .hits;
+        let mut seen = HashSet::new();
+        let ranking: Vec<Retrieved> = hits
+            .into_iter()
+            .filter_map(|h| {
+                let id = match level {
+                    Level::Chunk => h.chunk_id,
+                    Level::Document => h.document_id,
+                };
+                seen.insert(id.clone()).then(|| Retrieved {
+                    rank: 0,
+                    id,
+                    score: h.score,
+                    legs: h.legs,
+                    text: (matching == Matching::StrippedText).then_some(h.original_text),
+                })
             })
-            .sum::<usize>()
-    });
-    let total = ((configs.len() + answer_rows_count) * queries.len()) as u64;
-    let mut done = 0u64;
-    let mut notes = Vec::new();
-    let mut rows = Vec::new();
-    let mut answer_rows = Vec::new();
-    // One set of answer models for every configuration's index: a model is loaded once.
-    let models = AnswerModels::default();
-    for (cfg_index, (cfg, plan)) in configs.iter().zip(&plans).enumerate() {
-        let mut engine = match &set.corpus {
-            Corpus::Existing => Engine::open(&req.index, Access::Read).map_err(|e| {
-                EngineError::Invalid(format!(
-                    "{} has no corpus of its own: evaluating against --index {}: {e}",
-                    set.name,
-                    req.index.display()
-                ))
-            })?,
-            Corpus::Beir(dir) => build_index(
-                dir,
-                situate_ingest::SourceFormat::Beir,
-                &work,
-                &set.name,
-                cfg,
-                req,
-                &mut notes,
-            )?,
-            Corpus::Anthropic(file) => build_index(
-                file,
-                situate_ingest::SourceFormat::Anthropic,
-                &work,
-                &set.name,
-                cfg,
-                req,
-                &mut notes,
-            )?,
-        };
-        let started = Instant::now();
-        let mut rankings = Vec::with_capacity(queries.len());
-        for q in &queries {
-            let hits = engine
-                .query(&q.text, plan, &Default::default())
-                .map_err(|e| e.within(format!("configuration {}", cfg.name)))?
-                .hits;
-            let mut seen = HashSet::new();
-            let ranking: Vec<Retrieved> = hits
-                .into_iter()
-                .filter_map(|h| {
-                    let id = match set.level {
-                        Level::Chunk => h.chunk_id,
-                        Level::Document => h.document_id,
-                    };
-                    seen.insert(id.clone()).then(|| Retrieved {
-                        rank: 0,
-                        id,
-                        score: h.score,
-                        legs: h.legs,
-                        text: (matching == Matching::StrippedText).then_some(h.original_text),
-                    })
-                })
-                .enumerate()
-                .map(|(i, mut r)| {
-                    r.rank = i + 1;
-                    r
-                })
-                .collect();
-            rankings.push(ranking);
-            done += 1;
-            on_query(done, total);
-        }
-        let qps = queries.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        let (metrics, records) = report::score(&queries, &rankings, matching);
-        let top = |unanswerable: bool| -> Vec<Option<f32>> {
-            queries
-                .iter()
-                .zip(&rankings)
-                .filter(|(q, _)| q.unanswerable == unanswerable)
-                .map(|(_, r)| r.first().map(|x| x.score))
-                .collect()
-        };
-        let abstain = report::abstain(&top(false), &top(true));
-        let path = req.out.join(format!("queries-{}.jsonl", cfg.name));
-        write_jsonl(&path, &records)?;
-        if let Some(a) = &req.answers {
-            engine.share_answer_models(models.clone());
-            // Full-context answers first: a base too large for the model's window is told
-            // before any retrieval answer is paid for.
-            for mode in [AnswerMode::Full, AnswerMode::Retrieval] {
-                if !a.modes.contains(&mode) || (mode == AnswerMode::Full && cfg_index > 0) {
-                    continue;
-                }
-                let name = match mode {
-                    AnswerMode::Full => "full".to_string(),
-                    _ => format!("{}/retrieval", cfg.name),
-                };
-                let answer_plan = AnswerPlan {
-                    mode,
-                    ..a.plan.clone()
-                };
-                let mut model = a.plan.model.clone();
-                let mut records = Vec::with_capacity(queries.len());
-                for q in &queries {
-                    let r = engine
-                        .ask(&q.text, &answer_plan, plan, &Default::default(), &|_| {})
-                        .map_err(|e| EngineError::Invalid(format!("answers {name}: {e}")))?;
-                    model.clone_from(&r.model);
-                    records.push(answer_record(q, &r, set.level));
-                    done += 1;
-                    on_query(done, total);
-                }
-                let file = match mode {
-                    AnswerMode::Full => "answers-full.jsonl".to_string(),
-                    _ => format!("answers-{}.jsonl", cfg.name),
-                };
-                write_jsonl(&req.out.join(file), &records)?;
-                let mode_name = if mode == AnswerMode::Full {
-                    "full"
-                } else {
-                    "retrieval"
-                };
-                answer_rows.push(answers::summarize(&name, mode_name, &model, &records));
-                // The retrieval-side signal: the same answers with this configuration's
-                // calibrated abstain threshold as `[answer] min_score` (in-sample: chosen
-                // on this set's answerable questions), unless a min_score was given.
-                if let (AnswerMode::Retrieval, Some(ab), None) = (mode, &abstain, a.plan.min_score)
-                {
-                    let best: Vec<Option<f32>> = rankings
-                        .iter()
-                        .map(|r| r.first().map(|x| x.score))
-                        .collect();
-                    let withheld = answers::with_min_score(&records, &best, ab.threshold);
-                    let mut row = answers::summarize(
-                        &format!("{name}, min_score {}", four_digits_down(ab.threshold)),
-                        mode_name,
-                        &model,
-                        &withheld,
-                    );
-                    row.min_score = Some(ab.threshold);
-                    answer_rows.push(row);
-                }
+            .enumerate()
+            .map(|(i, mut r)| {
+                r.rank = i + 1;
+                r
+            })
+            .collect();
+        rankings.push(ranking);
+        progress.step();
+    }
+    Ok(rankings)
+}
+
+/// What the answers of one configuration are written from.
+struct Asking<'a> {
+    req: &'a EvalRequest,
+    answers: &'a AnswerEval,
+    cfg: &'a EvalConfig,
+    /// The first configuration: the one full-context answers are written on.
+    first: bool,
+    plan: &'a situate_engine::SearchPlan,
+    queries: &'a [EvalQuery],
+    level: Level,
+}
+
+impl Asking<'_> {
+    /// Every question answered in each mode asked for, scored, and written to its
+    /// `answers-*.jsonl`: one row per mode (and one more with the configuration's abstain
+    /// threshold as `min_score`).
+    fn rows(
+        &self,
+        engine: &Engine,
+        rankings: &[Vec<Retrieved>],
+        abstain: Option<&report::Abstain>,
+        progress: &mut Progress<'_>,
+    ) -> Result<Vec<AnswerRow>> {
+        let (req, a, cfg, plan, queries) =
+            (self.req, self.answers, self.cfg, self.plan, self.queries);
+        let mut answer_rows = Vec::new();
+        // Full-context answers first: a base too large for the model's window is told
+        // before any retrieval answer is paid for.
+        for mode in [AnswerMode::Full, AnswerMode::Retrieval] {
+            if !a.modes.contains(&mode) || (mode == AnswerMode::Full && !self.first) {
+                continue;
+            }
+            let name = match mode {
+                AnswerMode::Full => "full".to_string(),
+                _ => format!("{}/retrieval", cfg.name),
+            };
+            let answer_plan = AnswerPlan {
+                mode,
+                ..a.plan.clone()
+            };
+            let mut model = a.plan.model.clone();
+            let mut records = Vec::with_capacity(queries.len());
+            for q in queries {
+                let r = engine
+                    .ask(&q.text, &answer_plan, plan, &Default::default(), &|_| {})
+                    .map_err(|e| EngineError::Invalid(format!("answers {name}: {e}")))?;
+                model.clone_from(&r.model);
+                records.push(answer_record(q, &r, self.level));
+                progress.step();
+            }
+            let file = match mode {
+                AnswerMode::Full => "answers-full.jsonl".to_string(),
+                _ => format!("answers-{}.jsonl", cfg.name),
+            };
+            write_jsonl(&req.out.join(file), &records)?;
+            let mode_name = if mode == AnswerMode::Full {
+                "full"
+            } else {
+                "retrieval"
+            };
+            answer_rows.push(answers::summarize(&name, mode_name, &model, &records));
+            // The retrieval-side signal: the same answers with this configuration's
+            // calibrated abstain threshold as `[answer] min_score` (in-sample: chosen
+            // on this set's answerable questions), unless a min_score was given.
+            if let (AnswerMode::Retrieval, Some(ab), None) = (mode, abstain, a.plan.min_score) {
+                let best: Vec<Option<f32>> = rankings
+                    .iter()
+                    .map(|r| r.first().map(|x| x.score))
+                    .collect();
+                let withheld = answers::with_min_score(&records, &best, ab.threshold);
+                let mut row = answers::summarize(
+                    &format!("{name}, min_score {}", four_digits_down(ab.threshold)),
+                    mode_name,
+                    &model,
+                    &withheld,
+                );
+                row.min_score = Some(ab.threshold);
+                answer_rows.push(row);
             }
         }
-        rows.push(ConfigReport {
-            name: cfg.name.clone(),
-            mode: cfg.mode.clone(),
-            context: cfg.context.clone(),
-            rerank: cfg.rerank.clone(),
-            metrics,
-            failure_reduction: None,
-            queries_per_second: qps,
-            abstain,
-        });
+        Ok(answer_rows)
     }
+}
+
+/// The comparison written: `report.md` (with the answers' table), `report.json` and the
+/// failure plot; the report and the table returned.
+fn write_reports(
+    req: &EvalRequest,
+    set: &EvalSet,
+    queries: &[EvalQuery],
+    matching: Matching,
+    context_weight: f32,
+    mut rows: Vec<ConfigReport>,
+    answer_rows: Vec<AnswerRow>,
+) -> Result<(EvalReport, String)> {
     let baseline = rows[0].name.clone();
     report::add_reductions(&mut rows, &baseline);
     let answerable = queries.iter().filter(|q| !q.unanswerable).count();
@@ -539,7 +663,6 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     let title = format!("{} — {} answerable queries", set.name, answerable);
     crate::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
         .map_err(|e| EngineError::Invalid(format!("drawing the plot: {e}")))?;
-    let context_weight = plans[0].context_weight;
     let mut md = report::markdown_report(
         &report::ReportHeader {
             dataset: &req.dataset.display().to_string(),
@@ -584,11 +707,7 @@ pub fn run_eval(req: &EvalRequest, on_query: &mut dyn FnMut(u64, u64)) -> Result
     write_atomically(&json_path, |w| {
         serde_json::to_writer_pretty(&mut *w, &report).map_err(std::io::Error::from)
     })?;
-    Ok(EvalOutcome {
-        report,
-        table,
-        notes,
-    })
+    Ok((report, table))
 }
 
 /// The checked plan of one configuration: `base` with the configuration's mode, BM25
