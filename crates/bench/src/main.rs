@@ -276,6 +276,7 @@ enum BenchCommand {
     },
 }
 
+// Long: one arm per benchmark, each a call into its module.
 fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
     match cmd {
         BenchCommand::Rerank {

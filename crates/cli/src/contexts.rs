@@ -32,6 +32,7 @@ pub struct LlmArgs {
 }
 
 impl LlmArgs {
+    // Long: one arm per `contexts` subcommand, each a request, an engine call and its answer.
     /// The engine's form of these flags.
     pub fn run(&self) -> LlmRun {
         LlmRun {

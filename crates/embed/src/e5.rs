@@ -187,6 +187,8 @@ impl E5Embedder {
         })
     }
 
+    // Long: one read per field of the E5S1 file, in the file's order; split, every piece
+    // would pass the cursor and the sizes read so far to the next.
     fn parse(bytes: &[u8], id: String, options: E5Options) -> Result<Self, EmbedError> {
         let e = |m: String| err(&id, m);
         let mut c = Cur { b: bytes, p: 0 };

@@ -135,6 +135,8 @@ fn err(id: &str, m: impl std::fmt::Display) -> EmbedError {
 }
 
 impl GemmaEmbedder {
+    // Long: one tensor after another from the safetensors files, in the model's order; each
+    // is checked against the sizes read before it.
     /// Loads the sentence-transformers folder `dir`; `id` is the model id.
     pub fn load(dir: &Path, id: String, options: GemmaOptions) -> Result<Self, EmbedError> {
         if !DIMENSIONS.contains(&options.dim) {

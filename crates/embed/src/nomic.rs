@@ -176,6 +176,8 @@ impl NomicEmbedder {
         Ok(model)
     }
 
+    // Long: one tensor after another from the GGUF file, in the model's order; each is
+    // checked against the sizes read before it.
     fn read(path: &Path, id: String, options: NomicOptions) -> candle_core::Result<Self> {
         let NomicOptions {
             dim,

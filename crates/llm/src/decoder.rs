@@ -256,6 +256,8 @@ fn deq(t: &QTensor, device: &Device) -> Result<Tensor> {
 }
 
 impl Decoder {
+    // Long: one tensor after another from the GGUF file, in the model's order; each is
+    // checked against the architecture's sizes read before it.
     /// Reads the weights of `ct` (architecture `arch`); `context` is the longest sequence.
     pub fn from_gguf<R: std::io::Read + std::io::Seek>(
         ct: &gguf_file::Content,

@@ -143,6 +143,8 @@ fn err(id: &str, message: impl std::fmt::Display) -> RerankError {
 }
 
 impl CrossEncoder {
+    // Long: the configuration, the tokenizer and one tensor after another, in the model's
+    // order; each is checked against the sizes read before it.
     /// Loads the cross-encoder in `dir`.
     pub fn load(dir: &Path, options: CrossOptions) -> Result<Self, RerankError> {
         let id = format!("cross-encoder:{}", dir.display());

@@ -90,7 +90,6 @@ pub fn shared_ingest(
     let cache = PgCache::connect(url, &env)?;
     let chunker = Chunker::new(opts.chunker.clone())?;
     let ctx = opts.contextualizer.as_ref();
-    let remembers = ctx.remembers();
     let runtime = situate_engine::node::runtime()?;
     let mut pairs = vec![("context_method", spec.method.as_str())];
     if let Some(l) = &spec.llm {
@@ -135,40 +134,7 @@ pub fn shared_ingest(
                 continue;
             }
         };
-        // Contexts: those that cost nothing are written here; an LLM's come from the
-        // shared cache or are left pending for the workers, with their input hashes.
-        let (contexts, hashes): (Vec<ChunkContext>, Vec<Option<String>>) = if remembers {
-            let view = DocumentView::of(&doc);
-            let chunks = ChunkView::all(&doc.text, &spans);
-            let hashes: Vec<String> = chunks.iter().map(|c| ctx.input_hash(&view, c)).collect();
-            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
-            let cached = cache.cached(&refs)?;
-            chunks
-                .iter()
-                .zip(hashes)
-                .map(|(c, h)| match cached.get(&h) {
-                    Some(found) => {
-                        report.contexts_cached += 1;
-                        (ctx.recheck(&view, c, found.clone()), None)
-                    }
-                    None => (
-                        ChunkContext {
-                            text: None,
-                            status: ContextStatus::Pending,
-                            provenance: None,
-                            notes: vec!["queued for a contextualize worker".into()],
-                        },
-                        Some(h),
-                    ),
-                })
-                .unzip()
-        } else {
-            let mut ignored = situate_engine::IngestReport::default();
-            let all = contextualize_many(runtime, ctx, &cache, &[(&doc, &spans)], &mut ignored)?;
-            let contexts = all.into_iter().next().unwrap_or_default();
-            let n = contexts.len();
-            (contexts, vec![None; n])
-        };
+        let (contexts, hashes) = shared_contexts(ctx, &cache, runtime, &doc, &spans, &mut report)?;
         let ids: Vec<String> = spans.iter().map(|s| s.id_in(&doc.id)).collect();
         let originals: Vec<_> = spans.iter().map(|s| s.original(&doc.text)).collect();
         let chunks: Vec<NewChunk<'_>> = spans
@@ -202,24 +168,7 @@ pub fn shared_ingest(
             .filter_map(|(id, h)| Some((id.as_str(), h.as_deref()?)))
             .collect();
         report.queued_contexts += store.enqueue("contextualize", &contextualize)?;
-        // Every card whose context is final (not queued for a worker: a context of no
-        // method is final too, and `pending` for want of one).
-        let embed_hashes: Vec<(String, String)> = chunks
-            .iter()
-            .zip(&hashes)
-            .filter(|(_, queued)| queued.is_none())
-            .map(|(c, _)| {
-                let context = c
-                    .context
-                    .text
-                    .as_deref()
-                    .filter(|_| c.context.status.is_indexed());
-                (
-                    c.chunk_id.clone(),
-                    embedding_input(context, c.original_text).0,
-                )
-            })
-            .collect();
+        let embed_hashes = to_embed(&chunks, &hashes);
         let embed: Vec<(&str, &str)> = embed_hashes
             .iter()
             .map(|(id, h)| (id.as_str(), h.as_str()))
@@ -240,6 +189,71 @@ pub fn shared_ingest(
         });
     }
     Ok(report)
+}
+
+/// A document's contexts for the shared store, and for each the input hash it is queued
+/// under (`None`: final now). Those that cost nothing are written here; an LLM's come from
+/// the shared cache or are left pending for the workers.
+fn shared_contexts(
+    ctx: &dyn situate_core::Contextualizer,
+    cache: &PgCache,
+    runtime: &tokio::runtime::Runtime,
+    doc: &situate_core::Document,
+    spans: &[situate_core::ChunkSpan],
+    report: &mut SharedIngestReport,
+) -> Result<(Vec<ChunkContext>, Vec<Option<String>>)> {
+    if !ctx.remembers() {
+        let mut ignored = situate_engine::IngestReport::default();
+        let all = contextualize_many(runtime, ctx, cache, &[(doc, spans)], &mut ignored)?;
+        let contexts = all.into_iter().next().unwrap_or_default();
+        let n = contexts.len();
+        return Ok((contexts, vec![None; n]));
+    }
+    let view = DocumentView::of(doc);
+    let chunks = ChunkView::all(&doc.text, spans);
+    let hashes: Vec<String> = chunks.iter().map(|c| ctx.input_hash(&view, c)).collect();
+    let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+    let cached = cache.cached(&refs)?;
+    Ok(chunks
+        .iter()
+        .zip(hashes)
+        .map(|(c, h)| match cached.get(&h) {
+            Some(found) => {
+                report.contexts_cached += 1;
+                (ctx.recheck(&view, c, found.clone()), None)
+            }
+            None => (
+                ChunkContext {
+                    text: None,
+                    status: ContextStatus::Pending,
+                    provenance: None,
+                    notes: vec!["queued for a contextualize worker".into()],
+                },
+                Some(h),
+            ),
+        })
+        .unzip())
+}
+
+/// The embeddings to queue: every card whose context is final (not queued for a worker:
+/// a context of no method is final too, and `pending` for want of one), by its text hash.
+fn to_embed(chunks: &[NewChunk<'_>], queued: &[Option<String>]) -> Vec<(String, String)> {
+    chunks
+        .iter()
+        .zip(queued)
+        .filter(|(_, queued)| queued.is_none())
+        .map(|(c, _)| {
+            let context = c
+                .context
+                .text
+                .as_deref()
+                .filter(|_| c.context.status.is_indexed());
+            (
+                c.chunk_id.clone(),
+                embedding_input(context, c.original_text).0,
+            )
+        })
+        .collect()
 }
 
 /// `ingest --store`: `req` checked as [`situate_engine::prepare_ingest`] checks it, then read, chunked and

@@ -143,6 +143,8 @@ fn chunks<'a>(
         .collect()
 }
 
+// Long: the contract's rules one after another, each a few lines on the same store; split,
+// they would only pass the store and the ids between them.
 /// Runs the contract on `store` (empty of the ids it uses: `contract-*`); panics, naming
 /// the broken rule, on the first violation.
 pub fn check(store: &mut dyn CardStore) {
