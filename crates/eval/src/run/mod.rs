@@ -30,6 +30,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod asking;
+mod check;
+mod config;
+mod index;
+
+use asking::*;
+pub use check::*;
+pub use config::*;
+use index::*;
+
 /// An I/O error on `path`, as the engine reports one.
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {
     move |source| EngineError::Io {
@@ -152,19 +162,6 @@ impl AnswerEval {
     }
 }
 
-/// One parsed configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EvalConfig {
-    /// Its name in reports and file names: `mode+context+rerank`.
-    pub name: String,
-    /// `bm25`, `vector` or `hybrid`.
-    pub mode: String,
-    /// `none`, `structural`, `indexed` or `file:PATH`.
-    pub context: String,
-    /// The reranker spec (`none` for none).
-    pub rerank: String,
-}
-
 /// The report of a run (`report.json`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EvalReport {
@@ -203,105 +200,6 @@ pub struct EvalOutcome {
     pub table: String,
     /// Things worth telling (contexts imported, and how many were skipped).
     pub notes: Vec<String>,
-}
-
-/// Parses one configuration; `existing_index` when the set has no corpus of its own.
-pub fn parse_config(s: &str, existing_index: bool) -> Result<EvalConfig> {
-    let bad = |m: String| Err(EngineError::Invalid(format!("configuration {s:?}: {m}")));
-    let parts: Vec<&str> = s.split('+').map(str::trim).collect();
-    let (mode, context, rerank) = match parts.as_slice() {
-        [m, c] => (*m, *c, "none"),
-        [m, c, r] => (*m, *c, *r),
-        _ => return bad("expected MODE+CONTEXT[+RERANK], e.g. bm25+structural".into()),
-    };
-    let mode = match mode {
-        "bm25" | "vector" | "hybrid" => mode,
-        "embeddings" => "vector",
-        _ => return bad(format!("unknown mode {mode:?} (bm25, vector or hybrid)")),
-    };
-    match (context, existing_index) {
-        ("none", _) | ("structural", false) | ("indexed", true) => {}
-        ("structural", true) => {
-            return bad(
-                "a set without a corpus is evaluated on its index as it is: use none or indexed"
-                    .into(),
-            );
-        }
-        ("indexed", false) => {
-            return bad("`indexed` is for sets evaluated against an existing --index".into());
-        }
-        (c, false) if c.strip_prefix("file:").is_some_and(|p| !p.is_empty()) => {
-            let path = Path::new(&c[5..]);
-            if !path.is_file() {
-                return bad(format!(
-                    "no contexts file {} (write one with `situate contexts export`)",
-                    path.display()
-                ));
-            }
-        }
-        (c, _) if c.starts_with("llm") || c.starts_with("document") => {
-            return bad(format!(
-                "generate LLM contexts once (`situate ingest --context {c}` on the corpus, then `situate contexts export FILE`) and evaluate them as file:FILE"
-            ));
-        }
-        _ => {
-            return bad(format!(
-                "unknown context {context:?} (none, structural, indexed, file:CONTEXTS.jsonl)"
-            ));
-        }
-    }
-    let Some(rerank_shown) = rerank_label(rerank) else {
-        return bad(format!(
-            "unknown reranker {rerank:?} (expected {})",
-            situate_rerank::FORMS
-        ));
-    };
-    // A contexts file is named by its stem in reports and file names.
-    let shown = match context.strip_prefix("file:") {
-        Some(p) => format!(
-            "file:{}",
-            Path::new(p)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ),
-        None => context.to_string(),
-    };
-    Ok(EvalConfig {
-        name: format!("{mode}+{shown}+{rerank_shown}"),
-        mode: mode.into(),
-        context: context.into(),
-        rerank: rerank.into(),
-    })
-}
-
-/// A reranker spec as configurations are named in reports and file names: options dropped,
-/// a model directory or GGUF file by its name; `None` when it is no reranker's form.
-pub fn rerank_label(spec: &str) -> Option<String> {
-    let bare = spec.split('?').next().unwrap_or(spec);
-    let name = |p: &str, stem: bool| {
-        let p = Path::new(p);
-        if stem { p.file_stem() } else { p.file_name() }
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| p.display().to_string())
-    };
-    let label = if bare == "none" || bare == "llm" {
-        bare.to_string()
-    } else if let Some(dir) = bare.strip_prefix("cross-encoder:") {
-        format!("cross-encoder:{}", name(dir.trim_end_matches('/'), false))
-    } else if let Some(llm) = bare.strip_prefix("llm:") {
-        if llm.ends_with(".gguf") {
-            format!("llm:{}", name(llm, true))
-        } else {
-            bare.to_string()
-        }
-    } else if situate_rerank::hosted::is_hosted(bare) {
-        bare.to_string()
-    } else {
-        return None;
-    };
-    // Names become file names: no path separators.
-    Some(label.replace(['/', '\\'], "_"))
 }
 
 /// Unanswerable control questions from any question file.
@@ -561,90 +459,6 @@ fn rank_all(
     Ok(rankings)
 }
 
-/// What the answers of one configuration are written from.
-struct Asking<'a> {
-    req: &'a EvalRequest,
-    answers: &'a AnswerEval,
-    cfg: &'a EvalConfig,
-    /// The first configuration: the one full-context answers are written on.
-    first: bool,
-    plan: &'a situate_engine::SearchPlan,
-    queries: &'a [EvalQuery],
-    level: Level,
-}
-
-impl Asking<'_> {
-    /// Every question answered in each mode asked for, scored, and written to its
-    /// `answers-*.jsonl`: one row per mode (and one more with the configuration's abstain
-    /// threshold as `min_score`).
-    fn rows(
-        &self,
-        engine: &Engine,
-        rankings: &[Vec<Retrieved>],
-        abstain: Option<&report::Abstain>,
-        progress: &mut Progress<'_>,
-    ) -> Result<Vec<AnswerRow>> {
-        let (req, a, cfg, plan, queries) =
-            (self.req, self.answers, self.cfg, self.plan, self.queries);
-        let mut answer_rows = Vec::new();
-        // Full-context answers first: a base too large for the model's window is told
-        // before any retrieval answer is paid for.
-        for mode in [AnswerMode::Full, AnswerMode::Retrieval] {
-            if !a.modes.contains(&mode) || (mode == AnswerMode::Full && !self.first) {
-                continue;
-            }
-            let name = match mode {
-                AnswerMode::Full => "full".to_string(),
-                _ => format!("{}/retrieval", cfg.name),
-            };
-            let answer_plan = AnswerPlan {
-                mode,
-                ..a.plan.clone()
-            };
-            let mut model = a.plan.model.clone();
-            let mut records = Vec::with_capacity(queries.len());
-            for q in queries {
-                let r = engine
-                    .ask(&q.text, &answer_plan, plan, &Default::default(), &|_| {})
-                    .map_err(|e| EngineError::Invalid(format!("answers {name}: {e}")))?;
-                model.clone_from(&r.model);
-                records.push(answer_record(q, &r, self.level));
-                progress.step();
-            }
-            let file = match mode {
-                AnswerMode::Full => "answers-full.jsonl".to_string(),
-                _ => format!("answers-{}.jsonl", cfg.name),
-            };
-            write_jsonl(&req.out.join(file), &records)?;
-            let mode_name = if mode == AnswerMode::Full {
-                "full"
-            } else {
-                "retrieval"
-            };
-            answer_rows.push(answers::summarize(&name, mode_name, &model, &records));
-            // The retrieval-side signal: the same answers with this configuration's
-            // calibrated abstain threshold as `[answer] min_score` (in-sample: chosen
-            // on this set's answerable questions), unless a min_score was given.
-            if let (AnswerMode::Retrieval, Some(ab), None) = (mode, abstain, a.plan.min_score) {
-                let best: Vec<Option<f32>> = rankings
-                    .iter()
-                    .map(|r| r.first().map(|x| x.score))
-                    .collect();
-                let withheld = answers::with_min_score(&records, &best, ab.threshold);
-                let mut row = answers::summarize(
-                    &format!("{name}, min_score {}", four_digits_down(ab.threshold)),
-                    mode_name,
-                    &model,
-                    &withheld,
-                );
-                row.min_score = Some(ab.threshold);
-                answer_rows.push(row);
-            }
-        }
-        Ok(answer_rows)
-    }
-}
-
 /// The comparison written: `report.md` (with the answers' table), `report.json` and the
 /// failure plot; the report and the table returned.
 fn write_reports(
@@ -710,44 +524,6 @@ fn write_reports(
     Ok((report, table))
 }
 
-/// The checked plan of one configuration: `base` with the configuration's mode, BM25
-/// kind and reranker, and `k` = [`EVAL_DEPTH`].
-fn config_plan(
-    base: &SearchSettings,
-    cfg: &EvalConfig,
-    default_llm: &str,
-) -> Result<situate_engine::SearchPlan> {
-    let own = SearchSettings {
-        k: Some(EVAL_DEPTH),
-        mode: Some(cfg.mode.clone()),
-        bm25: Some(
-            if cfg.context == "none" {
-                "plain"
-            } else {
-                "contextual"
-            }
-            .into(),
-        ),
-        rerank: Some(cfg.rerank.clone()),
-        ..SearchSettings::default()
-    };
-    own.over(base)
-        .plan(default_llm)
-        .map_err(|e| e.within(format!("configuration {}", cfg.name)))
-}
-
-/// A threshold to four significant digits, rounded down (the value shown is one a user can
-/// set without losing the question that scored exactly the threshold).
-fn four_digits_down(t: f32) -> String {
-    let t = f64::from(t);
-    if t == 0.0 || !t.is_finite() {
-        return t.to_string();
-    }
-    let digits = (3 - t.abs().log10().floor() as i32).max(0);
-    let factor = 10f64.powi(digits);
-    format!("{:.*}", digits as usize, (t * factor).floor() / factor)
-}
-
 /// Writes one JSON line per record, atomically.
 fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<()> {
     write_atomically(path, |w| {
@@ -757,70 +533,6 @@ fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<()> {
         }
         Ok(())
     })
-}
-
-/// An answer scored against the question's gold answers and golden passages.
-fn answer_record(q: &EvalQuery, r: &AnswerResponse, level: Level) -> AnswerRecord {
-    let scored = if r.abstained {
-        String::new()
-    } else {
-        situate_answer::answer_part(&r.answer)
-    };
-    let golden = |p: &situate_answer::Passage| {
-        let id = match level {
-            Level::Chunk => &p.chunk_id,
-            Level::Document => &p.document_id,
-        };
-        q.judgments.0.get(id).is_some_and(|g| *g > 0.0)
-            || answers::contains_answer(&p.original, &q.answers)
-    };
-    let citations = r
-        .citations
-        .iter()
-        .map(|c| CitedRecord {
-            chunk_id: c.chunk_id.clone(),
-            valid: c.valid,
-            relevant: c
-                .passage
-                .and_then(|n| r.passages.iter().find(|p| p.id == n))
-                .is_some_and(golden),
-        })
-        .collect();
-    let (exact_match, f1, contains) = if r.abstained || q.answers.is_empty() {
-        (0.0, 0.0, false)
-    } else {
-        (
-            answers::exact_match(&scored, &q.answers),
-            answers::token_f1(&scored, &q.answers),
-            answers::contains_answer(&scored, &q.answers),
-        )
-    };
-    let u = &r.usage;
-    AnswerRecord {
-        id: q.id.clone(),
-        question: q.text.clone(),
-        unanswerable: q.unanswerable,
-        gold: q.answers.clone(),
-        answer: r.answer.clone(),
-        scored,
-        abstained: r.abstained,
-        abstention: r.abstention.map(|a| {
-            serde_json::to_value(a)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        }),
-        grounded: r.grounded && !r.abstained,
-        citations,
-        exact_match,
-        f1,
-        contains,
-        input_tokens: u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens,
-        cached_tokens: u.cache_read_input_tokens,
-        output_tokens: u.output_tokens,
-        seconds: r.took_ms / 1000.0,
-        dollars: r.cost.map(|c| (c.dollars, c.dollars_without_cache)),
-    }
 }
 
 /// Writes `path` through a temporary file, synced, then renamed.
@@ -839,147 +551,6 @@ fn write_atomically(
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(io("cannot write", path))
-}
-
-/// Builds (or reuses: ingest skips what is unchanged) the index of a corpus for one
-/// context.
-fn build_index(
-    input: &Path,
-    format: situate_ingest::SourceFormat,
-    work: &Path,
-    set: &str,
-    cfg: &EvalConfig,
-    req: &EvalRequest,
-    notes: &mut Vec<String>,
-) -> Result<Engine> {
-    let contexts_file = cfg.context.strip_prefix("file:").map(PathBuf::from);
-    // Imported contexts go into an index built without any, named after the file's content.
-    let file_tag;
-    let context = match &contexts_file {
-        Some(f) => {
-            let bytes = std::fs::read(f).map_err(io("cannot read", f))?;
-            file_tag = format!("file-{}", &situate_core::hash_parts(&[&bytes])[..12]);
-            file_tag.as_str()
-        }
-        None => cfg.context.as_str(),
-    };
-    // BM25-only configurations need no embeddings; the others share one index per
-    // (context, embedder).
-    let embedder = if cfg.mode == "bm25" {
-        "none"
-    } else {
-        req.embedder.as_str()
-    };
-    let tag: String = embedder
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let dir = work.join(format!(
-        "{set}-{context}-{tag}-{}-{}",
-        req.max_tokens, req.overlap
-    ));
-    let create = CreateSettings {
-        embedder: embedder.to_string(),
-        ..CreateSettings::default()
-    };
-    let mut engine = Engine::open_or_create(&dir, create)?;
-    let method = if contexts_file.is_some() {
-        "none"
-    } else {
-        context
-    };
-    let mut opts = IngestOptions::new(
-        situate_contextualize::by_name(method).map_err(|e| EngineError::Invalid(e.to_string()))?,
-    );
-    opts.sources.format = format;
-    opts.chunker.max_tokens = req.max_tokens;
-    opts.chunker.overlap_tokens = req.overlap;
-    let report = engine.ingest(&[input.to_path_buf()], opts, &mut |_| {})?;
-    if report.documents_ok() == 0 {
-        return Err(EngineError::Invalid(format!(
-            "nothing could be ingested from {}",
-            input.display()
-        )));
-    }
-    if let Some(f) = &contexts_file
-        && report.added + report.replaced > 0
-    {
-        let imported = engine.import_contexts(f)?;
-        notes.push(format!(
-            "imported {} contexts from {} ({} skipped: chunks not in this corpus)",
-            imported.imported,
-            f.display(),
-            imported.skipped.len()
-        ));
-    }
-    Ok(engine)
-}
-
-/// What [`check_set`] found in a team's own set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct SetCheck {
-    /// Questions read.
-    pub questions: usize,
-    /// Of those, with golden ids.
-    pub answerable: usize,
-    /// Each problem, naming its line.
-    pub problems: Vec<String>,
-}
-
-/// Checks a set of situate's own format against `engine`: every line parses (a malformed
-/// line is an error naming it), every golden id is in the index, no id or question (up to
-/// case and spacing) is there twice.
-pub fn check_set(engine: &Engine, file: &Path) -> Result<SetCheck> {
-    let queries = read_own(file)?;
-    let mut problems = Vec::new();
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut texts: HashMap<String, usize> = HashMap::new();
-    for q in &queries {
-        if let Some(first) = ids.insert(&q.query.id, q.line) {
-            problems.push(format!(
-                "line {}: id {:?} is also on line {first}",
-                q.line, q.query.id
-            ));
-        }
-        let norm = q
-            .query
-            .text
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase();
-        if let Some(first) = texts.insert(norm, q.line) {
-            problems.push(format!(
-                "line {}: the same question as line {first}",
-                q.line
-            ));
-        }
-        let mut golden: Vec<&String> = q.query.judgments.0.keys().collect();
-        golden.sort();
-        for g in golden {
-            let (exists, what) = match q.level {
-                Level::Chunk => (engine.has_chunk(g)?, "chunk"),
-                Level::Document => (engine.has_document(g)?, "document"),
-            };
-            if !exists {
-                problems.push(format!(
-                    "line {}: golden {what} {g:?} is not in the index",
-                    q.line
-                ));
-            }
-        }
-    }
-    Ok(SetCheck {
-        questions: queries.len(),
-        answerable: queries.iter().filter(|q| !q.query.unanswerable).count(),
-        problems,
-    })
 }
 
 #[cfg(test)]
