@@ -1,0 +1,206 @@
+//! Opening an index: creating one, opening one to read or to write (the write lock), and
+//! the vector index and journals loaded with it.
+
+use crate::*;
+
+impl Engine {
+    /// Whether `dir` holds an index.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(STORE_FILE).is_file()
+    }
+
+    /// Creates an index in `dir` (which may exist and be empty of an index).
+    pub fn create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
+        if Engine::exists(dir) {
+            return Err(EngineError::Invalid(format!(
+                "an index already exists at {}",
+                dir.display()
+            )));
+        }
+        // An embedder no ingest could load is refused before the index exists: it could not
+        // be changed afterwards.
+        situate_embed::check(&settings.embedder)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+        // The store is made under a temporary name with its creation settings, then renamed:
+        // a kill before the rename leaves no index (a re-run creates it afresh), never one
+        // whose settings are missing.
+        let creating = dir.join(format!("{STORE_FILE}.creating"));
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let leftover = PathBuf::from(format!("{}{suffix}", creating.display()));
+            match std::fs::remove_file(&leftover) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io("cannot remove", &leftover)(e));
+                }
+                _ => {}
+            }
+        }
+        let store = Store::open(&creating)?;
+        store.set_metas(&[
+            ("chinese_tokenizer", settings.chinese.as_str()),
+            ("embedder", &settings.embedder),
+            ("vector_index", settings.vector_index.as_str()),
+        ])?;
+        // Closing the only connection checkpoints the write-ahead log into the file.
+        drop(store);
+        crash_point("index-create");
+        let target = dir.join(STORE_FILE);
+        std::fs::rename(&creating, &target).map_err(io("cannot create", &target))?;
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Engine::open(dir, Access::Write)
+    }
+
+    /// Opens the index in `dir`.
+    pub fn open(dir: &Path, access: Access) -> Result<Engine> {
+        if !Engine::exists(dir) {
+            return Err(EngineError::NoIndex(dir.to_path_buf()));
+        }
+        let lock = match access {
+            Access::Write => Some(take_lock(dir)?),
+            Access::Read => None,
+        };
+        let store = Store::open(&dir.join(STORE_FILE))?;
+        let opened_generation = store.generation()?;
+        let chinese = match store.meta("chinese_tokenizer")? {
+            Some(c) => c.parse().map_err(EngineError::Invalid)?,
+            None => ChineseTokenizer::default(),
+        };
+        let bm25_name = store
+            .meta("bm25_dir")?
+            .unwrap_or_else(|| "bm25-1".to_string());
+        let bm25 = Bm25Index::open(&dir.join(&bm25_name), chinese)?;
+        let languages = store.languages()?;
+        let vector_backend = match store.meta("vector_index")? {
+            Some(b) => b.parse().map_err(EngineError::Invalid)?,
+            None => Backend::Auto,
+        };
+        let mut engine = Engine {
+            dir: dir.to_path_buf(),
+            store,
+            bm25,
+            chinese,
+            languages,
+            embedder: OnceLock::new(),
+            vectors: None,
+            vector_gen: 0,
+            vector_saved: None,
+            vector_backend,
+            rerankers: Default::default(),
+            answer_models: Default::default(),
+            opened: (opened_generation, bm25_name.clone()),
+            cancel: None,
+            _lock: lock,
+        };
+        engine.load_vectors()?;
+        if engine._lock.is_some() {
+            engine.remove_stale_index_dirs(&bm25_name);
+            engine.sync_index()?;
+            engine.save_vectors()?;
+        } else if engine.index_is_behind()? {
+            // A crashed writer left the index behind; catch up if nobody is writing now.
+            if let Ok(lock) = take_lock(dir) {
+                engine._lock = Some(lock);
+                engine.sync_index()?;
+                engine.save_vectors()?;
+                engine.bm25.close_writer();
+                engine._lock = None;
+            } else {
+                // A writer is busy: catch the vectors up in memory only. BM25 stays as
+                // loaded: the engine counts as of BM25's generation, so `is_stale` sends
+                // its reader to reopen once the writer has committed BM25 too (a reader
+                // opened between a writer's store commit and its BM25 commit would
+                // otherwise keep the older BM25 view).
+                engine.sync_vectors()?;
+                engine.opened.0 = engine.opened.0.min(engine.bm25.generation()?);
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Loads the vector snapshot (if the index has vectors): memory-mapped when it is
+    /// current and this engine only reads, so a search touches only the pages it needs.
+    pub(crate) fn load_vectors(&mut self) -> Result<()> {
+        let s = self.embed_settings()?;
+        let (Some(_), Some(_)) = (s.model, s.dim) else {
+            return Ok(());
+        };
+        let store_gen = self.store.generation()?;
+        let snapshot = self.store.meta("vector_file")?;
+        let gen_of = |stem: &str| stem.trim_start_matches("vectors-").parse::<u64>().ok();
+        match snapshot
+            .as_deref()
+            .and_then(|st| gen_of(st).map(|g| (st, g)))
+        {
+            Some((stem, g)) => {
+                let view = self._lock.is_none() && g == store_gen;
+                match Vectors::load(&self.dir, stem, self.vector_backend, view) {
+                    Ok(v) => {
+                        self.vectors = Some(v);
+                        self.vector_gen = g;
+                        self.vector_saved = Some(g);
+                    }
+                    Err(e) => {
+                        tracing::warn!("{e}; reloading the vectors from the embedding cache");
+                        self.reload_vectors()?;
+                    }
+                }
+            }
+            None => self.reload_vectors()?,
+        }
+        Ok(())
+    }
+
+    pub(crate) fn journal_trimmed_to(&self) -> Result<u64> {
+        Ok(self
+            .store
+            .meta("journal_trimmed_to")?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// Trims the journal up to the oldest generation any saved index reflects.
+    pub(crate) fn trim_journal(&mut self) -> Result<()> {
+        let mut upto = self.bm25.generation()?;
+        if self.vectors.is_some() {
+            upto = upto.min(self.vector_saved.unwrap_or(0));
+        }
+        if upto > self.journal_trimmed_to()? {
+            self.store.trim_journal(upto)?;
+            self.store
+                .set_meta("journal_trimmed_to", &upto.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Opens the index, creating it with `settings` if there is none.
+    pub fn open_or_create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
+        if Engine::exists(dir) {
+            Engine::open(dir, Access::Write)
+        } else {
+            Engine::create(dir, settings)
+        }
+    }
+}
+
+pub(crate) fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join("write.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io("cannot open", &path))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(EngineError::Io {
+            op: "cannot lock",
+            path,
+            source: e,
+        }),
+    }
+}
+
+pub(crate) const STORE_FILE: &str = "cards.db";
