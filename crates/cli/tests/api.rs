@@ -96,31 +96,6 @@ fn the_command_the_service_and_mcp_answer_alike_and_refuse_a_field_alike() {
     assert_eq!(bad_limit.status, 400);
     assert_eq!(bad_limit.body["field"], "limit");
 
-    // The same ingest report: `ingest --json` into one copy of the index, an ingest job
-    // into the service's.
-    let more = tempfile::tempdir().expect("tmp");
-    std::fs::write(
-        more.path().join("tides.md"),
-        "# Tides\n\nSpring tides follow the new and the full moon.\n",
-    )
-    .expect("write");
-    std::fs::write(more.path().join("blob.bin"), [0u8, 159, 146, 150]).expect("write");
-    let (_other_tmp, other) = indexed_corpus("hash:64");
-    let ingest_cli = json(situate(&other).arg("ingest").arg(more.path()), 0);
-    let job = s.post(
-        "/v1/jobs",
-        &json!({"kind": "ingest", "paths": [more.path()]}),
-    );
-    assert_eq!(job.status, 202, "{}", job.body);
-    let done = s.wait_job(job.body["id"].as_str().expect("id"));
-    assert_eq!(done["state"], "succeeded", "{done:#}");
-    assert_eq!(untimed(ingest_cli.clone()), untimed(done["result"].clone()));
-    assert_eq!(ingest_cli["report"]["added"], 1, "{ingest_cli:#}");
-    assert_eq!(
-        ingest_cli["report"]["skipped"].as_array().map(Vec::len),
-        Some(1)
-    );
-
     // What the service says now, for MCP to say the same (the test's HTTP client cannot
     // run inside the MCP client's runtime).
     let info = s.get("/v1/info").body;
@@ -158,4 +133,49 @@ fn the_command_the_service_and_mcp_answer_alike_and_refuse_a_field_alike() {
         assert_eq!(bad["structuredContent"]["field"], "filter.languages");
         client.cancel().await.expect("close");
     });
+
+    // The same ingest report (last: it changes the service's index): `ingest --json` into
+    // one copy of the index, an ingest job into the service's.
+    let more = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        more.path().join("tides.md"),
+        "# Tides\n\nSpring tides follow the new and the full moon.\n",
+    )
+    .expect("write");
+    std::fs::write(more.path().join("blob.bin"), [0u8, 159, 146, 150]).expect("write");
+    let (_other_tmp, other) = indexed_corpus("hash:64");
+    let ingest_cli = json(situate(&other).arg("ingest").arg(more.path()), 0);
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": [more.path()]}),
+    );
+    assert_eq!(job.status, 202, "{}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_eq!(untimed(ingest_cli.clone()), untimed(done["result"].clone()));
+    assert_eq!(ingest_cli["report"]["added"], 1, "{ingest_cli:#}");
+    assert_eq!(
+        ingest_cli["report"]["skipped"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    // An ingest setting refused alike: by its field (and flag) from the command, by its
+    // field in the failed job's error.
+    let bad = json(
+        situate(&other)
+            .arg("ingest")
+            .arg(more.path())
+            .args(["--batch", "0"]),
+        1,
+    );
+    assert_eq!(bad["error"]["field"], "batch", "{bad:#}");
+    assert_eq!(bad["error"]["code"], "invalid-request");
+    let job = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": [more.path()], "batch": 0}),
+    );
+    let failed = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(failed["state"], "failed", "{failed:#}");
+    assert_eq!(failed["error"]["field"], "batch", "{failed:#}");
+    assert_eq!(failed["error"]["code"], "invalid-request");
 }

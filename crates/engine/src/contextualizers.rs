@@ -53,15 +53,25 @@ pub fn build_contextualizer(
     };
     if !matches!(method, "llm" | "document" | "document+llm") {
         if run.budget.is_some() || run.dry_run || run.llm.is_some() {
-            return Err(EngineError::Invalid(
-                "--llm, --budget and --dry-run apply to --context llm, document and document+llm"
-                    .into(),
+            let field = if run.llm.is_some() {
+                "llm"
+            } else if run.budget.is_some() {
+                "budget"
+            } else {
+                "dry_run"
+            };
+            return Err(EngineError::field_error(
+                field,
+                format!(
+                    "applies to the context methods llm, document and document+llm, not {method:?}"
+                ),
             ));
         }
         let contextualizer = situate_contextualize::by_name(method).map_err(|_| {
-            EngineError::Invalid(format!(
-                "unknown context method {method:?}: expected {METHODS}"
-            ))
+            EngineError::field_error(
+                "context",
+                format!("unknown context method {method:?}: expected {METHODS}"),
+            )
         })?;
         return Ok(BuiltContextualizer {
             contextualizer,
@@ -72,9 +82,10 @@ pub fn build_contextualizer(
     if let Some(b) = run.budget
         && !(b.is_finite() && b >= 0.0)
     {
-        return Err(EngineError::Invalid(format!(
-            "--budget {b}: expected a number of dollars, 0 or more"
-        )));
+        return Err(EngineError::field_error(
+            "budget",
+            format!("{b}: expected a number of dollars, 0 or more"),
+        ));
     }
     let s = settings;
     let model = run
@@ -127,10 +138,13 @@ pub fn build_contextualizer(
         .estimate_only(run.dry_run);
     let price = c.price();
     if run.budget.is_some() && price.is_none() {
-        return Err(EngineError::Invalid(format!(
-            "--budget needs the model's price: {} is not in the price table; give [llm.price] in situate.toml (input, cache_write, cache_read, output in dollars per million tokens)",
-            c.llm().id()
-        )));
+        return Err(EngineError::field_error(
+            "budget",
+            format!(
+                "needs the model's price: {} is not in the price table; give [llm.price] in situate.toml (input, cache_write, cache_read, output in dollars per million tokens)",
+                c.llm().id()
+            ),
+        ));
     }
     let contextualizer: Box<dyn Contextualizer> = match method {
         "llm" => Box::new(c),

@@ -271,7 +271,10 @@ pub fn ingest_options(
     req: &IngestRequest,
 ) -> Result<(IngestOptions, String, Option<Price>)> {
     if req.paths.is_empty() {
-        return Err(EngineError::Invalid("nothing to ingest: give paths".into()));
+        return Err(EngineError::field_error(
+            "paths",
+            "nothing to ingest: give paths",
+        ));
     }
     let method = req
         .context
@@ -305,7 +308,7 @@ pub fn ingest_options(
         .unwrap_or(opts.chunker.overlap_tokens);
     opts.chunker.tokenizer = req.tokenizer.clone().or(settings.chunk.tokenizer.clone());
     if req.batch == Some(0) {
-        return Err(EngineError::Invalid("--batch must be at least 1".into()));
+        return Err(EngineError::field_error("batch", "must be at least 1"));
     }
     // An LLM takes seconds per chunk: commit every few documents so that what is done is
     // searchable early (contexts are kept as they finish in any case).
@@ -320,9 +323,10 @@ pub fn ingest_options(
         .iter()
         .find(|(k, _)| !k.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)))
     {
-        return Err(EngineError::Invalid(format!(
-            "--meta key {k:?}: use letters, digits, '_', '-' and '.' only"
-        )));
+        return Err(EngineError::field_error(
+            "meta",
+            format!("key {k:?}: use letters, digits, '_', '-' and '.' only"),
+        ));
     }
 
     Ok((opts, method, price))

@@ -14,7 +14,7 @@
 //! codes as the HTTP API's problem+json.
 
 use crate::auth::Role;
-use crate::jobs::{JobSpec, UploadedFile};
+use crate::jobs::JobSpec;
 use crate::problem::Problem;
 use crate::routes::review::{Reviewed, decide};
 use crate::{AppState, decode_cursor, encode_cursor};
@@ -32,9 +32,13 @@ use rmcp::{
 use serde::Deserialize;
 use situate_engine::api::DocumentsRequest;
 use situate_engine::{FilterSettings, SearchRequest, SearchSettings};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod handlers;
+mod params;
+
+pub use params::*;
 
 /// The URI prefix of card resources.
 pub const CARD_URI: &str = "situate://card/";
@@ -131,164 +135,6 @@ fn needs_admin(ctx: &RequestContext<RoleServer>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Parameters of `search`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchParams {
-    /// What to look for: a question or keywords.
-    pub query: String,
-    /// Hits to return (default 5, at most 20; use `cursor` for the next ones).
-    pub k: Option<usize>,
-    /// `bm25`, `vector` or `hybrid` (default: hybrid when the index has vectors).
-    pub mode: Option<String>,
-    /// Each hit's whole chunk text instead of a snippet of about 300 characters.
-    #[serde(default)]
-    pub full_text: bool,
-    /// The most characters of chunk text and context in the result (default 8000, at
-    /// most 40000); hits beyond it are left for the next page.
-    pub max_chars: Option<usize>,
-    /// `next_cursor` of the previous call with the same query, for the hits after it.
-    pub cursor: Option<String>,
-    /// Only documents that match: `documents` (ids), `paths` (globs such as `docs/*`),
-    /// `languages` (`en`, `ru`, `zh`, `other`), `meta` (`KEY=VALUE`, all of them), `kinds`
-    /// (`text`, `table`, `image`): the filter of `POST /v1/search`.
-    #[serde(default)]
-    pub filter: FilterSettings,
-}
-
-/// Parameters of `get_card`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CardParams {
-    /// The chunk id, as `search` gives it.
-    pub chunk_id: String,
-    /// Chunks to include before and after it in its document (default 0, at most 5).
-    #[serde(default)]
-    pub neighbours: u32,
-}
-
-/// Parameters of `explain`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExplainParams {
-    /// The query.
-    pub query: String,
-    /// The chunk whose rank is to be explained.
-    pub chunk_id: String,
-    /// `bm25`, `vector` or `hybrid` (default: the index's).
-    pub mode: Option<String>,
-}
-
-/// Parameters of `ask`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AskParams {
-    /// The question, in any language (the answer is in the question's).
-    pub question: String,
-    /// `retrieval` (the best passages), `full` (the whole base) or `auto` (default: the
-    /// server's).
-    pub mode: Option<String>,
-    /// Passages given to the model in retrieval mode (default 8, at most 50).
-    pub passages: Option<usize>,
-}
-
-/// A passage of MCP's `ask` answer, by its ids (the engine's answer with each passage's
-/// text left out).
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct PassageRef {
-    /// The passage's number, as the answer's citations give it.
-    pub id: usize,
-    /// Its chunk.
-    pub chunk_id: String,
-    /// Its document.
-    pub document_id: String,
-}
-
-/// MCP's `search` answer: the engine's search, its hits cut to fit an agent's budget.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct SnippetPage {
-    /// The query as searched.
-    pub query: String,
-    /// The mode searched.
-    pub mode: situate_engine::Mode,
-    /// The hits, best first.
-    pub hits: Vec<Snippet>,
-    /// Pass it back as `cursor` for the next hits; `null` when there are no more.
-    pub next_cursor: Option<String>,
-}
-
-/// A search hit for an agent: the engine's hit with its text cut to a snippet (the full
-/// card is a `get_card` away).
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct Snippet {
-    /// Rank, from 1.
-    pub rank: usize,
-    /// The chunk.
-    pub chunk_id: String,
-    /// Its document.
-    pub document_id: String,
-    /// The document's title.
-    pub title: Option<String>,
-    /// Its heading path, joined by ` > `.
-    pub section: String,
-    /// The fused score.
-    pub score: f32,
-    /// What the chunk is (prose, code, a table...).
-    pub kind: situate_core::CardKind,
-    /// Its page or sheet, where the document has them.
-    pub place: Option<situate_core::Place>,
-    /// The situating context (cut to the budget).
-    pub context: String,
-    /// The chunk's original text, cut to a snippet unless `full_text`.
-    pub text: String,
-    /// Whether `text` was cut.
-    pub text_truncated: bool,
-}
-
-/// Parameters of `ingest`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IngestParams {
-    /// Files or directories on the machine the server runs on.
-    #[serde(default)]
-    pub paths: Vec<PathBuf>,
-    /// Files given here: `path` (relative; it becomes the document id) and `text`.
-    #[serde(default)]
-    pub files: Vec<FileParam>,
-    /// The context method: none, structural (default), llm, document or document+llm.
-    pub context: Option<String>,
-}
-
-/// A file given to `ingest`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FileParam {
-    /// A relative path such as `notes/a.md` (its extension says how it is read).
-    pub path: String,
-    /// The file's text.
-    pub text: String,
-}
-
-/// Parameters of `job_status`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobParams {
-    /// The job id `ingest` returned.
-    pub job_id: String,
-}
-
-/// Parameters of `review_context`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReviewParams {
-    /// The chunk whose context is decided.
-    pub chunk_id: String,
-    /// `accept`, `reject` or `edit` (with `text`).
-    pub decision: String,
-    /// The new context, for `edit`.
-    pub text: Option<String>,
-}
-
 #[tool_router(router = read_tools)]
 impl SituateMcp {
     /// Searches the index: BM25 and embeddings over each chunk's context and text, fused.
@@ -374,7 +220,7 @@ impl SituateMcp {
 impl SituateMcp {
     /// Ingests files: a job, answered at once with its id.
     #[tool(
-        description = "Add or update documents: server-side paths and/or files given as path + text. Returns a job id at once; poll job_status until it is succeeded. Unchanged documents are skipped.",
+        description = "Add or update documents, as an ingest job of `POST /v1/jobs` (the same fields): server-side paths and/or files given as path + text, and optionally the context method and the chunking. Returns a job id at once; poll job_status until it is succeeded. Unchanged documents are skipped.",
         annotations(
             title = "Ingest",
             read_only_hint = false,
@@ -385,23 +231,11 @@ impl SituateMcp {
     )]
     async fn ingest(
         &self,
-        Parameters(p): Parameters<IngestParams>,
+        Parameters(p): Parameters<crate::jobs::IngestJob>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         answer(needs_admin(&ctx).and_then(|()| {
-            let spec = JobSpec::Ingest(crate::jobs::IngestJob {
-                paths: p.paths,
-                files: p
-                    .files
-                    .into_iter()
-                    .map(|f| UploadedFile {
-                        path: f.path,
-                        text: f.text,
-                    })
-                    .collect(),
-                context: p.context,
-                ..Default::default()
-            });
+            let spec = JobSpec::Ingest(p);
             let status = self.state.jobs.submit(spec)?;
             serde_json::to_value(&status).map_err(Problem::internal)
         }))
@@ -439,199 +273,6 @@ impl SituateMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         answer(self.do_review(p, &ctx).await)
-    }
-}
-
-impl SituateMcp {
-    async fn do_search(&self, p: SearchParams) -> Result<serde_json::Value, Problem> {
-        let s = &self.state;
-        if p.query.chars().count() > s.limits.max_query_chars {
-            return Err(field_problem(
-                "query",
-                format!("longer than {} characters", s.limits.max_query_chars),
-            ));
-        }
-        let k = p.k.unwrap_or(DEFAULT_K);
-        if k == 0 || k > MAX_K {
-            return Err(field_problem(
-                "k",
-                format!("must be from 1 to {MAX_K}, not {k}"),
-            ));
-        }
-        let budget = p.max_chars.unwrap_or(DEFAULT_CHARS);
-        if !(500..=MAX_CHARS).contains(&budget) {
-            return Err(field_problem(
-                "max_chars",
-                format!("must be from 500 to {MAX_CHARS}, not {budget}"),
-            ));
-        }
-        let offset = match p.cursor.as_deref() {
-            None | Some("") => 0,
-            Some(c) => decode_cursor(c)
-                .and_then(|t| t.strip_prefix("hit:").and_then(|n| n.parse::<usize>().ok()))
-                .ok_or_else(|| field_problem("cursor", "not one this tool gave"))?,
-        };
-        let depth = offset + k;
-        if depth > s.limits.max_k {
-            return Err(field_problem(
-                "cursor",
-                format!(
-                    "no hits beyond the first {}: refine the query or the filters",
-                    s.limits.max_k
-                ),
-            ));
-        }
-        // The same search as `POST /v1/search`, one hit more than asked (to know whether
-        // a next page exists).
-        let c = SearchRequest {
-            query: p.query,
-            settings: SearchSettings {
-                k: Some((depth + 1).min(s.limits.max_k)),
-                mode: p.mode,
-                ..SearchSettings::default()
-            },
-            filter: p.filter,
-            ..SearchRequest::default()
-        }
-        .check(&s.settings)?;
-        let r = s
-            .readers
-            .run(move |e| e.query(&c.query, &c.plan, &c.filter))
-            .await?;
-        let available = r.hits.len();
-        let mut used = 0usize;
-        let mut hits = Vec::new();
-        for h in r.hits.into_iter().skip(offset).take(k) {
-            let room = budget.saturating_sub(used);
-            if !hits.is_empty() && room < SNIPPET {
-                break;
-            }
-            let context = h.context.unwrap_or_default();
-            let (context, _) = cut(&context, room.min(1_000));
-            let limit = if p.full_text {
-                room.saturating_sub(context.chars().count())
-            } else {
-                SNIPPET
-            };
-            let (text, truncated) = cut(&h.original_text, limit.max(100));
-            used += context.chars().count() + text.chars().count();
-            hits.push(Snippet {
-                section: h.heading_path.join(" > "),
-                rank: h.rank,
-                chunk_id: h.chunk_id,
-                document_id: h.document_id,
-                title: h.title,
-                score: h.score,
-                kind: h.kind,
-                place: h.place,
-                context: context.to_string(),
-                text: text.to_string(),
-                text_truncated: truncated,
-            });
-        }
-        let next = offset + hits.len();
-        let next_cursor = (next < available).then(|| encode_cursor(&format!("hit:{next}")));
-        serde_json::to_value(SnippetPage {
-            query: r.query,
-            mode: r.mode,
-            hits,
-            next_cursor,
-        })
-        .map_err(Problem::internal)
-    }
-
-    async fn do_card(&self, p: CardParams) -> Result<serde_json::Value, Problem> {
-        if p.neighbours > 5 {
-            return Err(field_problem(
-                "neighbours",
-                format!("at most 5 on each side, not {}", p.neighbours),
-            ));
-        }
-        let req = situate_engine::api::CardRequest {
-            chunk_id: p.chunk_id,
-            neighbours: p.neighbours,
-        };
-        let card = self.state.readers.run(move |e| e.card(&req)).await?;
-        serde_json::to_value(card).map_err(Problem::internal)
-    }
-
-    async fn do_ask(&self, p: AskParams) -> Result<serde_json::Value, Problem> {
-        let s = &self.state;
-        let req = situate_engine::AskRequest {
-            question: p.question,
-            answer: situate_engine::AnswerSettings {
-                mode: p.mode,
-                passages: p.passages,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let q = crate::ask::checked(s, &req)?;
-        let a = s
-            .readers
-            .run_for(Duration::from_millis(s.limits.ask_timeout_ms), move |e| {
-                e.answer(&q, &|_| {})
-            })
-            .await?;
-        // The passages by id only: their text is a get_card away, and a full-context
-        // answer's passages are the whole base.
-        let passages: Vec<PassageRef> = a
-            .passages
-            .iter()
-            .map(|p| PassageRef {
-                id: p.id,
-                chunk_id: p.chunk_id.clone(),
-                document_id: p.document_id.clone(),
-            })
-            .collect();
-        let mut v = serde_json::to_value(&a).map_err(Problem::internal)?;
-        v["passages"] = serde_json::to_value(passages).map_err(Problem::internal)?;
-        Ok(v)
-    }
-
-    async fn do_explain(&self, p: ExplainParams) -> Result<serde_json::Value, Problem> {
-        let s = &self.state;
-        let plan = SearchSettings {
-            k: Some(situate_engine::settings::MAX_K.min(1_000)),
-            mode: p.mode,
-            ..SearchSettings::default()
-        }
-        .over(&s.settings.search)
-        .plan(&s.settings.default_llm())?;
-        let answer = s
-            .readers
-            .run(move |e| e.explain_hit(&p.query, &p.chunk_id, &plan))
-            .await?;
-        serde_json::to_value(answer).map_err(Problem::internal)
-    }
-
-    async fn do_list(&self, p: DocumentsRequest) -> Result<serde_json::Value, Problem> {
-        let max = self.state.limits.max_page;
-        let page = self
-            .state
-            .readers
-            .run(move |e| e.documents_page(&p, max))
-            .await?;
-        serde_json::to_value(page).map_err(Problem::internal)
-    }
-
-    async fn do_status(&self) -> Result<serde_json::Value, Problem> {
-        let info = crate::routes::health::service_info(&self.state).await?;
-        serde_json::to_value(info).map_err(Problem::internal)
-    }
-
-    async fn do_review(
-        &self,
-        p: ReviewParams,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<serde_json::Value, Problem> {
-        needs_admin(ctx)?;
-        let wait = Duration::from_secs(10);
-        let v = match decide(&self.state, p.chunk_id, p.decision, p.text, wait).await? {
-            Reviewed::Done(a) => serde_json::to_value(*a),
-            Reviewed::Waiting(job) => serde_json::to_value(*job),
-        };
-        v.map_err(Problem::internal)
     }
 }
 
