@@ -220,6 +220,18 @@ pub(crate) enum Piece {
     Description,
 }
 
+impl Piece {
+    /// Member `i` of a call on `chunks` chunks: a chunk's note, or (`i == chunks`) the
+    /// document's description.
+    fn of(i: usize, chunks: usize) -> Piece {
+        if i == chunks {
+            Piece::Description
+        } else {
+            Piece::Note(i)
+        }
+    }
+}
+
 /// What [`LlmContextualizer::write`] wrote.
 pub(crate) struct Written {
     /// One note per chunk asked for, in order.
@@ -256,14 +268,7 @@ impl LlmContextualizer {
         let template = self.template.for_language(doc.language);
         let (groups, mut contexts) = self.group_prompts(doc, chunks, wanted, on_done);
         // The description is member `chunks.len()` of its group.
-        let desc = chunks.len();
-        let piece = |i: usize| {
-            if i == desc {
-                Piece::Description
-            } else {
-                Piece::Note(i)
-            }
-        };
+        let piece = |i: usize| Piece::of(i, chunks.len());
         let count = |t: &str| self.llm.count_tokens(t);
         let known = checked_document(doc.source, doc.kind, doc.text);
         let usage = Mutex::new(TokenUsage::default());
@@ -359,13 +364,7 @@ impl LlmContextualizer {
         let overhead = count(&template.prefix("")) + TEMPLATE_ALLOWANCE + self.max_tokens;
         // The description is member `chunks.len()` of its group.
         let desc = chunks.len();
-        let piece = |i: usize| {
-            if i == desc {
-                Piece::Description
-            } else {
-                Piece::Note(i)
-            }
-        };
+        let piece = |i: usize| Piece::of(i, desc);
         let mut contexts: Vec<Option<ChunkContext>> = vec![None; chunks.len() + 1];
         // Chunks grouped by the document text their prompt carries, in order of first use:
         // each group shares one prefix.

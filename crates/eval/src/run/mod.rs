@@ -394,24 +394,13 @@ fn open_index(
                 req.index.display()
             ))
         })?,
-        Corpus::Beir(dir) => build_index(
-            dir,
-            situate_ingest::SourceFormat::Beir,
-            work,
-            &set.name,
-            cfg,
-            req,
-            notes,
-        )?,
-        Corpus::Anthropic(file) => build_index(
-            file,
-            situate_ingest::SourceFormat::Anthropic,
-            work,
-            &set.name,
-            cfg,
-            req,
-            notes,
-        )?,
+        Corpus::Beir(path) | Corpus::Anthropic(path) => {
+            let format = match &set.corpus {
+                Corpus::Beir(_) => situate_ingest::SourceFormat::Beir,
+                _ => situate_ingest::SourceFormat::Anthropic,
+            };
+            build_index(path, format, work, &set.name, cfg, req, notes)?
+        }
     })
 }
 
