@@ -348,7 +348,11 @@ fn an_index_without_embeddings_says_so_when_asked_for_vectors() {
         situate(&index).args(["search", "password", "--mode", "hybrid"]),
         1,
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--embedder none"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mode (--mode): hybrid needs vectors") && err.contains("embedder none"),
+        "{err}"
+    );
     // Embedder settings belong to index creation.
     let out = run(
         situate(&index).current_dir(tmp.path()).args([

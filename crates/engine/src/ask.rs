@@ -295,9 +295,12 @@ impl Engine {
             }
         };
         if plan.mode == AnswerMode::Full && full.is_none() {
-            return Err(EngineError::Invalid(format!(
-                "the base does not fit the model's window in full-context mode ({room} tokens left for it); use --mode retrieval or auto"
-            )));
+            return Err(EngineError::field_error(
+                "mode",
+                format!(
+                    "full: the base does not fit the model's window ({room} tokens left for it); use retrieval or auto"
+                ),
+            ));
         }
         if let Some(p) = full {
             return Ok((AnswerMode::Full, p));

@@ -257,9 +257,12 @@ impl Engine {
             None => Ok(Mode::Bm25),
             Some(Mode::Bm25) => Ok(Mode::Bm25),
             Some(m) if self.vectors.is_some() => Ok(m),
-            Some(m) => Err(EngineError::Invalid(format!(
-                "--mode {m} needs vectors, and this index has none (it was created with --embedder none); use --mode bm25, or re-create the index with an embedder"
-            ))),
+            Some(m) => Err(EngineError::field_error(
+                "mode",
+                format!(
+                    "{m} needs vectors, and this index has none (it was created with the embedder none); use bm25, or re-create the index with an embedder"
+                ),
+            )),
         }
     }
 

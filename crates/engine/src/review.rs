@@ -74,8 +74,9 @@ impl Engine {
             Decision::Text(t) => {
                 let t = t.trim().to_string();
                 if t.is_empty() {
-                    return Err(EngineError::Invalid(
-                        "--text is empty: use --reject to index the chunk without a context".into(),
+                    return Err(EngineError::field_error(
+                        "text",
+                        "the context is empty: reject it to index the chunk without a context",
                     ));
                 }
                 ChunkContext {

@@ -367,7 +367,8 @@ fn an_index_without_an_embedder_searches_bm25_and_refuses_the_vector_leg() {
     assert_eq!((r.embedded, r.embed_model), (0, None));
     assert_eq!(e.mode_for(None).expect("mode"), Mode::Bm25);
     let err = e.mode_for(Some(Mode::Hybrid)).expect_err("refused");
-    assert!(err.to_string().contains("--embedder none"), "{err}");
+    assert_eq!(err.field(), Some("mode"));
+    assert!(err.to_string().contains("the embedder none"), "{err}");
     let err = e.vector_recall(&["owls"], 20, 150).expect_err("no vectors");
     assert!(err.to_string().contains("--embedder none"), "{err}");
     assert!(e.check().expect("check").is_consistent());

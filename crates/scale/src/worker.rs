@@ -41,9 +41,10 @@ impl WorkerRole {
             "contextualize" => Ok(WorkerRole::Contextualize),
             "embed" => Ok(WorkerRole::Embed),
             "all" => Ok(WorkerRole::All),
-            other => Err(EngineError::Invalid(format!(
-                "--role {other:?}: expected contextualize, embed or all"
-            ))),
+            other => Err(EngineError::field_error(
+                "role",
+                format!("{other:?}: expected contextualize, embed or all"),
+            )),
         }
     }
 
@@ -547,15 +548,16 @@ pub fn prepare_worker(
     let mut opts = WorkerOptions::new(role);
     if let Some(b) = req.batch {
         if b == 0 {
-            return Err(EngineError::Invalid("--batch must be at least 1".into()));
+            return Err(EngineError::field_error("batch", "must be at least 1"));
         }
         opts.batch = b;
     }
     if let Some(l) = req.lease {
         if !(l.is_finite() && l >= 1.0) {
-            return Err(EngineError::Invalid(format!(
-                "--lease {l}: expected a number of seconds, 1 or more"
-            )));
+            return Err(EngineError::field_error(
+                "lease",
+                format!("{l}: expected a number of seconds, 1 or more"),
+            ));
         }
         opts.lease = Duration::from_secs_f64(l);
     }
@@ -586,9 +588,10 @@ pub fn prepare_worker(
             None => situate_embed::default_for(&store.languages()?).to_string(),
         };
         if spec == "none" || spec == "auto" {
-            return Err(EngineError::Invalid(format!(
-                "--embedder {spec}: an embed worker needs a model (or --role contextualize)"
-            )));
+            return Err(EngineError::field_error(
+                "embedder",
+                format!("{spec}: an embed worker needs a model (or the role contextualize)"),
+            ));
         }
         let embedder = situate_embed::resolve(&spec).map_err(|e| {
             EngineError::from(situate_engine::node::EmbedderLoad::from(e))

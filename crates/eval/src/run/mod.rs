@@ -362,9 +362,10 @@ fn checked_configs(
         Some("id") => Matching::Id,
         Some("text") => Matching::StrippedText,
         Some(m) => {
-            return Err(EngineError::Invalid(format!(
-                "--matching is id or text, not {m:?}"
-            )));
+            return Err(EngineError::field_error(
+                "matching",
+                format!("id or text, not {m:?}"),
+            ));
         }
         None if set.format == "anthropic" => Matching::StrippedText,
         None => Matching::Id,
