@@ -76,6 +76,8 @@ fn mcp_message(content_type: &str, body: &str) -> Option<Value> {
     }
 }
 
+// Long: the workers, their timings and the summary of one load run, kept together so the
+// measurement is read in one place.
 /// Runs `requests` searches with `concurrency` workers against `url` (`http://HOST:PORT`).
 pub async fn run(
     url: &str,

@@ -487,6 +487,7 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
     }
 }
 
+// Long: one benchmark's setup, timed runs and report, as the others in this file.
 #[allow(clippy::too_many_arguments)]
 fn bm25_bench(
     index: &Path,

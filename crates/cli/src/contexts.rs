@@ -32,7 +32,6 @@ pub struct LlmArgs {
 }
 
 impl LlmArgs {
-    // Long: one arm per `contexts` subcommand, each a request, an engine call and its answer.
     /// The engine's form of these flags.
     pub fn run(&self) -> LlmRun {
         LlmRun {
@@ -188,6 +187,7 @@ pub fn run_contextualize(
     Ok(ExitCode::SUCCESS)
 }
 
+// Long: one arm per `contexts` subcommand, each a request, an engine call and its answer.
 /// `situate contexts ...`.
 pub fn run(cmd: ContextsCommand, out: Out, settings: &Settings, index: &Path) -> Result<ExitCode> {
     let json = out.json;

@@ -625,6 +625,8 @@ impl Decoder {
         )
     }
 
+    // Long: one forward pass, the layers' steps in order (norms, attention over the cache,
+    // the feed-forward block), each on the tensors the step before made.
     /// The layers over `tokens`: rotary tables `cos`/`sin` (one row per token), where the
     /// rows' keys and values go and what they see (`plan`), and the logits of the rows
     /// `out`, `(out.len(), vocab)`.

@@ -482,6 +482,8 @@ fn docx_paragraph(
     }
 }
 
+// Long: each slide in order, its shapes' text, tables and speaker notes, in one reading
+// of the package's parts.
 /// Reads a PPTX file.
 pub fn read_pptx(bytes: Vec<u8>) -> Result<Extracted, String> {
     let mut pkg = Package::open(bytes, "PPTX")?;

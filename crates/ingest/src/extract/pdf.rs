@@ -291,6 +291,7 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3000..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
 }
 
+// Long: the four steps its summary names, each over the vectors the step before built.
 /// Glyphs → segments → rows → reading-order lines.
 fn layout_page(number: u32, height: f64, width: f64, glyphs: Vec<Glyph>) -> Page {
     let mut segments: Vec<Segment> = Vec::new();

@@ -141,6 +141,8 @@ pub(super) fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Ite
         })
 }
 
+// Long: one file's checks in order (metadata, size, read, kind, extraction or text),
+// each a reason to skip it.
 /// Reads one file into a document, or says why not.
 fn read_file(root: &Path, path: &Path, opts: &SourceOptions) -> SourceItem {
     let source = path.display().to_string();
