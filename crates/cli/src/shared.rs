@@ -138,11 +138,13 @@ pub fn ingest(
             worked.push(r?);
         }
     }
+    let answer = situate_scale::ingest::SharedIngestAnswer {
+        report,
+        workers: worked,
+    };
+    let (report, worked) = (&answer.report, &answer.workers);
     if out.json {
-        output::print_json(&situate_scale::ingest::SharedIngestAnswer {
-            report: report.clone(),
-            workers: worked.clone(),
-        })?;
+        output::print_json(&answer)?;
     } else {
         let mut o = String::new();
         o.push_str(&format!(
@@ -161,7 +163,7 @@ pub fn ingest(
         for s in &report.skipped {
             o.push_str(&format!("  skipped {}: {}\n", s.source, s.reason));
         }
-        for w in &worked {
+        for w in worked {
             o.push_str(&format!(
                 "worker {}: {} contexts ({} cached, {} failed)\n",
                 w.worker, w.contexts, w.contexts_cached, w.context_failures
@@ -284,13 +286,15 @@ pub fn pgvector(
     let started = std::time::Instant::now();
     let hits = f.pgvector_search(&e, query, k, a.ef_search)?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let answer = situate_scale::follow::PgvectorAnswer {
+        query: query.to_string(),
+        leg: "pgvector",
+        hits,
+        took_ms: ms,
+    };
+    let hits = &answer.hits;
     if out.json {
-        output::print_json(&situate_scale::follow::PgvectorAnswer {
-            query: query.to_string(),
-            leg: "pgvector",
-            hits: hits.clone(),
-            took_ms: ms,
-        })?;
+        output::print_json(&answer)?;
     } else {
         let mut o = String::new();
         for (i, h) in hits.iter().enumerate() {

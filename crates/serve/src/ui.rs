@@ -93,7 +93,7 @@ pub struct SearchForm {
     meta: Option<String>,
 }
 
-fn list(s: &Option<String>) -> Vec<String> {
+pub(crate) fn list(s: &Option<String>) -> Vec<String> {
     s.as_deref()
         .unwrap_or("")
         .split(',')

@@ -21,12 +21,7 @@ pub(crate) struct ContextsQuery {
 
 /// The review queue's statuses from a comma-separated list (empty: every status).
 pub(crate) fn status_list(list: Option<&str>) -> AppResult<Vec<situate_core::ContextStatus>> {
-    let names: Vec<&str> = list
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .collect();
+    let names = crate::ui::list(&list.map(String::from));
     Ok(situate_engine::api::parse_statuses("status", &names)?)
 }
 
