@@ -280,7 +280,7 @@ fn the_aster_answer_cites_the_export_chunk_and_the_control_question_abstains() {
     for (args, says) in [
         (
             vec!["ask", "  ", "--llm", llm.as_str()],
-            "the question is empty",
+            "question: the question is empty",
         ),
         (
             vec!["ask", "q", "--llm", llm.as_str(), "--mode", "everything"],
@@ -288,11 +288,11 @@ fn the_aster_answer_cites_the_export_chunk_and_the_control_question_abstains() {
         ),
         (
             vec!["ask", "q", "--llm", llm.as_str(), "--passages", "0"],
-            "--passages must be",
+            "passages (--passages): must be",
         ),
         (
             vec!["ask", "q", "--llm", llm.as_str(), "--unsupported", "ignore"],
-            "unknown --unsupported",
+            "unsupported (--unsupported): unknown value",
         ),
     ] {
         let out = run(situate(&index).env("ANTHROPIC_API_KEY", "k").args(&args), 1);

@@ -1149,6 +1149,36 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
     let served = s.get("/openapi.json");
     assert_eq!(served.status, 200);
     assert_eq!(served.body["openapi"], "3.0.3");
+    // Every operation the document describes is a route the service has, with that method
+    // (the document's route table and the router cannot drift apart unseen).
+    let auth = format!("Bearer {read}");
+    let paths = served.body["paths"].as_object().expect("paths");
+    for (path, ops) in paths {
+        let concrete: String = path
+            .split('/')
+            .map(|p| {
+                if p.starts_with('{') {
+                    "no-such-thing"
+                } else {
+                    p
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        for method in ops.as_object().expect("operations").keys() {
+            let body = (method == "post").then(|| json!({}));
+            let r = s.send(
+                &method.to_uppercase(),
+                &concrete,
+                &[("authorization", &auth)],
+                body.as_ref(),
+            );
+            for code in ["route-not-found", "method-not-allowed"] {
+                assert_ne!(r.body["code"], code, "{method} {path}: {}", r.body);
+            }
+            assert_ne!(r.status, 405, "{method} {path}");
+        }
+    }
     // A read key: every read route is fuzzed; the write routes answer their (documented)
     // refusal. Writes with random bodies (an ingest of random paths) are not for a fuzzer.
     let out = std::process::Command::new(st)

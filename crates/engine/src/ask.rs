@@ -99,7 +99,7 @@ impl Engine {
     pub fn answer_model(&self, spec: &str) -> Result<Arc<dyn Llm>> {
         let mut loaded =
             self.answer_models.0.lock().map_err(|_| {
-                EngineError::Invalid("an answer model failed to load earlier".into())
+                EngineError::Internal("an answer model failed to load earlier".into())
             })?;
         if let Some(m) = loaded.get(spec) {
             return Ok(Arc::clone(m));
@@ -167,7 +167,10 @@ impl Engine {
     ) -> Result<AnswerResponse> {
         let question = question.trim();
         if question.is_empty() {
-            return Err(EngineError::Invalid("the question is empty".into()));
+            return Err(EngineError::field_error(
+                "question",
+                "the question is empty",
+            ));
         }
         let language = situate_ingest::lang::detect(question, Language::En);
         let llm = self.answer_model(&plan.model)?;

@@ -95,7 +95,7 @@ impl Engine {
             }
         }
         if !unknown.is_empty() {
-            return Err(EngineError::Invalid(format!(
+            return Err(EngineError::NotFound(format!(
                 "no such chunk(s): {}; nothing was changed",
                 unknown.join(", ")
             )));
@@ -316,7 +316,7 @@ pub fn spans_of(id: &str, text: &str, cards: &[ChunkCard]) -> Result<Vec<ChunkSp
         })
         .collect();
     if spans.len() != cards.len() {
-        return Err(EngineError::Invalid(format!(
+        return Err(EngineError::Internal(format!(
             "document {id}: a card's range lies outside its text; run `situate rebuild` or re-ingest it"
         )));
     }

@@ -52,32 +52,7 @@ pub fn build_contextualizer(
         m => m,
     };
     if !matches!(method, "llm" | "document" | "document+llm") {
-        if run.budget.is_some() || run.dry_run || run.llm.is_some() {
-            let field = if run.llm.is_some() {
-                "llm"
-            } else if run.budget.is_some() {
-                "budget"
-            } else {
-                "dry_run"
-            };
-            return Err(EngineError::field_error(
-                field,
-                format!(
-                    "applies to the context methods llm, document and document+llm, not {method:?}"
-                ),
-            ));
-        }
-        let contextualizer = situate_contextualize::by_name(method).map_err(|_| {
-            EngineError::field_error(
-                "context",
-                format!("unknown context method {method:?}: expected {METHODS}"),
-            )
-        })?;
-        return Ok(BuiltContextualizer {
-            contextualizer,
-            price: None,
-            method: method.to_string(),
-        });
+        return build_without_llm(method, run);
     }
     if let Some(b) = run.budget
         && !(b.is_finite() && b >= 0.0)
@@ -95,6 +70,76 @@ pub fn build_contextualizer(
         .unwrap_or(DEFAULT_LLM);
     let model = situate_llm::resolve(model)?;
     let mut c = situate_llm::LlmContextualizer::new(model);
+    c = with_prompt(c, s)?;
+    if let Some(m) = s.max_tokens {
+        c = c.with_max_tokens(m);
+    }
+    let c = c
+        .with_document_tokens(s.document_tokens)
+        .with_price(s.price)
+        .with_budget(run.budget)
+        .estimate_only(run.dry_run);
+    let price = c.price();
+    if run.budget.is_some() && price.is_none() {
+        return Err(EngineError::field_error(
+            "budget",
+            format!(
+                "needs the model's price: {} is not in the price table; give [llm.price] in situate.toml (input, cache_write, cache_read, output in dollars per million tokens)",
+                c.llm().id()
+            ),
+        ));
+    }
+    let contextualizer: Box<dyn Contextualizer> = match method {
+        "llm" => Box::new(c),
+        m => Box::new(situate_llm::DocumentContextualizer::new(
+            c,
+            m == "document+llm",
+        )),
+    };
+    Ok(BuiltContextualizer {
+        contextualizer,
+        price,
+        method: method.into(),
+    })
+}
+
+/// A context method that calls no LLM (`none`, `structural`): the LLM run's settings
+/// (`llm`, `budget`, `dry_run`) are refused for it.
+fn build_without_llm(method: &str, run: &LlmRun) -> Result<BuiltContextualizer> {
+    if run.budget.is_some() || run.dry_run || run.llm.is_some() {
+        let field = if run.llm.is_some() {
+            "llm"
+        } else if run.budget.is_some() {
+            "budget"
+        } else {
+            "dry_run"
+        };
+        return Err(EngineError::field_error(
+            field,
+            format!(
+                "applies to the context methods llm, document and document+llm, not {method:?}"
+            ),
+        ));
+    }
+    let contextualizer = situate_contextualize::by_name(method).map_err(|_| {
+        EngineError::field_error(
+            "context",
+            format!("unknown context method {method:?}: expected {METHODS}"),
+        )
+    })?;
+    Ok(BuiltContextualizer {
+        contextualizer,
+        price: None,
+        method: method.to_string(),
+    })
+}
+
+/// `c` with `[llm]`'s prompt: a built-in one by name or a template from files (not both),
+/// the glossary added to either, and the rule for documents longer than the window.
+fn with_prompt(
+    mut c: situate_llm::LlmContextualizer,
+    s: &LlmSettings,
+) -> Result<situate_llm::LlmContextualizer> {
     use situate_llm::prompt::{ANTHROPIC_TEMPLATE, PromptTemplate};
     let builtin = match s.prompt.as_deref() {
         None => None,
@@ -128,34 +173,5 @@ pub fn build_contextualizer(
         })?;
         c = c.with_long_documents(rule);
     }
-    if let Some(m) = s.max_tokens {
-        c = c.with_max_tokens(m);
-    }
-    let c = c
-        .with_document_tokens(s.document_tokens)
-        .with_price(s.price)
-        .with_budget(run.budget)
-        .estimate_only(run.dry_run);
-    let price = c.price();
-    if run.budget.is_some() && price.is_none() {
-        return Err(EngineError::field_error(
-            "budget",
-            format!(
-                "needs the model's price: {} is not in the price table; give [llm.price] in situate.toml (input, cache_write, cache_read, output in dollars per million tokens)",
-                c.llm().id()
-            ),
-        ));
-    }
-    let contextualizer: Box<dyn Contextualizer> = match method {
-        "llm" => Box::new(c),
-        m => Box::new(situate_llm::DocumentContextualizer::new(
-            c,
-            m == "document+llm",
-        )),
-    };
-    Ok(BuiltContextualizer {
-        contextualizer,
-        price,
-        method: method.into(),
-    })
+    Ok(c)
 }

@@ -23,6 +23,17 @@ pub enum EngineError {
     /// fault).
     #[error("{0}")]
     Invalid(String),
+    /// The request conflicts with what exists (an index already at the path); nothing was
+    /// changed.
+    #[error("{0}")]
+    Conflict(String),
+    /// What the request needs cannot be reached now (an index that could not be opened).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The engine failed in a way no input explains (a lock poisoned by an earlier panic, a
+    /// card that does not fit its document).
+    #[error("{0}")]
+    Internal(String),
     /// One field of a request or of the settings is wrong: its wire name (the JSON and
     /// `situate.toml` name, `context_weight`) and why.
     #[error("{field}: {reason}")]
@@ -201,6 +212,9 @@ impl EngineError {
             | EngineError::EvalData(_)
             | EngineError::RerankerLoad(_) => ErrorKind::Invalid,
             EngineError::NotFound(_) => ErrorKind::NotFound,
+            EngineError::Conflict(_) => ErrorKind::Conflict,
+            EngineError::Unavailable(_) => ErrorKind::Unavailable,
+            EngineError::Internal(_) => ErrorKind::Internal,
             EngineError::ModelMissing { .. }
             | EngineError::Llm(situate_llm::LlmError::Missing { .. }) => ErrorKind::ModelMissing,
             EngineError::Locked(_) => ErrorKind::Busy,

@@ -345,23 +345,16 @@ impl Engine {
         )
     }
 
-    /// Commits the pending documents to the store, then brings the index up to date.
-    fn flush(
-        &mut self,
-        pending: &mut Vec<Prepared>,
-        report: &mut IngestReport,
+    /// The vectors of the pending documents' chunks (context and original) that the cache
+    /// does not hold; with `late`, each document read once and its chunks' vectors pooled
+    /// from their spans.
+    fn embed_pending(
+        &self,
+        pending: &[Prepared],
+        late: bool,
         on_event: &mut dyn FnMut(IngestEvent<'_>),
-    ) -> Result<()> {
-        if pending.is_empty() {
-            return Ok(());
-        }
-        // Embeddings first (the slow part), outside the store transaction; they are
-        // cached in the same transaction as the cards.
-        let languages: Vec<situate_core::Language> =
-            pending.iter().map(|p| p.doc.language).collect();
-        self.choose_embedder(&languages)?;
-        let late = self.late_chunking()?;
-        let embedded = if late {
+    ) -> Result<crate::vectors::Embedded> {
+        if late {
             // Each document read once; the chunks' vectors pooled from their spans.
             let docs = pending
                 .iter()
@@ -385,7 +378,7 @@ impl Engine {
                 .collect();
             self.embed_late_documents(self.runtime()?, docs, &mut |done, total| {
                 on_event(IngestEvent::Embedding { done, total })
-            })?
+            })
         } else {
             let texts: Vec<(String, situate_core::PassageInput)> = pending
                 .iter()
@@ -398,8 +391,27 @@ impl Engine {
                 .collect();
             self.embed_missing(self.runtime()?, texts, &mut |done, total| {
                 on_event(IngestEvent::Embedding { done, total })
-            })?
-        };
+            })
+        }
+    }
+
+    /// Commits the pending documents to the store, then brings the index up to date.
+    fn flush(
+        &mut self,
+        pending: &mut Vec<Prepared>,
+        report: &mut IngestReport,
+        on_event: &mut dyn FnMut(IngestEvent<'_>),
+    ) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        // Embeddings first (the slow part), outside the store transaction; they are
+        // cached in the same transaction as the cards.
+        let languages: Vec<situate_core::Language> =
+            pending.iter().map(|p| p.doc.language).collect();
+        self.choose_embedder(&languages)?;
+        let late = self.late_chunking()?;
+        let embedded = self.embed_pending(pending, late, on_event)?;
         report.embedded += embedded.vectors.len() as u64;
         report.embedding_failures += embedded.failed as u64;
         report.embed_cut.texts += embedded.cuts.len() as u64;
@@ -420,25 +432,8 @@ impl Engine {
             batch.put_embedding_cuts(model, &embedded.cut_rows())?;
         }
         for p in pending.iter() {
-            let ids: Vec<String> = p.spans.iter().map(|s| s.id_in(&p.doc.id)).collect();
             let originals: Vec<_> = p.spans.iter().map(|s| s.original(&p.doc.text)).collect();
-            let chunks: Vec<NewChunk<'_>> = p
-                .spans
-                .iter()
-                .zip(&p.contexts)
-                .zip(ids.iter().zip(&originals))
-                .map(|((s, c), (id, original))| NewChunk {
-                    chunk_id: id.clone(),
-                    ordinal: s.ordinal,
-                    char_start: s.char_start,
-                    char_end: s.char_end,
-                    heading_path: &s.heading_path,
-                    kind: s.kind,
-                    place: s.place,
-                    original_text: original,
-                    context: c,
-                })
-                .collect();
+            let chunks = NewChunk::of_spans(&p.doc.id, &p.spans, &originals, &p.contexts);
             match batch.put_document(&p.doc, &p.key, &chunks) {
                 Ok(()) => {}
                 Err(situate_store::StoreError::Conflict(reason)) => {
@@ -653,6 +648,42 @@ struct Asked<'a> {
     missing: Vec<usize>,
 }
 
+impl<'a> Asked<'a> {
+    /// `doc`'s chunks, and which of them the context cache holds (none for a
+    /// contextualizer that does not remember).
+    fn of(
+        doc: &'a Document,
+        spans: &'a [ChunkSpan],
+        ctx: &dyn Contextualizer,
+        cache: &dyn ContextCache,
+    ) -> Result<Self> {
+        let remembers = ctx.remembers();
+        let view = DocumentView::of(doc);
+        let chunks = ChunkView::all(&doc.text, spans);
+        let hashes: Vec<String> = if remembers {
+            chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
+        } else {
+            Vec::new()
+        };
+        let cached = if remembers {
+            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+            cache.cached(&refs)?
+        } else {
+            HashMap::new()
+        };
+        let missing: Vec<usize> = (0..chunks.len())
+            .filter(|&i| !remembers || !cached.contains_key(&hashes[i]))
+            .collect();
+        Ok(Asked {
+            view,
+            chunks,
+            hashes,
+            cached,
+            missing,
+        })
+    }
+}
+
 /// Runs the contextualizer on several documents at the same time (as many as
 /// [`Contextualizer::documents_in_flight`] allows; the caller groups them). A failure never
 /// loses a document: its chunks are stored with status `failed` and the reason, and indexed
@@ -671,30 +702,9 @@ pub fn contextualize_many(
     let remembers = ctx.remembers();
     let mut asked: Vec<Asked<'_>> = Vec::with_capacity(docs.len());
     for (doc, spans) in docs {
-        let view = DocumentView::of(doc);
-        let chunks = ChunkView::all(&doc.text, spans);
-        let hashes: Vec<String> = if remembers {
-            chunks.iter().map(|c| ctx.input_hash(&view, c)).collect()
-        } else {
-            Vec::new()
-        };
-        let cached = if remembers {
-            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
-            cache.cached(&refs)?
-        } else {
-            HashMap::new()
-        };
-        let missing: Vec<usize> = (0..chunks.len())
-            .filter(|&i| !remembers || !cached.contains_key(&hashes[i]))
-            .collect();
-        report.contexts_cached += (chunks.len() - missing.len()) as u64;
-        asked.push(Asked {
-            view,
-            chunks,
-            hashes,
-            cached,
-            missing,
-        });
+        let a = Asked::of(doc, spans, ctx, cache)?;
+        report.contexts_cached += (a.chunks.len() - a.missing.len()) as u64;
+        asked.push(a);
     }
     let sinks: Vec<CacheSink<'_>> = asked
         .iter()

@@ -165,18 +165,21 @@ pub fn prepare_ingest(
     if !created && scratch.is_none() {
         // Creation settings may be repeated (re-running a command), not changed.
         let (embedder, backend) = e.embed_creation_settings()?;
-        for (flag, given, stored) in [
-            ("--embedder", &req.embedder, &embedder),
-            ("--vector-index", &req.vector_index, &backend),
+        for (field, given, stored) in [
+            ("embedder", &req.embedder, &embedder),
+            ("vector_index", &req.vector_index, &backend),
         ] {
             if let Some(g) = given
                 && g != stored
                 && g != "auto"
             {
-                return Err(EngineError::Invalid(format!(
-                    "{flag} {g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new --index, or drop the flag)",
-                    index.display()
-                )));
+                return Err(EngineError::field_error(
+                    field,
+                    format!(
+                        "{g} differs from the index's {stored}: it applies when an index is created, and {} already exists (ingest into a new index, or leave it out)",
+                        index.display()
+                    ),
+                ));
             }
         }
     }

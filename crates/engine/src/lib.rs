@@ -242,7 +242,7 @@ impl Engine {
     /// An error unless this engine was opened to write ([`Access::Write`]).
     pub fn require_writer(&self) -> Result<()> {
         if self._lock.is_none() {
-            return Err(EngineError::Invalid(
+            return Err(EngineError::Internal(
                 "this engine was opened read-only".into(),
             ));
         }
@@ -388,9 +388,10 @@ pub fn parse_match_on(s: &str) -> Result<MatchOn> {
     match s {
         "plain" => Ok(MatchOn::Plain),
         "contextual" => Ok(MatchOn::Contextual),
-        _ => Err(EngineError::Invalid(format!(
-            "unknown BM25 mode {s:?}: expected plain or contextual"
-        ))),
+        _ => Err(EngineError::field_error(
+            "bm25",
+            format!("unknown BM25 mode {s:?}: expected plain or contextual"),
+        )),
     }
 }
 

@@ -12,7 +12,7 @@ impl Engine {
     /// Creates an index in `dir` (which may exist and be empty of an index).
     pub fn create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
         if Engine::exists(dir) {
-            return Err(EngineError::Invalid(format!(
+            return Err(EngineError::Conflict(format!(
                 "an index already exists at {}",
                 dir.display()
             )));

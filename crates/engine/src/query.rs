@@ -87,7 +87,7 @@ impl Engine {
             .rerankers
             .0
             .lock()
-            .map_err(|_| EngineError::Invalid("a reranker failed to load earlier".into()))?;
+            .map_err(|_| EngineError::Internal("a reranker failed to load earlier".into()))?;
         if let Some(r) = loaded.get(&key) {
             return Ok(Arc::clone(r));
         }
@@ -95,9 +95,10 @@ impl Engine {
             match situate_rerank::resolve(spec, default_llm).map_err(EngineError::RerankerLoad)? {
                 Some(r) => Arc::from(r),
                 None => {
-                    return Err(EngineError::Invalid(format!(
-                        "{spec:?} is no reranker (`none` means no rerank stage)"
-                    )));
+                    return Err(EngineError::field_error(
+                        "rerank",
+                        format!("{spec:?} is no reranker (`none` means no rerank stage)"),
+                    ));
                 }
             };
         loaded.insert(key, Arc::clone(&r));

@@ -92,9 +92,10 @@ impl Engine {
                     .as_deref()
                     .is_none_or(|c| c.trim().is_empty())
                 {
-                    return Err(EngineError::Invalid(format!(
-                        "{chunk_id} has no context to accept: give --text"
-                    )));
+                    return Err(EngineError::field_error(
+                        "text",
+                        format!("{chunk_id} has no context to accept: give the context's text"),
+                    ));
                 }
                 ChunkContext {
                     text: card.generated_context.clone(),

@@ -198,45 +198,49 @@ impl AnswerSettings {
 
     /// Checks every value and fills in the defaults; `default_llm` is the `[llm]` model.
     pub fn plan(&self, default_llm: &str) -> Result<AnswerPlan> {
-        let bad = |m: String| Err(EngineError::Invalid(m));
+        let bad = |field: &str, m: String| Err(EngineError::field_error(field, m));
         let mode = match self.mode.as_deref() {
             None | Some("auto") => AnswerMode::Auto,
             Some("retrieval") => AnswerMode::Retrieval,
             Some("full") => AnswerMode::Full,
             Some(m) => {
-                return bad(format!(
-                    "unknown answer mode {m:?}: expected retrieval, full or auto"
-                ));
+                return bad(
+                    "mode",
+                    format!("unknown answer mode {m:?}: expected retrieval, full or auto"),
+                );
             }
         };
         let passages = self.passages.unwrap_or(8);
         if passages == 0 || passages > MAX_PASSAGES {
-            return bad(format!(
-                "--passages must be from 1 to {MAX_PASSAGES}, not {passages}"
-            ));
+            return bad(
+                "passages",
+                format!("must be from 1 to {MAX_PASSAGES}, not {passages}"),
+            );
         }
         let max_tokens = self.max_tokens.unwrap_or(300);
         if !(16..=4096).contains(&max_tokens) {
-            return bad(format!(
-                "--max-tokens must be from 16 to 4096, not {max_tokens}"
-            ));
+            return bad(
+                "max_tokens",
+                format!("must be from 16 to 4096, not {max_tokens}"),
+            );
         }
         if let Some(m) = self.min_score.filter(|m| !m.is_finite()) {
-            return bad(format!("--min-score must be a number, not {m}"));
+            return bad("min_score", format!("must be a number, not {m}"));
         }
         let unsupported = match self.unsupported.as_deref() {
             None | Some("mark") => Unsupported::Mark,
             Some("retry") => Unsupported::Retry,
             Some("refuse") => Unsupported::Refuse,
             Some(u) => {
-                return bad(format!(
-                    "unknown --unsupported {u:?}: expected mark, retry or refuse"
-                ));
+                return bad(
+                    "unsupported",
+                    format!("unknown value {u:?}: expected mark, retry or refuse"),
+                );
             }
         };
         let full_budget = self.full_budget.unwrap_or(8000);
         if full_budget == 0 {
-            return bad("--full-budget must be at least 1 token".into());
+            return bad("full_budget", "must be at least 1 token".into());
         }
         Ok(AnswerPlan {
             mode,

@@ -398,48 +398,7 @@ pub(crate) fn top_cards_pruning_from(
     if doc_count == 0 {
         return Ok(Vec::new());
     }
-    // Each field's readers and table, once per query.
-    let mut fields: Vec<FieldReaders> = Vec::new();
-    let mut plans = Vec::with_capacity(terms.len());
-    for (term, boost) in terms {
-        let field = term.field();
-        let at = match fields.iter().position(|f| f.field == field) {
-            Some(at) => at,
-            None => {
-                let mut inverted = Vec::with_capacity(segments.len());
-                let mut norms = Vec::with_capacity(segments.len());
-                let mut tokens = 0u64;
-                for s in segments {
-                    let ix = s.inverted_index(field)?;
-                    tokens += ix.total_num_tokens();
-                    inverted.push(ix);
-                    norms.push(s.get_fieldnorms_reader(field)?);
-                }
-                fields.push(FieldReaders {
-                    field,
-                    table: field_table(field, tokens as Score / doc_count as Score),
-                    inverted,
-                    norms,
-                });
-                fields.len() - 1
-            }
-        };
-        let mut infos = Vec::with_capacity(segments.len());
-        let mut doc_freq = 0u64;
-        for ix in &fields[at].inverted {
-            let info = ix.get_term_info(term)?;
-            doc_freq += info.as_ref().map_or(0, |i| u64::from(i.doc_freq));
-            infos.push(info);
-        }
-        if doc_freq == 0 {
-            continue;
-        }
-        plans.push(TermPlan {
-            field: at,
-            weight: boost * idf(doc_freq, doc_count) * (1.0 + K1),
-            infos,
-        });
-    }
+    let (fields, plans) = plan_terms(segments, terms, doc_count)?;
     let mut best = Best::new(limit);
     let cards = card_columns(segments, card)?;
     SCRATCH.with(|scratch| -> Result<(), ScoreError> {
@@ -506,29 +465,15 @@ pub(crate) fn top_cards_pruning_from(
                 Scored::Listed(&touched[..n])
             };
             if result.is_ok() {
-                // Collect (score, document) of the documents that can be kept; deleted
-                // documents are left out.
-                let floor = floor.map_or(0, ordered);
-                let guess = match filter {
-                    None => scored.guess_threshold(scores, limit, sample),
-                    Some(_) => None,
-                };
-                let alive = seg.alive_bitset();
-                let min = guess.map_or(floor, |g| g.max(floor));
-                scored.collect(scores, min, alive, candidates);
-                let missed = min > floor && candidates.len() < limit;
-                #[cfg(test)]
-                GUESSES.with(|c| {
-                    let (g, again) = c.get();
-                    c.set((
-                        g + usize::from(guess.is_some()),
-                        again + usize::from(missed),
-                    ));
-                });
-                if missed {
-                    // The guess was too high: collect again from the bound that is sure.
-                    scored.collect(scores, floor, alive, candidates);
-                }
+                scored.keep(
+                    scores,
+                    limit,
+                    floor,
+                    filter.is_none(),
+                    seg.alive_bitset(),
+                    sample,
+                    candidates,
+                );
             }
             // The accumulator returns to all zeros (also when reading failed).
             scored.clear(scores);
@@ -538,6 +483,58 @@ pub(crate) fn top_cards_pruning_from(
         Ok(())
     })?;
     Ok(best.into_sorted())
+}
+
+/// Each field's readers and BM25 table (once per query) and each term's plan: its field, its
+/// weight (boost × idf × (k1 + 1)) and its term info per segment. Terms found in no segment
+/// are left out.
+fn plan_terms(
+    segments: &[tantivy::SegmentReader],
+    terms: &[(Term, Score)],
+    doc_count: u64,
+) -> Result<(Vec<FieldReaders>, Vec<TermPlan>), ScoreError> {
+    let mut fields: Vec<FieldReaders> = Vec::new();
+    let mut plans = Vec::with_capacity(terms.len());
+    for (term, boost) in terms {
+        let field = term.field();
+        let at = match fields.iter().position(|f| f.field == field) {
+            Some(at) => at,
+            None => {
+                let mut inverted = Vec::with_capacity(segments.len());
+                let mut norms = Vec::with_capacity(segments.len());
+                let mut tokens = 0u64;
+                for s in segments {
+                    let ix = s.inverted_index(field)?;
+                    tokens += ix.total_num_tokens();
+                    inverted.push(ix);
+                    norms.push(s.get_fieldnorms_reader(field)?);
+                }
+                fields.push(FieldReaders {
+                    field,
+                    table: field_table(field, tokens as Score / doc_count as Score),
+                    inverted,
+                    norms,
+                });
+                fields.len() - 1
+            }
+        };
+        let mut infos = Vec::with_capacity(segments.len());
+        let mut doc_freq = 0u64;
+        for ix in &fields[at].inverted {
+            let info = ix.get_term_info(term)?;
+            doc_freq += info.as_ref().map_or(0, |i| u64::from(i.doc_freq));
+            infos.push(info);
+        }
+        if doc_freq == 0 {
+            continue;
+        }
+        plans.push(TermPlan {
+            field: at,
+            weight: boost * idf(doc_freq, doc_count) * (1.0 + K1),
+            infos,
+        });
+    }
+    Ok((fields, plans))
 }
 
 /// The documents a segment's accumulator holds scores for.
@@ -574,6 +571,44 @@ fn at_least(block: &[Score], t: Score) -> u32 {
 const SAMPLE_EVERY: usize = 16;
 
 impl Scored<'_> {
+    /// Collects into `out` the (score, document) keys of the documents that can be kept:
+    /// alive, above `floor` (the best kept so far from earlier segments) and, when `guess` (no
+    /// filter, so every document collected is a candidate), above a threshold guessed from a
+    /// sample, collected again from `floor` when the guess kept fewer than `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        self,
+        scores: &[Score],
+        limit: usize,
+        floor: Option<Score>,
+        guess: bool,
+        alive: Option<&AliveBitSet>,
+        sample: &mut Vec<u32>,
+        out: &mut Vec<u64>,
+    ) {
+        let floor = floor.map_or(0, ordered);
+        let guess = if guess {
+            self.guess_threshold(scores, limit, sample)
+        } else {
+            None
+        };
+        let min = guess.map_or(floor, |g| g.max(floor));
+        self.collect(scores, min, alive, out);
+        let missed = min > floor && out.len() < limit;
+        #[cfg(test)]
+        GUESSES.with(|c| {
+            let (g, again) = c.get();
+            c.set((
+                g + usize::from(guess.is_some()),
+                again + usize::from(missed),
+            ));
+        });
+        if missed {
+            // The guess was too high: collect again from the bound that is sure.
+            self.collect(scores, floor, alive, out);
+        }
+    }
+
     /// A threshold (an [`ordered`] score) that about `2 * limit` of the scored documents
     /// reach, guessed from the scores of one document in [`SAMPLE_EVERY`]; `None` when the
     /// documents are too few for a guess to save anything. Collecting only the documents that

@@ -2,7 +2,7 @@
 //! checked against the document before it may be indexed.
 
 use crate::cost::Price;
-use crate::prompt::{LongDocuments, PromptTemplate, document_part};
+use crate::prompt::{DocumentPart, LongDocuments, PromptTemplate, document_part};
 use crate::verify::{checked_document, verify};
 use crate::{Finish, Llm, PrefixCaching, SharedPrompt};
 use situate_core::{
@@ -424,28 +424,9 @@ impl LlmContextualizer {
             }
         }
         if describe {
-            // With notes: the head of the document on the chunks' grid (a window at its
-            // start), so that it shares a prefix with the first chunks. Alone: the opening,
-            // at most `document_tokens` of it (what a document is shows early; a long file's
-            // description then costs a bounded prompt).
             let room = self.llm.window().saturating_sub(overhead + describe_tokens);
             let room = if shared_room >= 32 { shared_room } else { room };
-            let mut budget = self.document_tokens.map_or(room, |d| d.min(room));
-            let mut rule = self.long;
-            if let Describe::Alone { document_tokens } = wanted {
-                budget = budget.min(document_tokens);
-                if rule == LongDocuments::Window {
-                    rule = LongDocuments::Head;
-                }
-            }
-            let part = if budget < 32 {
-                Err(format!(
-                    "the description prompt leaves no room for the document in the model's window of {} tokens",
-                    self.llm.window()
-                ))
-            } else {
-                document_part(doc.text, 0..0, budget, rule, &count)
-            };
+            let part = self.description_part(doc.text, room, wanted, &count);
             match part {
                 Err(reason) => {
                     let c = failed(reason, None);
@@ -461,6 +442,35 @@ impl LlmContextualizer {
             }
         }
         (groups, contexts)
+    }
+
+    /// The part of `document` a description prompt with `room` tokens for it carries. With
+    /// notes: the head of the document on the chunks' grid (a window at its start), so that
+    /// it shares a prefix with the first chunks. Alone: the opening, at most
+    /// `document_tokens` of it (what a document is shows early; a long file's description
+    /// then costs a bounded prompt).
+    fn description_part(
+        &self,
+        document: &str,
+        room: usize,
+        wanted: Describe,
+        count: &dyn Fn(&str) -> usize,
+    ) -> Result<DocumentPart, String> {
+        let mut budget = self.document_tokens.map_or(room, |d| d.min(room));
+        let mut rule = self.long;
+        if let Describe::Alone { document_tokens } = wanted {
+            budget = budget.min(document_tokens);
+            if rule == LongDocuments::Window {
+                rule = LongDocuments::Head;
+            }
+        }
+        if budget < 32 {
+            return Err(format!(
+                "the description prompt leaves no room for the document in the model's window of {} tokens",
+                self.llm.window()
+            ));
+        }
+        document_part(document, 0..0, budget, rule, count)
     }
 
     /// Reserves the worst case of a group's calls (every reply as long as allowed) against

@@ -98,6 +98,73 @@ impl DocumentContextualizer {
             describe.to_string()
         }
     }
+
+    /// Composes the context of every chunk of `chunks` whose pieces are all known and that
+    /// has none yet.
+    fn compose_ready(
+        &self,
+        p: &mut Pieces,
+        doc: &DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+        structural: &[Option<String>],
+    ) {
+        let Some(d) = p.description.as_ref() else {
+            return;
+        };
+        for (i, chunk) in chunks.iter().enumerate() {
+            if p.out[i].is_some() {
+                continue;
+            }
+            let note = match (self.notes, &p.notes[i]) {
+                (false, _) => None,
+                (true, Some(n)) => Some(n),
+                (true, None) => continue,
+            };
+            let prov = Provenance {
+                method: ContextMethod::Document,
+                model: Some(self.llm.llm().id().to_string()),
+                prompt_version: Some(self.prompt_version(doc.language)),
+                input_hash: self.input_hash(doc, chunk),
+                strategy: d.provenance.as_ref().and_then(|p| p.strategy.clone()),
+                parts: vec![],
+            };
+            p.out[i] = Some(compose(d, structural[i].as_deref(), note, prov));
+        }
+    }
+
+    /// What the context cache already holds of `doc`'s pieces (rechecked against the
+    /// document), and the keys its description and each chunk's note are kept under.
+    fn recall(
+        &self,
+        doc: &DocumentView<'_>,
+        chunks: &[ChunkView<'_>],
+        sink: &dyn ContextSink,
+    ) -> Recalled {
+        let dkey = description_key(&self.llm, doc);
+        let description = sink.recall(&dkey).map(|c| {
+            let known = crate::verify::checked_document(doc.source, doc.kind, doc.text);
+            crate::verify::recheck_description(c, &known)
+        });
+        let note_keys: Vec<String> = if self.notes {
+            chunks.iter().map(|c| self.llm.input_hash(doc, c)).collect()
+        } else {
+            Vec::new()
+        };
+        let notes: Vec<Option<ChunkContext>> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let key = note_keys.get(i)?;
+                sink.recall(key).map(|n| self.llm.recheck(doc, c, n))
+            })
+            .collect();
+        Recalled {
+            dkey,
+            description,
+            note_keys,
+            notes,
+        }
+    }
 }
 
 /// What is known so far of one document's pieces.
@@ -105,6 +172,31 @@ struct Pieces {
     description: Option<ChunkContext>,
     notes: Vec<Option<ChunkContext>>,
     out: Vec<Option<ChunkContext>>,
+}
+
+/// What the context cache held of a document's pieces, and their keys.
+struct Recalled {
+    dkey: String,
+    description: Option<ChunkContext>,
+    note_keys: Vec<String>,
+    notes: Vec<Option<ChunkContext>>,
+}
+
+impl Pieces {
+    /// Every chunk's context; a chunk left without one failed (no description came).
+    fn finish(self) -> Vec<ChunkContext> {
+        self.out
+            .into_iter()
+            .map(|c| {
+                c.unwrap_or_else(|| ChunkContext {
+                    text: None,
+                    status: ContextStatus::Failed,
+                    provenance: None,
+                    notes: vec!["the model gave no description of the document".into()],
+                })
+            })
+            .collect()
+    }
 }
 
 #[async_trait::async_trait]
@@ -146,27 +238,12 @@ impl Contextualizer for DocumentContextualizer {
             .into_iter()
             .map(|c| c.text)
             .collect();
-        let dkey = description_key(&self.llm, &doc);
-        let description = sink.recall(&dkey).map(|c| {
-            let known = crate::verify::checked_document(doc.source, doc.kind, doc.text);
-            crate::verify::recheck_description(c, &known)
-        });
-        let note_keys: Vec<String> = if self.notes {
-            chunks
-                .iter()
-                .map(|c| self.llm.input_hash(&doc, c))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let notes: Vec<Option<ChunkContext>> = chunks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let key = note_keys.get(i)?;
-                sink.recall(key).map(|n| self.llm.recheck(&doc, c, n))
-            })
-            .collect();
+        let Recalled {
+            dkey,
+            description,
+            note_keys,
+            notes,
+        } = self.recall(&doc, chunks, sink);
         let missing: Vec<usize> = (0..chunks.len())
             .filter(|&i| self.notes && notes[i].is_none())
             .collect();
@@ -177,30 +254,7 @@ impl Contextualizer for DocumentContextualizer {
             out: vec![None; chunks.len()],
         });
         // Every chunk whose pieces are all known gets its composed context, once.
-        let emit = |p: &mut Pieces| {
-            let Some(d) = p.description.as_ref() else {
-                return;
-            };
-            for (i, chunk) in chunks.iter().enumerate() {
-                if p.out[i].is_some() {
-                    continue;
-                }
-                let note = match (self.notes, &p.notes[i]) {
-                    (false, _) => None,
-                    (true, Some(n)) => Some(n),
-                    (true, None) => continue,
-                };
-                let prov = Provenance {
-                    method: ContextMethod::Document,
-                    model: Some(self.llm.llm().id().to_string()),
-                    prompt_version: Some(self.prompt_version(doc.language)),
-                    input_hash: self.input_hash(&doc, chunk),
-                    strategy: d.provenance.as_ref().and_then(|p| p.strategy.clone()),
-                    parts: vec![],
-                };
-                p.out[i] = Some(compose(d, structural[i].as_deref(), note, prov));
-            }
-        };
+        let emit = |p: &mut Pieces| self.compose_ready(p, &doc, chunks, &structural);
         if let Ok(mut p) = state.lock() {
             emit(&mut p);
         }
@@ -252,18 +306,7 @@ impl Contextualizer for DocumentContextualizer {
             }
         }
         let p = state.into_inner().unwrap_or_else(|e| e.into_inner());
-        let contexts = p
-            .out
-            .into_iter()
-            .map(|c| {
-                c.unwrap_or_else(|| ChunkContext {
-                    text: None,
-                    status: ContextStatus::Failed,
-                    provenance: None,
-                    notes: vec!["the model gave no description of the document".into()],
-                })
-            })
-            .collect();
+        let contexts = p.finish();
         Ok(DocumentContexts {
             contexts,
             usage,

@@ -377,36 +377,19 @@ impl Follower {
         engine.choose_embedder(&languages)
     }
 
-    /// Writes `docs` as the store has them and removes `gone`, in one batch of the node's
-    /// store, then brings its indexes up to date.
-    fn apply(
+    /// The vectors of `docs`' chunks under `model`: those the shared store holds, the others
+    /// embedded here (late chunking: the store's vectors are kept under the same late keys as
+    /// the embed workers write, and a document with any chunk missing is embedded whole).
+    fn vectors_for(
         &mut self,
         engine: &mut Engine,
+        model: &str,
         docs: &[SharedDocument],
-        gone: &[String],
+        contexts: &[Vec<ChunkContext>],
         report: &mut FollowReport,
-    ) -> Result<()> {
-        let contexts: Vec<Vec<ChunkContext>> = docs
-            .iter()
-            .map(|d| {
-                d.cards
-                    .iter()
-                    .map(|c| ChunkContext {
-                        text: c.generated_context.clone(),
-                        status: c.context_status,
-                        provenance: c.provenance.clone(),
-                        notes: c.context_notes.clone(),
-                    })
-                    .collect()
-            })
-            .collect();
-        let model = engine.embed_settings()?.model;
+    ) -> Result<Vec<(String, Vec<f32>)>> {
         let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
-        if let Some(model) = &model
-            && engine.late_chunking()?
-        {
-            // Late chunking: the store's vectors are kept under the same late keys as the
-            // embed workers write; a document with any chunk missing is embedded whole.
+        if engine.late_chunking()? {
             let late: Vec<situate_engine::node::LateDocument> = docs
                 .iter()
                 .map(|d| situate_engine::node::late_document(&d.doc.id, &d.doc.text, &d.cards))
@@ -431,10 +414,10 @@ impl Follower {
             );
             report.embedded += vectors.len() as u64;
             vectors.extend(kept);
-        } else if let Some(model) = &model {
+        } else {
             let texts: Vec<(String, situate_core::PassageInput)> = docs
                 .iter()
-                .zip(&contexts)
+                .zip(contexts)
                 .flat_map(|(d, cs)| {
                     d.cards.iter().zip(cs).map(|(card, c)| {
                         let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
@@ -456,6 +439,37 @@ impl Follower {
             vectors.extend(kept);
             vectors.extend(fresh.vectors);
         }
+        Ok(vectors)
+    }
+
+    /// Writes `docs` as the store has them and removes `gone`, in one batch of the node's
+    /// store, then brings its indexes up to date.
+    fn apply(
+        &mut self,
+        engine: &mut Engine,
+        docs: &[SharedDocument],
+        gone: &[String],
+        report: &mut FollowReport,
+    ) -> Result<()> {
+        let contexts: Vec<Vec<ChunkContext>> = docs
+            .iter()
+            .map(|d| {
+                d.cards
+                    .iter()
+                    .map(|c| ChunkContext {
+                        text: c.generated_context.clone(),
+                        status: c.context_status,
+                        provenance: c.provenance.clone(),
+                        notes: c.context_notes.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let model = engine.embed_settings()?.model;
+        let vectors = match &model {
+            Some(model) => self.vectors_for(engine, model, docs, &contexts, report)?,
+            None => Vec::new(),
+        };
         let mut batch = engine.store_mut().batch()?;
         if let Some(model) = &model {
             let items: Vec<(&str, &[f32])> = vectors

@@ -135,24 +135,8 @@ pub fn shared_ingest(
             }
         };
         let (contexts, hashes) = shared_contexts(ctx, &cache, runtime, &doc, &spans, &mut report)?;
-        let ids: Vec<String> = spans.iter().map(|s| s.id_in(&doc.id)).collect();
         let originals: Vec<_> = spans.iter().map(|s| s.original(&doc.text)).collect();
-        let chunks: Vec<NewChunk<'_>> = spans
-            .iter()
-            .zip(&contexts)
-            .zip(ids.iter().zip(&originals))
-            .map(|((s, c), (id, original))| NewChunk {
-                chunk_id: id.clone(),
-                ordinal: s.ordinal,
-                char_start: s.char_start,
-                char_end: s.char_end,
-                heading_path: &s.heading_path,
-                kind: s.kind,
-                place: s.place,
-                original_text: original,
-                context: c,
-            })
-            .collect();
+        let chunks = NewChunk::of_spans(&doc.id, &spans, &originals, &contexts);
         match store.put_document(&doc, &key, &chunks) {
             Ok(position) => report.position = report.position.max(position),
             Err(situate_pg::PgError::Conflict(reason)) => {
@@ -162,10 +146,9 @@ pub fn shared_ingest(
             }
             Err(e) => return Err(e.into()),
         }
-        let contextualize: Vec<(&str, &str)> = ids
-            .iter()
+        let contextualize: Vec<(&str, &str)> = (chunks.iter())
             .zip(&hashes)
-            .filter_map(|(id, h)| Some((id.as_str(), h.as_deref()?)))
+            .filter_map(|(c, h)| Some((c.chunk_id.as_str(), h.as_deref()?)))
             .collect();
         report.queued_contexts += store.enqueue("contextualize", &contextualize)?;
         let embed_hashes = to_embed(&chunks, &hashes);

@@ -64,7 +64,9 @@ impl Reader {
         }
         match &self.engine {
             Some(e) => Ok(e),
-            None => Err(EngineError::Invalid("the index could not be opened".into())),
+            None => Err(EngineError::Unavailable(
+                "the index could not be opened".into(),
+            )),
         }
     }
 

@@ -163,6 +163,36 @@ pub struct NewChunk<'a> {
     pub context: &'a ChunkContext,
 }
 
+impl<'a> NewChunk<'a> {
+    /// The chunks of the document `document_id` cut at `spans`, with their original texts
+    /// (`originals`, from [`ChunkSpan::original`]) and contexts, in order.
+    ///
+    /// [`ChunkSpan::original`]: situate_core::ChunkSpan::original
+    pub fn of_spans(
+        document_id: &str,
+        spans: &'a [situate_core::ChunkSpan],
+        originals: &'a [std::borrow::Cow<'a, str>],
+        contexts: &'a [ChunkContext],
+    ) -> Vec<NewChunk<'a>> {
+        spans
+            .iter()
+            .zip(originals)
+            .zip(contexts)
+            .map(|((s, original), context)| NewChunk {
+                chunk_id: s.id_in(document_id),
+                ordinal: s.ordinal,
+                char_start: s.char_start,
+                char_end: s.char_end,
+                heading_path: &s.heading_path,
+                kind: s.kind,
+                place: s.place,
+                original_text: original,
+                context,
+            })
+            .collect()
+    }
+}
+
 /// The embedded card store.
 pub struct Store {
     conn: Connection,

@@ -17,7 +17,7 @@ use crate::{Finish, Generation, Llm, LlmError, OnReply, SharedPrompt, TokenUsage
 use candle_core::Device;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokenizers::Tokenizer;
 
 mod run;
@@ -283,30 +283,10 @@ impl Llm for LocalLlm {
             Err(e) => return fail_all(e),
         };
         // Each passage's own tokens, or why it cannot be judged.
-        let owns: Vec<Result<Vec<u32>, LlmError>> = prompt
-            .suffixes
-            .iter()
-            .map(|suffix| {
-                let own = self.encode(&format!("{suffix}{close}"))?;
-                let total = prefix.len() + own.len() + 1;
-                if total > self.window {
-                    return Err(LlmError::TooLong {
-                        tokens: total,
-                        window: self.window,
-                    });
-                }
-                Ok(own)
-            })
+        let owns: Vec<_> = (prompt.suffixes.iter())
+            .map(|suffix| self.own_tokens(&format!("{suffix}{close}"), prefix.len() + 1))
             .collect();
-        let share = |logits: &[f32]| -> Result<f32, LlmError> {
-            let pick = |ids: &[u32]| -> Vec<f32> {
-                ids.iter()
-                    .filter_map(|&i| logits.get(i as usize).copied())
-                    .collect()
-            };
-            crate::yes_share(&pick(yes), &pick(no))
-                .ok_or_else(|| LlmError::Generate("no finite logit for yes or no".into()))
-        };
+        let share = |logits: &[f32]| yes_share_of(logits, yes, no);
         let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
         let mut weights = match self.weights.lock() {
             Ok(w) => w,
@@ -318,44 +298,15 @@ impl Llm for LocalLlm {
             // The prefix once, then the passages side by side in groups of about
             // JUDGE_GROUP_TOKENS (see `Decoder::forward_branches`).
             let budget = JUDGE_GROUP_TOKENS.min(self.window.saturating_sub(prefix.len()));
-            let mut groups: Vec<Vec<usize>> = Vec::new();
-            let mut size = 0;
-            for (i, own) in owns.iter().enumerate() {
-                let Ok(own) = own else { continue };
-                match groups.last_mut() {
-                    Some(g) if size + own.len() <= budget => g.push(i),
-                    _ => {
-                        groups.push(vec![i]);
-                        size = 0;
-                    }
-                }
-                size += own.len();
-            }
+            let groups = judge_groups(&owns, budget);
             let mut prefix_cached = false;
             for group in groups {
-                let result = (|| -> Result<Vec<Vec<f32>>, LlmError> {
-                    if !prefix_cached {
-                        weights.clear();
-                        self.feed(&mut weights, &prefix, 0)?;
-                        prefix_cached = true;
-                    }
-                    let branches: Vec<&[u32]> = group
-                        .iter()
-                        .filter_map(|&i| owns[i].as_ref().ok().map(Vec::as_slice))
-                        .collect();
-                    let started = Instant::now();
-                    let logits = weights
-                        .branches(&branches, prefix.len())
-                        .map_err(g)?
-                        .to_dtype(candle_core::DType::F32)
-                        .and_then(|l| l.to_vec2())
-                        .map_err(g)?;
-                    if let Ok(mut s) = self.stats.lock() {
-                        s.prefill_tokens += branches.iter().map(|b| b.len() as u64).sum::<u64>();
-                        s.prefill += started.elapsed();
-                    }
-                    Ok(logits)
-                })();
+                let branches: Vec<&[u32]> = group
+                    .iter()
+                    .filter_map(|&i| owns[i].as_ref().ok().map(Vec::as_slice))
+                    .collect();
+                let result =
+                    self.judge_branches(&mut weights, &prefix, &mut prefix_cached, &branches);
                 match result {
                     Ok(rows) => {
                         for (&i, row) in group.iter().zip(&rows) {
@@ -402,6 +353,37 @@ impl Llm for LocalLlm {
             })
             .collect()
     }
+}
+
+/// The share of "yes" in `logits` (the last position's): `yes` and `no` are the ids of the
+/// answer tokens' spellings.
+fn yes_share_of(logits: &[f32], yes: &[u32], no: &[u32]) -> Result<f32, LlmError> {
+    let pick = |ids: &[u32]| -> Vec<f32> {
+        ids.iter()
+            .filter_map(|&i| logits.get(i as usize).copied())
+            .collect()
+    };
+    crate::yes_share(&pick(yes), &pick(no))
+        .ok_or_else(|| LlmError::Generate("no finite logit for yes or no".into()))
+}
+
+/// The judged passages (those with tokens) in groups of at most `budget` tokens, in order; a
+/// passage longer than `budget` is a group of its own.
+fn judge_groups(owns: &[Result<Vec<u32>, LlmError>], budget: usize) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut size = 0;
+    for (i, own) in owns.iter().enumerate() {
+        let Ok(own) = own else { continue };
+        match groups.last_mut() {
+            Some(g) if size + own.len() <= budget => g.push(i),
+            _ => {
+                groups.push(vec![i]);
+                size = 0;
+            }
+        }
+        size += own.len();
+    }
+    groups
 }
 
 /// The reply's last 8 tokens occur for the third time: small models, once in a loop, stay

@@ -271,16 +271,7 @@ impl LocalLlm {
         // Each reply's own tokens, or why it cannot be written.
         let mut owns: Vec<(usize, Vec<u32>)> = Vec::with_capacity(n);
         for (i, suffix) in prompt.suffixes.iter().enumerate() {
-            let own = self.encode(&format!("{suffix}{close}")).and_then(|own| {
-                let total = prefix.len() + own.len() + max_tokens;
-                if total > self.window {
-                    return Err(LlmError::TooLong {
-                        tokens: total,
-                        window: self.window,
-                    });
-                }
-                Ok(own)
-            });
+            let own = self.own_tokens(&format!("{suffix}{close}"), prefix.len() + max_tokens);
             match own {
                 Ok(own) => owns.push((i, own)),
                 Err(e) => {
@@ -292,24 +283,7 @@ impl LocalLlm {
         }
         // The prefix is billed once, to the first reply written, as providers bill it.
         let first = owns.first().map(|(i, _)| *i);
-        // Groups in order, as many replies as fit side by side in the window.
-        let mut groups: Vec<&[(usize, Vec<u32>)]> = Vec::new();
-        let mut rest = owns.as_slice();
-        while !rest.is_empty() {
-            let mut take = 0;
-            let mut longest = 0;
-            for (_, own) in rest.iter().take(self.batch) {
-                let room = longest.max(own.len()) + max_tokens;
-                if take > 0 && prefix.len() + (take + 1) * room > self.window {
-                    break;
-                }
-                longest = longest.max(own.len());
-                take += 1;
-            }
-            let (group, tail) = rest.split_at(take.max(1));
-            groups.push(group);
-            rest = tail;
-        }
+        let groups = self.reply_groups(&owns, prefix.len(), max_tokens);
         let out = std::cell::RefCell::new(out);
         let mut prefix_cached = false;
         for group in groups {
@@ -363,6 +337,35 @@ impl LocalLlm {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(LlmError::Generate("no reply was written".into()))))
             .collect()
+    }
+
+    /// [`LocalLlm::side_by_side`]'s groups, in order: as many replies as fit side by side in
+    /// the window after `prefix` tokens, each with room for `max_tokens`, at most
+    /// [`LocalLlm::set_batch`] of them.
+    fn reply_groups<'o>(
+        &self,
+        owns: &'o [(usize, Vec<u32>)],
+        prefix: usize,
+        max_tokens: usize,
+    ) -> Vec<&'o [(usize, Vec<u32>)]> {
+        let mut groups = Vec::new();
+        let mut rest = owns;
+        while !rest.is_empty() {
+            let mut take = 0;
+            let mut longest = 0;
+            for (_, own) in rest.iter().take(self.batch) {
+                let room = longest.max(own.len()) + max_tokens;
+                if take > 0 && prefix + (take + 1) * room > self.window {
+                    break;
+                }
+                longest = longest.max(own.len());
+                take += 1;
+            }
+            let (group, tail) = rest.split_at(take.max(1));
+            groups.push(group);
+            rest = tail;
+        }
+        groups
     }
 
     /// One group of [`LocalLlm::side_by_side`]: forks the cache after `pos`, reads the
@@ -444,6 +447,49 @@ impl LocalLlm {
             s.decode += started.elapsed();
         }
         Ok(())
+    }
+
+    /// A prompt's own tokens (`text`, closing the turn), or why they do not fit the window
+    /// beside `outside` tokens (the shared prefix and the reply's room).
+    pub(super) fn own_tokens(&self, text: &str, outside: usize) -> Result<Vec<u32>, LlmError> {
+        let own = self.encode(text)?;
+        let total = outside + own.len();
+        if total > self.window {
+            return Err(LlmError::TooLong {
+                tokens: total,
+                window: self.window,
+            });
+        }
+        Ok(own)
+    }
+
+    /// The last position's logits of each of `branches`, read side by side after `prefix`
+    /// (fed first unless `prefix_cached`; see `Decoder::forward_branches`).
+    pub(super) fn judge_branches(
+        &self,
+        weights: &mut Weights,
+        prefix: &[u32],
+        prefix_cached: &mut bool,
+        branches: &[&[u32]],
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        let g = |e: candle_core::Error| LlmError::Generate(e.to_string());
+        if !*prefix_cached {
+            weights.clear();
+            self.feed(weights, prefix, 0)?;
+            *prefix_cached = true;
+        }
+        let started = Instant::now();
+        let logits = weights
+            .branches(branches, prefix.len())
+            .map_err(g)?
+            .to_dtype(candle_core::DType::F32)
+            .and_then(|l| l.to_vec2())
+            .map_err(g)?;
+        if let Ok(mut s) = self.stats.lock() {
+            s.prefill_tokens += branches.iter().map(|b| b.len() as u64).sum::<u64>();
+            s.prefill += started.elapsed();
+        }
+        Ok(logits)
     }
 
     /// The cache no longer holds what a streamed reply kept (called with `weights` locked).
