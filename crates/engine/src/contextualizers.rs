@@ -28,15 +28,74 @@ pub struct BuiltContextualizer {
     pub method: String,
 }
 
+/// A context method a run asks for: its names are listed here once, and parsed once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextChoice {
+    /// No context (`none`).
+    None,
+    /// The document's title and headings (`structural`).
+    Structural,
+    /// An LLM's note on each chunk, the whole document in the prompt (`llm`).
+    Llm,
+    /// An LLM's description of the document, with the structural context (`document`).
+    Document,
+    /// `document` and the chunk note (`document+llm`; `document+chunk` names it too).
+    DocumentLlm,
+}
+
+impl ContextChoice {
+    /// Every method, in the order help texts list them.
+    pub const ALL: [ContextChoice; 5] = [
+        ContextChoice::None,
+        ContextChoice::Structural,
+        ContextChoice::Llm,
+        ContextChoice::Document,
+        ContextChoice::DocumentLlm,
+    ];
+
+    /// Its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextChoice::None => "none",
+            ContextChoice::Structural => "structural",
+            ContextChoice::Llm => "llm",
+            ContextChoice::Document => "document",
+            ContextChoice::DocumentLlm => "document+llm",
+        }
+    }
+
+    /// The method `name` names (`document+chunk` is `document+llm`), or an invalid
+    /// `context` field listing the names.
+    pub fn parse(name: &str) -> Result<ContextChoice> {
+        if name == "document+chunk" {
+            return Ok(ContextChoice::DocumentLlm);
+        }
+        ContextChoice::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .ok_or_else(|| {
+                EngineError::field_error(
+                    "context",
+                    format!("unknown context method {name:?}: expected {METHODS}"),
+                )
+            })
+    }
+
+    /// Whether it calls an LLM.
+    pub fn uses_llm(self) -> bool {
+        matches!(
+            self,
+            ContextChoice::Llm | ContextChoice::Document | ContextChoice::DocumentLlm
+        )
+    }
+}
+
 /// The context methods, for help texts and errors.
 pub const METHODS: &str = "none, structural, llm, document or document+llm";
 
 /// Whether the context method `method` calls an LLM (`llm`, `document`, `document+llm`).
 pub fn uses_llm(method: &str) -> bool {
-    matches!(
-        method,
-        "llm" | "document" | "document+llm" | "document+chunk"
-    )
+    ContextChoice::parse(method).is_ok_and(ContextChoice::uses_llm)
 }
 
 /// Builds the contextualizer `method` names; the LLM ones (`llm`, `document`,
@@ -46,13 +105,9 @@ pub fn build_contextualizer(
     settings: &LlmSettings,
     run: &LlmRun,
 ) -> Result<BuiltContextualizer> {
-    let method = match method {
-        // The chunk note is what `llm` writes; `document+chunk` names it by its scope.
-        "document+chunk" => "document+llm",
-        m => m,
-    };
-    if !matches!(method, "llm" | "document" | "document+llm") {
-        return build_without_llm(method, run);
+    let choice = ContextChoice::parse(method)?;
+    if !choice.uses_llm() {
+        return build_without_llm(choice, run);
     }
     if let Some(b) = run.budget
         && !(b.is_finite() && b >= 0.0)
@@ -89,23 +144,24 @@ pub fn build_contextualizer(
             ),
         ));
     }
-    let contextualizer: Box<dyn Contextualizer> = match method {
-        "llm" => Box::new(c),
-        m => Box::new(situate_llm::DocumentContextualizer::new(
+    let contextualizer: Box<dyn Contextualizer> = match choice {
+        ContextChoice::Llm => Box::new(c),
+        _ => Box::new(situate_llm::DocumentContextualizer::new(
             c,
-            m == "document+llm",
+            choice == ContextChoice::DocumentLlm,
         )),
     };
     Ok(BuiltContextualizer {
         contextualizer,
         price,
-        method: method.into(),
+        method: choice.as_str().into(),
     })
 }
 
 /// A context method that calls no LLM (`none`, `structural`): the LLM run's settings
 /// (`llm`, `budget`, `dry_run`) are refused for it.
-fn build_without_llm(method: &str, run: &LlmRun) -> Result<BuiltContextualizer> {
+fn build_without_llm(choice: ContextChoice, run: &LlmRun) -> Result<BuiltContextualizer> {
+    let method = choice.as_str();
     if run.budget.is_some() || run.dry_run || run.llm.is_some() {
         let field = if run.llm.is_some() {
             "llm"
@@ -121,12 +177,10 @@ fn build_without_llm(method: &str, run: &LlmRun) -> Result<BuiltContextualizer> 
             ),
         ));
     }
-    let contextualizer = situate_contextualize::by_name(method).map_err(|_| {
-        EngineError::field_error(
-            "context",
-            format!("unknown context method {method:?}: expected {METHODS}"),
-        )
-    })?;
+    let contextualizer: Box<dyn Contextualizer> = match choice {
+        ContextChoice::Structural => Box::new(situate_contextualize::Structural),
+        _ => Box::new(situate_contextualize::NoContext),
+    };
     Ok(BuiltContextualizer {
         contextualizer,
         price: None,

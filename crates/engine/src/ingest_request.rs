@@ -283,7 +283,7 @@ pub fn ingest_options(
         .context
         .clone()
         .or(settings.ingest.context.clone())
-        .unwrap_or_else(|| "structural".into());
+        .unwrap_or_else(|| crate::ContextChoice::Structural.as_str().into());
     let built = build_contextualizer(&method, &settings.llm, &req.llm)?;
     let price = built.price;
     let mut opts = IngestOptions::new(built.contextualizer);

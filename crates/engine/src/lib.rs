@@ -79,11 +79,13 @@
 pub mod api;
 mod ask;
 mod context_file;
+mod context_run;
 mod contexts;
 pub mod contextualizers;
 mod error;
 mod ingest;
 mod ingest_request;
+mod late;
 mod maintain;
 mod malloc;
 pub mod node;
@@ -99,7 +101,9 @@ pub use api::{AskRequest, CheckedAsk, CheckedSearch, SearchRequest};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use context_file::{ContextRecord, ExportAnswer, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
-pub use contextualizers::{BuiltContextualizer, LlmRun, build_contextualizer, uses_llm};
+pub use contextualizers::{
+    BuiltContextualizer, ContextChoice, LlmRun, build_contextualizer, uses_llm,
+};
 pub use error::{EngineError, ErrorKind, Wire};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{

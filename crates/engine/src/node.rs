@@ -6,11 +6,10 @@
 
 use crate::{Engine, Result};
 
+pub use crate::context_run::{ContextCache, ContextKeeper, contextualize_many};
 pub use crate::contexts::spans_of;
 pub use crate::crash_point;
-pub use crate::ingest::{
-    ContextCache, ContextKeeper, chunk_spans, contextualize_many, ingest_key, read_documents,
-};
+pub use crate::ingest::{chunk_spans, ingest_key, read_documents};
 pub use crate::ingest_request::ingest_options;
 pub use crate::vectors::{
     EmbedSettings, Embedded, EmbedderLoad, LateDocument, embed_late, embedding_input,

@@ -572,7 +572,7 @@ pub fn prepare_worker(
             .context
             .clone()
             .or(store.meta("context_method")?)
-            .unwrap_or_else(|| "structural".into());
+            .unwrap_or_else(|| situate_engine::ContextChoice::Structural.as_str().into());
         let llm = req.llm.clone().or(store.meta("context_llm")?);
         let run = situate_engine::LlmRun {
             llm: llm.filter(|_| situate_engine::uses_llm(&method)),
