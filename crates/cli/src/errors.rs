@@ -70,6 +70,8 @@ pub fn flag_of(field: &str) -> Option<String> {
         "filter.kinds" => Some("--kind"),
         // A context run's statuses (a job's `statuses`).
         "statuses" => Some("--status"),
+        // An evaluation's configurations (an eval job's `configs`).
+        "configs" => Some("--config"),
         // A question's search settings: `situate ask`'s flags.
         "search.mode" => Some("--search-mode"),
         _ => None,
@@ -103,6 +105,8 @@ mod tests {
         );
         assert_eq!(flag_of("rerank_depth").as_deref(), Some("--rerank-depth"));
         assert_eq!(flag_of("filter.languages").as_deref(), Some("--language"));
+        assert_eq!(flag_of("configs").as_deref(), Some("--config"));
+        assert_eq!(flag_of("answers").as_deref(), Some("--answers"));
         assert_eq!(flag_of("query"), None);
         assert_eq!(flag_of("no_such_thing"), None);
     }

@@ -540,6 +540,9 @@ fn eval_answers_scores_answers_citations_and_controls_in_both_modes() {
     let calls = server.requests().len();
     let out = run(&mut eval("auto"), 1);
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("--answers takes retrieval and/or full"), "{e}");
+    assert!(
+        e.contains("answers (--answers): takes retrieval and/or full"),
+        "{e}"
+    );
     assert_eq!(server.requests().len(), calls);
 }

@@ -198,17 +198,23 @@ fn with_prompt(
     let builtin = match s.prompt.as_deref() {
         None => None,
         Some(name) => Some(PromptTemplate::named_text(name).ok_or_else(|| {
-            EngineError::Invalid(format!(
-                "[llm] prompt = {name:?}: expected anthropic or small (or a template file as [llm] template)"
-            ))
+            EngineError::field_error(
+                "llm.prompt",
+                format!(
+                    "{name:?}: expected anthropic or small (or a template file as [llm] template)"
+                ),
+            )
         })?),
     };
     if let Some(t) = &s.template {
         if let Some(p) = &s.prompt {
-            return Err(EngineError::Invalid(format!(
-                "[llm] prompt = {p:?} and [llm] template = {:?} are both set: give one",
-                t.display()
-            )));
+            return Err(EngineError::field_error(
+                "llm.template",
+                format!(
+                    "[llm] prompt = {p:?} and [llm] template = {:?} are both set: give one",
+                    t.display()
+                ),
+            ));
         }
         c = c.with_template(PromptTemplate::from_files(t, s.glossary.as_deref())?);
     } else if let Some(gl) = &s.glossary {
@@ -221,9 +227,10 @@ fn with_prompt(
     }
     if let Some(l) = &s.long_documents {
         let rule = situate_llm::prompt::LongDocuments::parse(l).ok_or_else(|| {
-            EngineError::Invalid(format!(
-                "[llm] long_documents = {l:?}: expected window, head or fail"
-            ))
+            EngineError::field_error(
+                "llm.long_documents",
+                format!("{l:?}: expected window, head or fail"),
+            )
         })?;
         c = c.with_long_documents(rule);
     }

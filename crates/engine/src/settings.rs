@@ -386,9 +386,12 @@ impl Settings {
             .to_string();
         if self.embed.late == Some(true) && !embedder.ends_with(situate_embed::LATE) {
             if matches!(embedder.as_str(), "auto" | "none") {
-                return Err(EngineError::Invalid(format!(
-                    "[embed] late = true needs a named embedder that reads whole documents (embeddinggemma-300m, nomic-embed-text-v1.5), not {embedder:?}"
-                )));
+                return Err(EngineError::field_error(
+                    "embed.late",
+                    format!(
+                        "needs a named embedder that reads whole documents (embeddinggemma-300m, nomic-embed-text-v1.5), not {embedder:?}"
+                    ),
+                ));
             }
             embedder.push_str(situate_embed::LATE);
         }

@@ -47,7 +47,7 @@ impl Asking<'_> {
             for q in queries {
                 let r = engine
                     .ask(&q.text, &answer_plan, plan, &Default::default(), &|_| {})
-                    .map_err(|e| EngineError::Invalid(format!("answers {name}: {e}")))?;
+                    .map_err(|e| e.within(format!("answers {name}")))?;
                 model.clone_from(&r.model);
                 records.push(answer_record(q, &r, self.level));
                 progress.step();

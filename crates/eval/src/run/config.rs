@@ -17,7 +17,7 @@ pub struct EvalConfig {
 
 /// Parses one configuration; `existing_index` when the set has no corpus of its own.
 pub fn parse_config(s: &str, existing_index: bool) -> Result<EvalConfig> {
-    let bad = |m: String| Err(EngineError::Invalid(format!("configuration {s:?}: {m}")));
+    let bad = |m: String| Err(EngineError::field_error("configs", format!("{s:?}: {m}")));
     let parts: Vec<&str> = s.split('+').map(str::trim).collect();
     let (mode, context, rerank) = match parts.as_slice() {
         [m, c] => (*m, *c, "none"),

@@ -57,17 +57,18 @@ pub(super) fn build_index(
         context
     };
     let mut opts = IngestOptions::new(
-        situate_contextualize::by_name(method).map_err(|e| EngineError::Invalid(e.to_string()))?,
+        situate_contextualize::by_name(method)
+            .map_err(|e| EngineError::field_error("configs", e))?,
     );
     opts.sources.format = format;
     opts.chunker.max_tokens = req.max_tokens;
     opts.chunker.overlap_tokens = req.overlap;
     let report = engine.ingest(&[input.to_path_buf()], opts, &mut |_| {})?;
     if report.documents_ok() == 0 {
-        return Err(EngineError::Invalid(format!(
-            "nothing could be ingested from {}",
-            input.display()
-        )));
+        return Err(EngineError::field_error(
+            "dataset",
+            format!("nothing could be ingested from {}", input.display()),
+        ));
     }
     if let Some(f) = &contexts_file
         && report.added + report.replaced > 0

@@ -141,9 +141,12 @@ impl AnswerEval {
                 "retrieval" => AnswerMode::Retrieval,
                 "full" => AnswerMode::Full,
                 other => {
-                    return Err(EngineError::Invalid(format!(
-                        "--answers takes retrieval and/or full, not {other:?} (auto would choose per question; name the mode to measure)"
-                    )));
+                    return Err(EngineError::field_error(
+                        "answers",
+                        format!(
+                            "takes retrieval and/or full, not {other:?} (auto would choose per question; name the mode to measure)"
+                        ),
+                    ));
                 }
             };
             if !parsed.contains(&mode) {
@@ -151,8 +154,9 @@ impl AnswerEval {
             }
         }
         if parsed.is_empty() {
-            return Err(EngineError::Invalid(
-                "--answers needs a mode: retrieval, full or both".into(),
+            return Err(EngineError::field_error(
+                "answers",
+                "needs a mode: retrieval, full or both",
             ));
         }
         Ok(AnswerEval {
@@ -343,15 +347,18 @@ fn checked_configs(
         .map(|c| parse_config(c, existing))
         .collect::<Result<Vec<_>>>()?;
     if configs.is_empty() {
-        return Err(EngineError::Invalid("no configuration given".into()));
+        return Err(EngineError::field_error(
+            "configs",
+            "no configuration given",
+        ));
     }
     let mut names = HashSet::new();
     for c in &configs {
         if !names.insert(c.name.clone()) {
-            return Err(EngineError::Invalid(format!(
-                "configuration {} is listed twice",
-                c.name
-            )));
+            return Err(EngineError::field_error(
+                "configs",
+                format!("configuration {} is listed twice", c.name),
+            ));
         }
     }
     let plans = configs
@@ -371,8 +378,9 @@ fn checked_configs(
         None => Matching::Id,
     };
     if matching == Matching::StrippedText && set.format != "anthropic" {
-        return Err(EngineError::Invalid(
-            "text matching needs golden chunk texts, which only Anthropic's set has".into(),
+        return Err(EngineError::field_error(
+            "matching",
+            "text matching needs golden chunk texts, which only Anthropic's set has",
         ));
     }
     Ok((configs, plans, matching))
@@ -389,8 +397,8 @@ fn open_index(
 ) -> Result<Engine> {
     Ok(match &set.corpus {
         Corpus::Existing => Engine::open(&req.index, Access::Read).map_err(|e| {
-            EngineError::Invalid(format!(
-                "{} has no corpus of its own: evaluating against --index {}: {e}",
+            e.within(format!(
+                "{} has no corpus of its own: evaluating against the index {}",
                 set.name,
                 req.index.display()
             ))
@@ -466,7 +474,7 @@ fn write_reports(
     let table = report::markdown_table(&rows, matching, set.level);
     let title = format!("{} — {} answerable queries", set.name, answerable);
     crate::plot::failure_chart(&rows, &title, &req.out.join("failure.svg"))
-        .map_err(|e| EngineError::Invalid(format!("drawing the plot: {e}")))?;
+        .map_err(|e| EngineError::Internal(format!("drawing the plot: {e}")))?;
     let mut md = report::markdown_report(
         &report::ReportHeader {
             dataset: &req.dataset.display().to_string(),
