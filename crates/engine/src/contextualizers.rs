@@ -76,9 +76,19 @@ impl ContextChoice {
             .ok_or_else(|| {
                 EngineError::field_error(
                     "context",
-                    format!("unknown context method {name:?}: expected {METHODS}"),
+                    format!(
+                        "unknown context method {name:?}: expected {}",
+                        ContextChoice::names()
+                    ),
                 )
             })
+    }
+
+    /// The names, for errors: `none, structural, llm, document or document+llm`.
+    pub fn names() -> String {
+        let names: Vec<&str> = ContextChoice::ALL.iter().map(|c| c.as_str()).collect();
+        let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+        format!("{} or {last}", rest.join(", "))
     }
 
     /// Whether it calls an LLM.
@@ -89,9 +99,6 @@ impl ContextChoice {
         )
     }
 }
-
-/// The context methods, for help texts and errors.
-pub const METHODS: &str = "none, structural, llm, document or document+llm";
 
 /// Whether the context method `method` calls an LLM (`llm`, `document`, `document+llm`).
 pub fn uses_llm(method: &str) -> bool {
@@ -235,4 +242,28 @@ fn with_prompt(
         c = c.with_long_documents(rule);
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_context_method_parses_from_its_name_and_the_error_lists_them() {
+        for c in ContextChoice::ALL {
+            assert_eq!(ContextChoice::parse(c.as_str()).ok(), Some(c));
+        }
+        assert_eq!(
+            ContextChoice::parse("document+chunk").ok(),
+            Some(ContextChoice::DocumentLlm)
+        );
+        let e = ContextChoice::parse("fancy").expect_err("unknown");
+        assert_eq!(e.field(), Some("context"));
+        assert!(
+            e.to_string()
+                .ends_with("expected none, structural, llm, document or document+llm"),
+            "{e}"
+        );
+        assert!(uses_llm("document") && !uses_llm("structural") && !uses_llm("fancy"));
+    }
 }

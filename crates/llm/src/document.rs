@@ -111,6 +111,8 @@ impl DocumentContextualizer {
         let Some(d) = p.description.as_ref() else {
             return;
         };
+        let model = self.llm.llm().id();
+        let prompt_version = self.prompt_version(doc.language);
         for (i, chunk) in chunks.iter().enumerate() {
             if p.out[i].is_some() {
                 continue;
@@ -122,8 +124,8 @@ impl DocumentContextualizer {
             };
             let prov = Provenance {
                 method: ContextMethod::Document,
-                model: Some(self.llm.llm().id().to_string()),
-                prompt_version: Some(self.prompt_version(doc.language)),
+                model: Some(model.to_string()),
+                prompt_version: Some(prompt_version.clone()),
                 input_hash: self.input_hash(doc, chunk),
                 strategy: d.provenance.as_ref().and_then(|p| p.strategy.clone()),
                 parts: vec![],

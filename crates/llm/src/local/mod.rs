@@ -161,14 +161,10 @@ impl Llm for LocalLlm {
         let mut out = Vec::with_capacity(n);
         for (i, suffix) in prompt.suffixes.iter().enumerate() {
             let result = (|| {
-                let own = self.encode(&format!("{suffix}{close}"))?;
-                let total = prefix.len() + own.len() + prompt.max_tokens;
-                if total > self.window {
-                    return Err(LlmError::TooLong {
-                        tokens: total,
-                        window: self.window,
-                    });
-                }
+                let own = self.own_tokens(
+                    &format!("{suffix}{close}"),
+                    prefix.len() + prompt.max_tokens,
+                )?;
                 weights.clear();
                 let all: Vec<u32> = prefix.iter().chain(&own).copied().collect();
                 let logits = self.feed(&mut weights, &all, 0)?;
@@ -210,14 +206,10 @@ impl Llm for LocalLlm {
             .ok_or_else(|| LlmError::Generate("no prompt to answer".into()))?;
         let (open, close) = self.template.user_turn(prompt.system);
         let prefix = self.encode(&format!("{open}{}", prompt.prefix))?;
-        let own = self.encode(&format!("{suffix}{close}"))?;
-        let total = prefix.len() + own.len() + prompt.max_tokens;
-        if total > self.window {
-            return Err(LlmError::TooLong {
-                tokens: total,
-                window: self.window,
-            });
-        }
+        let own = self.own_tokens(
+            &format!("{suffix}{close}"),
+            prefix.len() + prompt.max_tokens,
+        )?;
         let mut weights = self
             .weights
             .lock()
