@@ -15,11 +15,16 @@
 #     network at test time;
 #  4. the Python packages the tests drive situate with (the reference MCP client,
 #     schemathesis) and write their documents with (fpdf2, python-docx, python-pptx, pypdf),
-#     pinned,
-#     in a venv under the target directory (SITUATE_TEST_PYTHON);
+#     and what the `situate` Python package is built and tested with (maturin, pytest,
+#     langchain-core + langchain-tests, llama-index-core, haystack-ai), pinned, in a venv
+#     under the target directory (SITUATE_TEST_PYTHON);
 #  5. a PostgreSQL server with pgvector (scripts/postgres.sh), stopped at exit;
 #  6. every test (cargo-nextest when installed: all test binaries side by side; else cargo
-#     test), with the same wrapper so nothing is rebuilt.
+#     test), with the same wrapper so nothing is rebuilt;
+#  7. the Python package (python/): built into that venv by `maturin develop` from the
+#     dependencies step 2 compiled (only pyo3 and the package's own crate are compiled
+#     again), then its tests (pytest): the package's own, langchain-tests' standard
+#     retriever suite, LlamaIndex, Haystack, and the examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -64,7 +69,9 @@ py_log="$target/python-install.log"
   set -e
   [ -x "$py/bin/python" ] || python3 -m venv "$py"
   "$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
-    fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1
+    fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1 \
+    maturin==1.16.0 pytest==9.2.0 pytest-asyncio==1.5.0 langchain-core==1.8.3 langchain-tests==1.1.9 \
+    llama-index-core==0.14.25 haystack-ai==3.4.1
 ) > "$py_log" 2>&1 &
 python=$!
 # A failed build stops the installs too.
@@ -91,11 +98,17 @@ if [ -z "${SITUATE_TEST_PG_URL:-}" ]; then
   SITUATE_TEST_PG_DIR=$pg_dir
   export SITUATE_TEST_PG_URL SITUATE_TEST_PG_DIR
 fi
+step "the Python package: maturin develop (dev profile, the tests' compiled dependencies)"
+(cd python && VIRTUAL_ENV="$py" PATH="$py/bin:$PATH" maturin develop --profile dev --locked --quiet)
 step "tests"
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --no-fail-fast "$@"
-  cargo test --workspace --locked --doc --quiet
+  cargo nextest run --workspace --locked --no-fail-fast "$@" || status=$?
+  cargo test --workspace --locked --doc --quiet || status=$?
 else
-  cargo test --workspace --locked "$@"
+  cargo test --workspace --locked "$@" || status=$?
 fi
+step "the Python package's tests (pytest)"
+SITUATE_BIN="$target/debug/situate" "$py/bin/python" -m pytest -q -p no:cacheprovider python/tests || status=$?
 step "done"
+exit "$status"

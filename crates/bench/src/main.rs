@@ -15,6 +15,7 @@ macro_rules! outln {
 mod generate;
 mod llm;
 mod load;
+mod query;
 mod rerank;
 mod vectors;
 
@@ -193,6 +194,23 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// The search every front end makes (request check, engine query, the answer as JSON),
+    /// one query at a time on an index already built: p50/p99 and queries/s (the Rust side
+    /// of bench/python.sh)
+    Query {
+        /// Queries, one per line (or a question file)
+        #[arg(long)]
+        queries: PathBuf,
+        /// Hits per query
+        #[arg(long, default_value_t = 20)]
+        k: usize,
+        /// bm25, vector or hybrid [the index's default]
+        #[arg(long)]
+        mode: Option<String>,
+        /// Runs over the query set (the first warms up and is not counted)
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// A reranker's latency per query on an index already built (--index): the top --depth
     /// hits of each query re-scored (bench/rerank.sh)
     Rerank {
@@ -338,6 +356,12 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
             ef,
         } => crate::vectors::vectors(n, dim, queries, limit, &ef),
         BenchCommand::Hybrid { queries, repeat } => crate::vectors::hybrid(index, &queries, repeat),
+        BenchCommand::Query {
+            queries,
+            k,
+            mode,
+            repeat,
+        } => crate::query::query(index, &queries, k, mode.as_deref(), repeat),
         BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
         BenchCommand::Load {
             url,

@@ -285,6 +285,7 @@ pub(crate) fn ingest(
     }
     let req = IngestRequest {
         paths: a.paths,
+        texts: Vec::new(),
         context: a.context,
         format: Some(a.format),
         language: a.language,

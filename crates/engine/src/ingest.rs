@@ -2,7 +2,10 @@
 
 use crate::{Engine, Result, crash_point};
 use situate_core::{ChunkContext, ChunkSpan, Contextualizer, Document, TokenUsage, hash_parts};
-use situate_ingest::{Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, read_sources};
+use situate_ingest::{
+    Chunker, ChunkerConfig, Skipped, SourceItem, SourceOptions, TextInput, read_sources,
+    text_document,
+};
 use situate_store::NewChunk;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +30,8 @@ pub struct IngestOptions {
     /// Read, chunk and contextualize (an estimating contextualizer calls nothing), but
     /// write nothing: for `--dry-run` cost estimates.
     pub dry_run: bool,
+    /// Documents given as text, read after the paths.
+    pub texts: Vec<TextInput>,
 }
 
 impl IngestOptions {
@@ -40,6 +45,7 @@ impl IngestOptions {
             batch_bytes: 32 << 20,
             metadata: Vec::new(),
             dry_run: false,
+            texts: Vec::new(),
         }
     }
 }
@@ -462,35 +468,41 @@ impl Engine {
     }
 }
 
-/// The documents of `paths` as an ingest takes them: each id once (a second document with
-/// an id already read is skipped, naming the first), with the ingest's `--meta` added;
-/// inputs that cannot be read are skipped with their reason.
+/// The documents of `paths`, then the ingest's texts, as an ingest takes them: each id once
+/// (a second document with an id already read is skipped, naming the first), with the
+/// ingest's `--meta` added; inputs that cannot be read are skipped with their reason.
 pub fn read_documents<'a>(
     paths: &[PathBuf],
     opts: &'a IngestOptions,
 ) -> impl Iterator<Item = std::result::Result<Document, Skipped>> + 'a {
     let mut seen: HashMap<String, String> = HashMap::new();
-    read_sources(paths, &opts.sources).map(move |item| {
-        let mut doc = match item {
-            SourceItem::Skipped(s) => return Err(s),
-            SourceItem::Document(d) => *d,
-        };
-        if let Some(first) = seen.get(&doc.id) {
-            return Err(Skipped {
-                source: doc.source.clone(),
-                reason: format!(
-                    "duplicate document id {:?} (first read from {first})",
-                    doc.id
-                ),
-            });
-        }
-        seen.insert(doc.id.clone(), doc.source.clone());
-        for (k, v) in &opts.metadata {
-            doc.metadata
-                .insert(k.clone(), serde_json::Value::String(v.clone()));
-        }
-        Ok(doc)
-    })
+    let texts = opts
+        .texts
+        .iter()
+        .map(|t| text_document(t.clone(), &opts.sources));
+    read_sources(paths, &opts.sources)
+        .chain(texts)
+        .map(move |item| {
+            let mut doc = match item {
+                SourceItem::Skipped(s) => return Err(s),
+                SourceItem::Document(d) => *d,
+            };
+            if let Some(first) = seen.get(&doc.id) {
+                return Err(Skipped {
+                    source: doc.source.clone(),
+                    reason: format!(
+                        "duplicate document id {:?} (first read from {first})",
+                        doc.id
+                    ),
+                });
+            }
+            seen.insert(doc.id.clone(), doc.source.clone());
+            for (k, v) in &opts.metadata {
+                doc.metadata
+                    .insert(k.clone(), serde_json::Value::String(v.clone()));
+            }
+            Ok(doc)
+        })
 }
 
 /// A document's chunks: the source's own, or the chunker's; a document with no text to

@@ -4,7 +4,7 @@
 
 use crate::contextualizers::{LlmRun, build_contextualizer};
 use crate::settings::{Settings, key_values};
-use crate::{Engine, EngineError, IngestEvent, IngestOptions, IngestReport, Result};
+use crate::{Engine, EngineError, IngestEvent, IngestOptions, IngestReport, Result, TextInput};
 use situate_ingest::SourceFormat;
 use situate_llm::cost::Price;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct IngestRequest {
     /// Files and directories (or corpus files).
     pub paths: Vec<PathBuf>,
+    /// Documents given as text (ids, titles and metadata the caller's), read after `paths`.
+    pub texts: Vec<TextInput>,
     /// The context method: `none`, `structural` or `llm` (default structural).
     pub context: Option<String>,
     /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` (default auto).
@@ -273,10 +275,10 @@ pub fn ingest_options(
     settings: &Settings,
     req: &IngestRequest,
 ) -> Result<(IngestOptions, String, Option<Price>)> {
-    if req.paths.is_empty() {
+    if req.paths.is_empty() && req.texts.is_empty() {
         return Err(EngineError::field_error(
             "paths",
-            "nothing to ingest: give paths",
+            "nothing to ingest: give paths or texts",
         ));
     }
     let method = req
@@ -320,6 +322,7 @@ pub fn ingest_options(
         None => 256,
         Some(b) => b,
     };
+    opts.texts = req.texts.clone();
     opts.metadata = key_values("meta", &req.meta)?;
     if let Some((k, _)) = opts
         .metadata

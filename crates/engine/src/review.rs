@@ -17,6 +17,30 @@ pub enum Decision {
     Text(String),
 }
 
+impl Decision {
+    /// A decision by its wire name (`accept`, `reject`, `edit` with `text`), as the
+    /// service's review, its `review` job and the Python package take it.
+    pub fn parse(decision: &str, text: Option<&str>) -> Result<Decision> {
+        match (decision, text) {
+            ("accept", None) => Ok(Decision::Accept),
+            ("reject", None) => Ok(Decision::Reject),
+            ("edit", Some(t)) if !t.trim().is_empty() => Ok(Decision::Text(t.to_string())),
+            ("edit", _) => Err(EngineError::field_error(
+                "text",
+                "`edit` needs a non-empty `text` (use `reject` to index the chunk without a context)",
+            )),
+            ("accept" | "reject", Some(_)) => Err(EngineError::field_error(
+                "text",
+                format!("`{decision}` takes no `text` (use `edit` to replace the context)"),
+            )),
+            _ => Err(EngineError::field_error(
+                "decision",
+                format!("{decision:?}: expected accept, reject or edit"),
+            )),
+        }
+    }
+}
+
 /// What [`Engine::reverify_contexts`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReverifyReport {

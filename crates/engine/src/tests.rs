@@ -882,3 +882,54 @@ fn an_index_chooses_its_chunk_size_once_for_its_embedder_and_keeps_it() {
     assert_eq!(outcome.report.unchanged, 3, "{:?}", outcome.report);
     assert_eq!(outcome.chunk_tokens, 256);
 }
+
+#[test]
+fn texts_are_ingested_with_their_ids_titles_and_metadata_and_read_again_unchanged() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("index");
+    let text = |id: &str, body: &str, team: &str| situate_ingest::TextInput {
+        id: id.into(),
+        text: body.into(),
+        title: Some(format!("Note {id}")),
+        metadata: [("team".to_string(), serde_json::Value::from(team))]
+            .into_iter()
+            .collect(),
+        kind: None,
+        chunks: None,
+    };
+    let req = IngestRequest {
+        texts: vec![
+            text("kb/1", "Refunds are paid within 30 days.", "support"),
+            text("kb/2", "Deploys run every Tuesday night.", "ops"),
+            text("kb/1", "A second text with the same id.", "ops"),
+        ],
+        embedder: Some("hash:64".into()),
+        ..IngestRequest::default()
+    };
+    let settings = Settings::default();
+    let out = ingest_into(&index, &settings, req.clone(), &mut |_| {}).expect("ingest");
+    assert_eq!(out.report.added, 2);
+    assert_eq!(out.report.skipped.len(), 1, "{:?}", out.report.skipped);
+    assert!(
+        out.report.skipped[0]
+            .reason
+            .contains("duplicate document id")
+    );
+    let again = ingest_into(&index, &settings, req, &mut |_| {}).expect("again");
+    assert_eq!((again.report.added, again.report.unchanged), (0, 2));
+
+    let mut search = api::SearchRequest::new("refunds paid");
+    search.filter.meta = vec!["team=support".into()];
+    let search = search.check(&settings).expect("check");
+    let e = Engine::open(&index, Access::Read).expect("open");
+    let hits = e
+        .query(&search.query, &search.plan, &search.filter)
+        .expect("query")
+        .hits;
+    assert_eq!(ids(&hits), ["kb/1"]);
+    assert_eq!(hits[0].title.as_deref(), Some("Note kb/1"));
+
+    let nothing = ingest_into(&index, &settings, IngestRequest::default(), &mut |_| {});
+    let err = nothing.expect_err("nothing to ingest is refused");
+    assert_eq!(err.field(), Some("paths"), "{err}");
+}

@@ -648,6 +648,23 @@ fn markdown_headings(text: &str) -> Vec<(usize, usize, String)> {
     out
 }
 
+/// Gives spans cut elsewhere (a caller's preset chunks, in document order) the Markdown
+/// heading path each starts under, as the chunker's own spans have.
+pub fn set_heading_paths(text: &str, spans: &mut [ChunkSpan]) {
+    let headings = markdown_headings(text);
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut next_heading = 0;
+    for span in spans {
+        while next_heading < headings.len() && headings[next_heading].0 <= span.byte_start {
+            let (_, level, ref h) = headings[next_heading];
+            stack.retain(|(l, _)| *l < level);
+            stack.push((level, h.clone()));
+            next_heading += 1;
+        }
+        span.heading_path = stack.iter().map(|(_, h)| h.clone()).collect();
+    }
+}
+
 /// Turns pieces into spans with character offsets and heading paths. Pieces arrive in
 /// document order (overlap allowed), so character offsets are counted incrementally.
 fn spans_from_ranges(

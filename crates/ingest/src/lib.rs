@@ -13,7 +13,10 @@ pub mod lang;
 pub mod sources;
 
 pub use chunk::{Chunker, ChunkerConfig, TokenCounter};
-pub use sources::{Skipped, SourceFormat, SourceItem, SourceOptions, read_sources};
+pub use sources::{
+    Skipped, SourceFormat, SourceItem, SourceOptions, TEXT_KINDS, TextInput, read_sources,
+    text_document,
+};
 
 /// Errors of the ingest stage that stop it as a whole (a bad *input* is a [`Skipped`] item).
 #[derive(Debug, thiserror::Error)]

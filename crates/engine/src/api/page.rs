@@ -65,6 +65,15 @@ pub struct DocumentsRequest {
     pub cursor: Option<String>,
 }
 
+/// A document and its chunks (`GET /v1/documents/{id}`, `Index.document`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct DocumentDetail {
+    /// The document.
+    pub document: StoredDocument,
+    /// Its chunks' ids, in order.
+    pub chunk_ids: Vec<String>,
+}
+
 /// A page of documents, in id order.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DocumentPage {
@@ -148,6 +157,14 @@ fn context_position(key: String) -> Option<(String, u32)> {
 }
 
 impl Engine {
+    /// A document and its chunk ids, in order.
+    pub fn document_detail(&self, document_id: &str) -> Result<DocumentDetail> {
+        Ok(DocumentDetail {
+            document: self.document(document_id)?,
+            chunk_ids: self.chunk_ids_of(document_id)?,
+        })
+    }
+
     /// A page of documents; `max_page` is the caller's largest page (a service's limit).
     pub fn documents_page(&self, req: &DocumentsRequest, max_page: usize) -> Result<DocumentPage> {
         let limit = page_size(req.limit, max_page)?;

@@ -34,11 +34,13 @@ mod asking;
 mod check;
 mod config;
 mod index;
+mod job;
 
 use asking::*;
 pub use check::*;
 pub use config::*;
 use index::*;
+pub use job::EvalJob;
 
 /// An I/O error on `path`, as the engine reports one.
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> EngineError + 'a {

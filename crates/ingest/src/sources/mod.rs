@@ -1,5 +1,5 @@
 //! Reading inputs into documents: file trees, BEIR `corpus.jsonl`, Anthropic's
-//! `codebase_chunks.json`.
+//! `codebase_chunks.json`, and texts given by the caller ([`TextInput`]).
 //!
 //! Every input yields a [`SourceItem`]: a document, or a [`Skipped`] saying which input and
 //! why (binary, invalid UTF-8, empty, unreadable, symlink loop, unsupported type, a bad
@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod beir;
+mod texts;
 mod tree;
 
 use anthropic::read_anthropic;
@@ -16,6 +17,7 @@ use situate_core::{Document, Language};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+pub use texts::{TEXT_KINDS, TextInput, text_document};
 use tree::read_tree;
 
 /// How to read an input path.

@@ -315,7 +315,8 @@ fn extracted(
     }))
 }
 
-fn markdown_title(text: &str) -> Option<String> {
+/// A Markdown text's title: its first level-1 heading outside code fences.
+pub(super) fn markdown_title(text: &str) -> Option<String> {
     let mut in_fence = false;
     for line in text.lines().take(200) {
         let t = line.trim_start();

@@ -4,10 +4,8 @@
 use super::*;
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use situate_engine::{
-    Access, Engine, IngestEvent, IngestRequest, LlmRun, SearchSettings, Settings,
-};
-use situate_eval::run::{EvalAnswer, EvalRequest, defaults, run_eval};
+use situate_engine::{Access, Engine, IngestEvent, IngestRequest, LlmRun, Settings};
+use situate_eval::run::{EvalAnswer, run_eval};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -77,6 +75,7 @@ fn ingest_request(
     let IngestJob {
         paths,
         files: _,
+        texts,
         context,
         format,
         language,
@@ -102,6 +101,7 @@ fn ingest_request(
     }
     let req = IngestRequest {
         paths: all,
+        texts,
         context,
         format,
         language,
@@ -130,45 +130,8 @@ fn eval(
     job: EvalJob,
     status: &watch::Sender<JobStatus>,
 ) -> Result<serde_json::Value, Problem> {
-    let EvalJob {
-        dataset,
-        name,
-        configs,
-        queries,
-        split,
-        matching,
-        max_tokens,
-        overlap,
-        embedder,
-        rerank_depth,
-    } = job;
-    let req = EvalRequest {
-        dataset,
-        out: evals.join(&name),
-        configs: if configs.is_empty() {
-            defaults::configs()
-        } else {
-            configs
-        },
-        queries,
-        split: split.unwrap_or_else(|| defaults::SPLIT.into()),
-        matching,
-        controls: None,
-        work: None,
-        max_tokens: max_tokens.unwrap_or(defaults::MAX_TOKENS),
-        overlap: overlap.unwrap_or(defaults::OVERLAP),
-        embedder: embedder.unwrap_or_else(|| defaults::EMBEDDER.into()),
-        search: SearchSettings {
-            rerank_depth,
-            ..SearchSettings::default()
-        }
-        .over(&settings.search),
-        default_llm: settings.default_llm(),
-        index: index.to_path_buf(),
-        // Answers are measured from the CLI (`situate eval --answers`): a
-        // model run per question is not a service job's business.
-        answers: None,
-    };
+    let name = job.name.clone();
+    let req = job.request(evals, index, settings)?;
     run_eval(&req, &mut |done, total| {
         status.send_modify(|s| {
             s.progress.insert(

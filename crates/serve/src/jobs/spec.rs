@@ -4,6 +4,7 @@
 use crate::problem::Problem;
 use serde::Deserialize;
 use situate_engine::Decision;
+pub use situate_eval::run::EvalJob;
 use std::path::{Component, PathBuf};
 
 /// What a job does (`POST /v1/jobs`), by `kind`.
@@ -48,6 +49,9 @@ pub struct IngestJob {
     /// Files sent in the request: each document's id is its `path`.
     #[serde(default)]
     pub files: Vec<UploadedFile>,
+    /// Documents given as text: ids, titles and metadata as given.
+    #[serde(default)]
+    pub texts: Vec<situate_engine::TextInput>,
     /// The context method [structural, or `[ingest] context`].
     pub context: Option<String>,
     /// `auto`, `files`, `beir`, `beir-flat` or `anthropic` [auto].
@@ -67,35 +71,6 @@ pub struct IngestJob {
     pub llm: Option<String>,
     /// Dollars not to spend beyond.
     pub budget: Option<f64>,
-}
-
-/// An `eval` job: `situate eval`'s settings by their names, its report under `name`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EvalJob {
-    /// The set: a BEIR folder, Anthropic's folder or a `.jsonl` of questions (asked of
-    /// the served index) on the server.
-    pub dataset: PathBuf,
-    /// The report's name: letters, digits, `.`, `_` and `-`.
-    pub name: String,
-    /// Configurations `MODE+CONTEXT[+RERANK]`; the first is the baseline
-    /// [bm25+none, bm25+structural].
-    #[serde(default)]
-    pub configs: Vec<String>,
-    /// Only the first N queries.
-    pub queries: Option<usize>,
-    /// The qrels split of a BEIR folder [test].
-    pub split: Option<String>,
-    /// `id` or `text`.
-    pub matching: Option<String>,
-    /// Largest chunk in tokens when the corpus is chunked [256].
-    pub max_tokens: Option<usize>,
-    /// Overlap in tokens [32].
-    pub overlap: Option<usize>,
-    /// Embedder of vector and hybrid configurations [auto].
-    pub embedder: Option<String>,
-    /// How many fused hits a reranker re-scores.
-    pub rerank_depth: Option<usize>,
 }
 
 /// A file sent with an ingest job.
@@ -132,10 +107,16 @@ impl JobSpec {
         if let JobSpec::Contextualize(req) = self {
             req.check()?;
         }
-        if let JobSpec::Ingest(IngestJob { paths, files, .. }) = self {
-            if paths.is_empty() && files.is_empty() {
+        if let JobSpec::Ingest(IngestJob {
+            paths,
+            files,
+            texts,
+            ..
+        }) = self
+        {
+            if paths.is_empty() && files.is_empty() && texts.is_empty() {
                 return Err(Problem::invalid(
-                    "nothing to ingest: give `paths` (on the server) or `files`",
+                    "nothing to ingest: give `paths` (on the server), `files` or `texts`",
                 ));
             }
             let mut seen = std::collections::HashSet::new();
@@ -155,37 +136,12 @@ impl JobSpec {
 
 /// An evaluation's name, checked: one plain path segment.
 pub fn eval_name(name: &str) -> Result<&str, Problem> {
-    let ok = !name.is_empty()
-        && name.len() <= 100
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if ok {
-        Ok(name)
-    } else {
-        Err(Problem::invalid(format!(
-            "evaluation name {name:?}: use letters, digits, '.', '_' and '-' (not first)"
-        )))
-    }
+    EvalJob::check_name(name).map_err(Problem::from)
 }
 
-/// A review decision from its name (and text).
+/// A review decision from its name (and text): [`Decision::parse`].
 pub fn decision_of(decision: &str, text: Option<&str>) -> Result<Decision, Problem> {
-    match (decision, text) {
-        ("accept", None) => Ok(Decision::Accept),
-        ("reject", None) => Ok(Decision::Reject),
-        ("edit", Some(t)) if !t.trim().is_empty() => Ok(Decision::Text(t.to_string())),
-        ("edit", _) => Err(Problem::invalid(
-            "`edit` needs a non-empty `text` (use `reject` to index the chunk without a context)",
-        )),
-        ("accept" | "reject", Some(_)) => Err(Problem::invalid(format!(
-            "`{decision}` takes no `text` (use `edit` to replace the context)"
-        ))),
-        _ => Err(Problem::invalid(format!(
-            "decision {decision:?}: expected accept, reject or edit"
-        ))),
-    }
+    Decision::parse(decision, text).map_err(Problem::from)
 }
 
 /// An uploaded file's path, checked: relative, no `..`, no empty or hidden tricks.

@@ -9,14 +9,7 @@ use axum::response::Response;
 use situate_engine::api::{DocumentPage, DocumentsRequest};
 use std::sync::Arc;
 
-/// A document and its chunks (`GET /v1/documents/{id}`).
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct DocumentDetail {
-    /// The document.
-    pub document: situate_engine::StoredDocument,
-    /// Its chunks' ids, in order.
-    pub chunk_ids: Vec<String>,
-}
+pub use situate_engine::api::DocumentDetail;
 
 pub(crate) async fn documents(
     State(s): State<Arc<AppState>>,
@@ -34,14 +27,7 @@ pub(crate) async fn document(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> AppResult<Json<DocumentDetail>> {
     let Path(id) = path?;
-    let (doc, chunks) = s
-        .readers
-        .run(move |e| Ok((e.document(&id)?, e.chunk_ids_of(&id)?)))
-        .await?;
-    Ok(Json(DocumentDetail {
-        document: doc,
-        chunk_ids: chunks,
-    }))
+    Ok(Json(s.readers.run(move |e| e.document_detail(&id)).await?))
 }
 
 pub(crate) async fn delete_document(

@@ -1,0 +1,350 @@
+"""The answers situate gives, as dataclasses.
+
+Each class mirrors one of the engine's wire types (the JSON the HTTP service sends and
+``situate … --json`` prints) field for field, under the same names; ``tests/test_types.py``
+checks every class against the engine's own schema, so the two cannot drift. An ``Index``
+and a ``Client`` build the same classes from the same JSON. Nested records a caller rarely
+reads field by field (a card's provenance, the index's counts, token usage) stay plain
+``dict``s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Type, TypeVar
+
+T = TypeVar("T")
+
+__all__ = [
+    "Answer",
+    "Card",
+    "Citation",
+    "ContextItem",
+    "ContextPage",
+    "Decision",
+    "Document",
+    "DocumentDetail",
+    "DocumentPage",
+    "EvalResult",
+    "Export",
+    "Hit",
+    "ImportResult",
+    "IngestReport",
+    "IngestResult",
+    "LegScore",
+    "Passage",
+    "Place",
+    "SearchResult",
+    "Status",
+]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a chunk lies in a paged document: pages or slides ``first`` to ``last``."""
+
+    unit: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class LegScore:
+    """One leg's rank and score for a hit (``bm25``, ``vector``, ``reranker``)."""
+
+    leg: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search hit: the original chunk and its context apart, with each leg's rank and
+    score, the chunk and document ids and where it lies."""
+
+    rank: int
+    score: float
+    document_id: str
+    chunk_id: str
+    source: str
+    char_start: int
+    char_end: int
+    heading_path: List[str]
+    kind: str
+    context_status: str
+    original_text: str
+    legs: List[LegScore]
+    title: Optional[str] = None
+    place: Optional[Place] = None
+    context: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found and how: the hits, best first."""
+
+    query: str
+    mode: str
+    bm25: str
+    took_ms: float
+    hits: List[Hit]
+    reranker: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A stored document."""
+
+    id: str
+    source: str
+    language: str
+    kind: str
+    content_hash: str
+    chunk_count: int
+    char_count: int
+    ingested_at: str
+    metadata: Dict[str, Any]
+    title: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Card:
+    """A chunk card in full: the original, its context with status and provenance, the
+    document, and the neighbouring chunks when asked for."""
+
+    document_id: str
+    chunk_id: str
+    ordinal: int
+    char_start: int
+    char_end: int
+    heading_path: List[str]
+    kind: str
+    original_text: str
+    indexed_text: str
+    context_status: str
+    context_notes: List[str]
+    document: Document
+    generated_context: Optional[str] = None
+    context_provenance: Optional[Dict[str, Any]] = None
+    place: Optional[Place] = None
+    neighbours: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """A card in the review queue."""
+
+    chunk_id: str
+    document_id: str
+    ordinal: int
+    heading_path: List[str]
+    original_text: str
+    context_status: str
+    context_notes: List[str]
+    title: Optional[str] = None
+    generated_context: Optional[str] = None
+    context_provenance: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class ContextPage:
+    """A page of the review queue; pass ``next_cursor`` back for the next one."""
+
+    contexts: List[ContextItem]
+    next_cursor: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DocumentDetail:
+    """A document and its chunks' ids, in order."""
+
+    document: Document
+    chunk_ids: List[str]
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    """A page of documents in id order; pass ``next_cursor`` back for the next one."""
+
+    documents: List[Document]
+    next_cursor: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Status:
+    """The index's state: its directory, the default search mode, and its counts."""
+
+    index: str
+    default_mode: str
+    stats: Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved chunk given to the answer model, numbered as it may cite it."""
+
+    id: int
+    chunk_id: str
+    document_id: str
+    original: str
+    score: float
+    title: Optional[str] = None
+    context: Optional[str] = None
+    place: Optional[Place] = None
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A citation in an answer and whether it holds."""
+
+    cited: str
+    valid: bool
+    passage: Optional[int] = None
+    chunk_id: Optional[str] = None
+    document_id: Optional[str] = None
+    quote: Optional[str] = None
+    problem: Optional[str] = None
+    place: Optional[Place] = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A grounded answer built from the original chunks, or an abstention when the
+    documents do not hold one."""
+
+    question: str
+    language: str
+    answer: str
+    abstained: bool
+    grounded: bool
+    problems: List[str]
+    citations: List[Citation]
+    passages: List[Passage]
+    mode: str
+    model: str
+    prompt_version: str
+    attempts: int
+    usage: Dict[str, Any]
+    took_ms: float
+    abstention: Optional[Dict[str, Any]] = None
+    cost: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """An ingest's counts."""
+
+    added: int
+    replaced: int
+    unchanged: int
+    chunks: int
+    context_failures: int
+    contexts_rejected: int
+    contexts_cached: int
+    contexts_deferred: int
+    document_tokens: int
+    skipped: List[Dict[str, str]]
+    usage: Dict[str, int]
+    embedded: int
+    embedding_failures: int
+    embed_cut: Dict[str, Any]
+    cancelled: bool
+    embedding_error: Optional[str] = None
+    embed_model: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What an ingest did: the counts, the context method, time and cost."""
+
+    index: str
+    created: bool
+    context: str
+    chunk_tokens: int
+    report: IngestReport
+    seconds: float
+    dollars: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A context after a person's decision."""
+
+    chunk_id: str
+    context_status: str
+
+
+@dataclass(frozen=True)
+class Export:
+    """Contexts written to a file."""
+
+    exported: int
+    file: str
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """Contexts set from a file, and the lines skipped with why."""
+
+    imported: int
+    skipped: List[str]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """An evaluation: its report's name, its notes and the report itself (``report.json``:
+    each configuration's metrics)."""
+
+    id: str
+    notes: List[str]
+    report: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, data: Dict[str, Any]) -> "EvalResult":
+        rest = {k: v for k, v in data.items() if k not in ("id", "notes")}
+        return cls(id=data["id"], notes=list(data.get("notes", [])), report=rest)
+
+
+def from_wire(cls: Type[T], data: Any) -> T:
+    """``cls`` from its wire JSON (a dict): nested records become their classes; a field
+    the class does not know (from a newer service) is left out."""
+    custom = getattr(cls, "from_wire", None)
+    if custom is not None:
+        return custom(data)
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = _hints(cls)
+    args = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            args[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**args)
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    h = _HINTS.get(cls)
+    if h is None:
+        h = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+        _HINTS[cls] = h
+    return h
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(inner[0], value) if len(inner) == 1 else value
+    if origin in (list, List):
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_convert(item, v) for v in value]
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return from_wire(tp, value)
+    return value

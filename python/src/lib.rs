@@ -1,0 +1,513 @@
+//! `situate._situate`: the engine inside a Python process, as the `situate` package calls
+//! it (`python/situate/`).
+//!
+//! This crate is a front end like the CLI and the service: each method takes the same
+//! request the HTTP API takes (the engine's request types, as JSON), makes the same engine
+//! call, and hands back the engine's answer type as JSON, which the package reads into its
+//! dataclasses, as its HTTP `Client` does with the service's answers. So an `Index` and a
+//! `Client` answer alike by construction. Every engine call runs with the GIL released
+//! ([`Python::detach`]): other Python threads run meanwhile, and several searches run at
+//! once on engines of their own ([`readers`]). An engine error becomes the package's
+//! exception of its kind (`situate.errors`), built from the same problem fields the service
+//! sends (code, detail, field, install).
+#![warn(missing_docs)]
+
+mod readers;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use readers::Readers;
+use situate_engine::api::{CardRequest, ContextsRequest, DocumentsRequest};
+use situate_engine::{
+    Access, AskRequest, Decision, Engine, EngineError, ExportAnswer, IngestEvent, IngestRequest,
+    LlmRun, SearchRequest, Settings, TextInput,
+};
+use situate_eval::run::{EvalAnswer, EvalJob, run_eval};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An index directory, opened in this process.
+#[pyclass(frozen, module = "situate._situate", name = "NativeIndex")]
+pub struct NativeIndex {
+    path: PathBuf,
+    settings: Settings,
+    readers: Readers,
+}
+
+/// An ingest's options, by the names `situate ingest` and an `ingest` job use.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestBody {
+    #[serde(default)]
+    paths: Vec<PathBuf>,
+    #[serde(default)]
+    texts: Vec<TextInput>,
+    context: Option<String>,
+    format: Option<String>,
+    language: Option<String>,
+    max_tokens: Option<usize>,
+    overlap: Option<usize>,
+    batch: Option<usize>,
+    #[serde(default)]
+    meta: Vec<String>,
+    llm: Option<String>,
+    budget: Option<f64>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+impl IngestBody {
+    fn request(self, cancel: Arc<AtomicBool>) -> IngestRequest {
+        IngestRequest {
+            paths: self.paths,
+            texts: self.texts,
+            context: self.context,
+            format: self.format,
+            language: self.language,
+            max_tokens: self.max_tokens,
+            overlap: self.overlap,
+            batch: self.batch,
+            meta: self.meta,
+            llm: LlmRun {
+                llm: self.llm,
+                budget: self.budget,
+                dry_run: self.dry_run,
+            },
+            cancel: Some(cancel),
+            ..IngestRequest::default()
+        }
+    }
+}
+
+#[pymethods]
+impl NativeIndex {
+    /// Opens the index at `path`; with `create`, creates it first when there is none
+    /// (with `embedder` and `vector_index`, else `situate.toml`'s, else `auto`).
+    /// `config` is a `situate.toml` to read settings from (none: the defaults).
+    #[new]
+    #[pyo3(signature = (path, create=false, embedder=None, vector_index=None, config=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        create: bool,
+        embedder: Option<String>,
+        vector_index: Option<String>,
+        config: Option<PathBuf>,
+    ) -> PyResult<NativeIndex> {
+        let settings = match &config {
+            Some(c) => py
+                .detach(|| Settings::load(Some(c)))
+                .map_err(|e| raise(py, &e))?,
+            None => Settings::default(),
+        };
+        if !Engine::exists(&path) {
+            if !create {
+                let missing = EngineError::NotFound(format!(
+                    "no situate index at {}: pass create=True to make one",
+                    path.display()
+                ));
+                return Err(raise(py, &missing));
+            }
+            let made = py.detach(|| {
+                let c =
+                    settings.create_settings(None, embedder.as_deref(), vector_index.as_deref())?;
+                Engine::create(&path, c).map(drop)
+            });
+            made.map_err(|e| raise(py, &e))?;
+        }
+        Ok(NativeIndex {
+            readers: Readers::new(path.clone()),
+            path,
+            settings,
+        })
+    }
+
+    /// The index directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// A search (`POST /v1/search`'s body) → its answer (`SearchResponse`).
+    fn search(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+        self.read(py, |e, s| {
+            let req: SearchRequest = from_json(body)?;
+            let q = req.check(s)?;
+            to_json(&e.query(&q.query, &q.plan, &q.filter)?)
+        })
+    }
+
+    /// A question (`POST /v1/ask`'s body) → a grounded answer (`AnswerResponse`);
+    /// `on_text(str)` is called with each piece as the model writes it.
+    #[pyo3(signature = (body, on_text=None))]
+    fn ask(&self, py: Python<'_>, body: &str, on_text: Option<Py<PyAny>>) -> PyResult<String> {
+        let failed: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+        let stream = |piece: &str| {
+            let Some(f) = &on_text else { return };
+            Python::attach(|py| {
+                if let Err(e) = f.call1(py, (piece,))
+                    && let Ok(mut slot) = failed.lock()
+                {
+                    slot.get_or_insert(e);
+                }
+            });
+        };
+        let answer = self.read(py, |e, s| {
+            let req: AskRequest = from_json(body)?;
+            to_json(&e.answer(&req.check(s)?, &stream)?)
+        })?;
+        match failed.into_inner().ok().flatten() {
+            Some(e) => Err(e),
+            None => Ok(answer),
+        }
+    }
+
+    /// A card (`{"chunk_id", "neighbours"}`) → `CardAnswer`.
+    fn card(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+        self.read(py, |e, _| {
+            let req: CardRequest = from_json(body)?;
+            to_json(&e.card(&req)?)
+        })
+    }
+
+    /// A document and its chunk ids (`{"document_id"}`) → `DocumentDetail`.
+    fn document(&self, py: Python<'_>, document_id: &str) -> PyResult<String> {
+        self.read(py, |e, _| to_json(&e.document_detail(document_id)?))
+    }
+
+    /// A page of documents (`{"limit", "cursor"}`) → `DocumentPage`.
+    fn documents(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+        self.read(py, |e, _| {
+            let req: DocumentsRequest = from_json(body)?;
+            to_json(&e.documents_page(&req, MAX_PAGE)?)
+        })
+    }
+
+    /// A page of the review queue (`{"status", "limit", "cursor"}`) → `ContextPage`.
+    fn contexts(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+        self.read(py, |e, _| {
+            let req: ContextsRequest = from_json(body)?;
+            to_json(&e.contexts_page(&req, MAX_PAGE)?)
+        })
+    }
+
+    /// The index's state → `StatusAnswer`.
+    fn status(&self, py: Python<'_>) -> PyResult<String> {
+        self.read(py, |e, _| to_json(&e.status()?))
+    }
+
+    /// The index's state with every card compared across the store and the indexes →
+    /// `CheckAnswer` (`situate stats`).
+    fn check(&self, py: Python<'_>) -> PyResult<String> {
+        self.read(py, |e, _| to_json(&e.status_checked()?))
+    }
+
+    /// A person's decision on a context (`accept`, `reject`, `edit` with `text`) →
+    /// `DecisionAnswer`.
+    #[pyo3(signature = (chunk_id, decision, text=None))]
+    fn decide(
+        &self,
+        py: Python<'_>,
+        chunk_id: &str,
+        decision: &str,
+        text: Option<&str>,
+    ) -> PyResult<String> {
+        self.write(py, |e| {
+            let d = Decision::parse(decision, text)?;
+            to_json(&e.decide(chunk_id, d)?)
+        })
+    }
+
+    /// Writes every context to a JSONL file (`situate contexts export`) → `ExportAnswer`.
+    fn export_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<String> {
+        self.read(py, |e, _| {
+            let exported = e.export_contexts(&file)?;
+            to_json(&ExportAnswer { exported, file })
+        })
+    }
+
+    /// Sets contexts from such a file (`situate contexts import`) → `ImportReport`.
+    fn import_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<String> {
+        self.write(py, |e| to_json(&e.import_contexts(&file)?))
+    }
+
+    /// Removes a document and its chunks → `RemoveAnswer`.
+    fn remove(&self, py: Python<'_>, document_id: &str) -> PyResult<String> {
+        self.write(py, |e| to_json(&e.remove_document(document_id)?))
+    }
+
+    /// Rebuilds every index from the cards (no LLM call) → `RebuildReport`.
+    fn rebuild(&self, py: Python<'_>) -> PyResult<String> {
+        self.write(py, |e| to_json(&e.rebuild(&mut |_, _| {})?))
+    }
+
+    /// An ingest (an `ingest` job's fields, with `texts` and `dry_run`) → `IngestOutcome`
+    /// (a dry run: `DryRunAnswer`). `progress(dict)` is called with each event; an
+    /// exception it raises, or Ctrl-C, stops the ingest after the documents in hand
+    /// (what was committed stays; running it again finishes the work).
+    #[pyo3(signature = (body, progress=None))]
+    fn ingest(&self, py: Python<'_>, body: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut failed: Option<PyErr> = None;
+        let out = py.detach(|| {
+            let body: IngestBody = from_json(body)?;
+            let dry_run = body.dry_run;
+            let prepared = situate_engine::prepare_ingest(
+                &self.path,
+                &self.settings,
+                body.request(cancel.clone()),
+            )?;
+            let outcome = prepared.run(&mut |event| {
+                Python::attach(|py| {
+                    let sent = match &progress {
+                        Some(f) => event_dict(py, &event).and_then(|d| f.call1(py, (d,)).map(drop)),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = sent.and_then(|()| py.check_signals()) {
+                        failed.get_or_insert(e);
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                })
+            })?;
+            if dry_run {
+                to_json(&outcome.dry_run())
+            } else {
+                to_json(&outcome)
+            }
+        });
+        self.readers.forget();
+        match (failed, out) {
+            (Some(e), _) => Err(e),
+            (None, out) => out.map_err(|e| raise(py, &e)),
+        }
+    }
+
+    /// An evaluation (an `eval` job's fields) → `EvalAnswer`; its reports go to
+    /// `reports/NAME`.
+    fn eval(&self, py: Python<'_>, body: &str, reports: PathBuf) -> PyResult<String> {
+        py.detach(|| {
+            let job: EvalJob = from_json(body)?;
+            let name = job.name.clone();
+            let req = job.request(&reports, &self.path, &self.settings)?;
+            let o = run_eval(&req, &mut |_, _| {})?;
+            to_json(&EvalAnswer {
+                id: name,
+                report: o.report,
+                notes: o.notes,
+            })
+        })
+        .map_err(|e| raise(py, &e))
+    }
+}
+
+impl NativeIndex {
+    /// `f` on a read-only engine, with the GIL released.
+    fn read(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Engine, &Settings) -> situate_engine::Result<String> + Send,
+    ) -> PyResult<String> {
+        py.detach(|| self.readers.with(|e| f(e, &self.settings)))
+            .map_err(|e| raise(py, &e))
+    }
+
+    /// `f` on the writing engine (the index's write lock, held for the call), with the
+    /// GIL released; the readers reopen afterwards.
+    fn write(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Engine) -> situate_engine::Result<String> + Send,
+    ) -> PyResult<String> {
+        let out = py.detach(|| {
+            let mut e = Engine::open(&self.path, Access::Write)?;
+            f(&mut e)
+        });
+        self.readers.forget();
+        out.map_err(|e| raise(py, &e))
+    }
+}
+
+/// The largest page of documents or contexts a call may ask for (the service's too).
+const MAX_PAGE: usize = 500;
+
+/// A request from its JSON; a field the type does not take is refused by name.
+fn from_json<T: serde::de::DeserializeOwned>(body: &str) -> situate_engine::Result<T> {
+    serde_json::from_str(body).map_err(|e| EngineError::Invalid(format!("the request: {e}")))
+}
+
+/// An answer as JSON.
+fn to_json<T: serde::Serialize>(answer: &T) -> situate_engine::Result<String> {
+    serde_json::to_string(answer)
+        .map_err(|e| EngineError::Internal(format!("an answer could not be written: {e}")))
+}
+
+/// An ingest event as the dict a progress callback gets: `{"event": NAME, ...}`.
+fn event_dict<'py>(py: Python<'py>, event: &IngestEvent<'_>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match event {
+        IngestEvent::Document {
+            id,
+            outcome,
+            chunks,
+        } => {
+            d.set_item("event", "document")?;
+            d.set_item("id", *id)?;
+            d.set_item("outcome", *outcome)?;
+            d.set_item("chunks", *chunks)?;
+        }
+        IngestEvent::Skipped(s) => {
+            d.set_item("event", "skipped")?;
+            d.set_item("source", &s.source)?;
+            d.set_item("reason", &s.reason)?;
+        }
+        IngestEvent::Embedding { done, total } => {
+            d.set_item("event", "embedding")?;
+            d.set_item("done", *done)?;
+            d.set_item("total", *total)?;
+        }
+        IngestEvent::Contextualized {
+            chunks,
+            usage,
+            cached,
+        } => {
+            d.set_item("event", "contextualized")?;
+            d.set_item("chunks", *chunks)?;
+            d.set_item("cached", *cached)?;
+            d.set_item("input_tokens", usage.input_tokens)?;
+            d.set_item("output_tokens", usage.output_tokens)?;
+        }
+        IngestEvent::Committed { generation } => {
+            d.set_item("event", "committed")?;
+            d.set_item("generation", *generation)?;
+        }
+    }
+    Ok(d)
+}
+
+/// `e` as the package's exception of its kind (`situate.errors.from_problem`, which the
+/// HTTP client calls with the service's problem bodies).
+fn raise(py: Python<'_>, e: &EngineError) -> PyErr {
+    let wire = e.kind().wire();
+    let built = (|| -> PyResult<PyErr> {
+        let problem = PyDict::new(py);
+        problem.set_item("status", wire.http)?;
+        problem.set_item("code", wire.code)?;
+        problem.set_item("title", wire.title)?;
+        problem.set_item("detail", chain(e))?;
+        problem.set_item("field", e.field())?;
+        problem.set_item("install", e.install())?;
+        let exc = py
+            .import("situate.errors")?
+            .getattr("from_problem")?
+            .call1((problem,))?;
+        Ok(PyErr::from_value(exc))
+    })();
+    built.unwrap_or_else(|failed| PyRuntimeError::new_err(format!("{} ({failed})", chain(e))))
+}
+
+/// An error and its sources, as one message.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        source = c.source();
+    }
+    s
+}
+
+/// The JSON Schema of a wire type by its name, for the package's test that its
+/// dataclasses have the engine's fields.
+#[pyfunction]
+fn schema(name: &str) -> PyResult<String> {
+    use schemars::schema_for;
+    let s = match name {
+        "SearchResponse" => schema_for!(situate_engine::SearchResponse),
+        "Hit" => schema_for!(situate_core::Hit),
+        "LegScore" => schema_for!(situate_core::LegScore),
+        "CardAnswer" => schema_for!(situate_engine::api::CardAnswer),
+        "StoredDocument" => schema_for!(situate_engine::StoredDocument),
+        "ContextPage" => schema_for!(situate_engine::api::ContextPage),
+        "ContextItem" => schema_for!(situate_engine::ContextItem),
+        "DocumentPage" => schema_for!(situate_engine::api::DocumentPage),
+        "DocumentDetail" => schema_for!(situate_engine::api::DocumentDetail),
+        "StatusAnswer" => schema_for!(situate_engine::api::StatusAnswer),
+        "AnswerResponse" => schema_for!(situate_engine::AnswerResponse),
+        "Citation" => schema_for!(situate_engine::Citation),
+        "IngestOutcome" => schema_for!(situate_engine::IngestOutcome),
+        "IngestReport" => schema_for!(situate_engine::IngestReport),
+        "DecisionAnswer" => schema_for!(situate_engine::api::DecisionAnswer),
+        "ExportAnswer" => schema_for!(situate_engine::ExportAnswer),
+        "TextInput" => schema_for!(TextInput),
+        other => {
+            return Err(pyo3::exceptions::PyKeyError::new_err(other.to_string()));
+        }
+    };
+    serde_json::to_string(&s).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// The CPU features the build assumed (`-C target-cpu`), for the package's check on
+/// import.
+#[pyfunction]
+fn build_features() -> Vec<&'static str> {
+    let mut f = Vec::new();
+    if cfg!(target_feature = "avx2") {
+        f.push("avx2");
+    }
+    if cfg!(target_feature = "fma") {
+        f.push("fma");
+    }
+    if cfg!(target_feature = "f16c") {
+        f.push("f16c");
+    }
+    if cfg!(target_feature = "avx512f") {
+        f.push("avx512f");
+    }
+    f
+}
+
+/// The module.
+#[pymodule]
+fn _situate(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeIndex>()?;
+    m.add_function(wrap_pyfunction!(schema, m)?)?;
+    m.add_function(wrap_pyfunction!(build_features, m)?)?;
+    m.add(
+        "__version__",
+        PyString::new(m.py(), env!("CARGO_PKG_VERSION")),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ingest_body_refuses_a_field_it_does_not_take_by_name() {
+        let err = from_json::<IngestBody>(r#"{"paths": [], "pathz": []}"#).expect_err("refused");
+        assert!(err.to_string().contains("pathz"), "{err}");
+        let ok: IngestBody =
+            from_json(r#"{"texts": [{"id": "a", "text": "b"}], "dry_run": true}"#).expect("ok");
+        let req = ok.request(Arc::new(AtomicBool::new(false)));
+        assert_eq!(req.texts.len(), 1);
+        assert!(req.llm.dry_run);
+    }
+
+    #[test]
+    fn every_wire_type_the_package_mirrors_has_a_schema() {
+        for name in [
+            "SearchResponse",
+            "Hit",
+            "CardAnswer",
+            "ContextPage",
+            "IngestOutcome",
+        ] {
+            let s = schema(name).expect(name);
+            assert!(s.contains("\"properties\""), "{name}: {s}");
+        }
+    }
+}
