@@ -24,14 +24,8 @@ queries=${2:-200}
 rounds=${3:-2}
 data=../shared/data/scifact
 venv=bench/.venv-torch
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-  # The PyPI wheel is built with CUDA; its CUDA libraries are separate packages, not needed
-  # on CPU, so the wheel goes in without them and its CPU dependencies are named here.
-  "$venv/bin/pip" install --quiet --no-deps "torch==2.15.0"
-  "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
-  "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
-fi
+. bench/torch_venv.sh
+torch_venv "$venv"
 if ! "$venv/bin/python" -c 'import onnxruntime, onnx, onnxscript' 2>/dev/null; then
   "$venv/bin/pip" install --quiet "onnxruntime==1.32.0" "onnx==1.23.2" "onnxscript==0.7.2"
 fi

@@ -18,12 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-../shared/data}/anthropic-codebase
 venv=bench/.venv-py
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-  # As bench/embed.sh: the CUDA wheel without its CUDA libraries, its CPU dependencies named.
-  "$venv/bin/pip" install --quiet --no-deps "torch==2.15.0"
-  "$venv/bin/pip" install --quiet sympy networkx jinja2 filelock fsspec typing-extensions "numpy==2.4.6"
-  "$venv/bin/pip" install --quiet "sentence-transformers==6.2.0" "transformers==5.24.0"
+. bench/torch_venv.sh
+torch_venv "$venv"
+if ! "$venv/bin/python" -c 'import langchain_classic, langchain_community, langchain_huggingface, rank_bm25' 2>/dev/null; then
   "$venv/bin/pip" install --quiet "maturin==1.16.0" "langchain-core==1.8.3" "langchain-classic==1.0.8" \
     "langchain-community==0.4.2" "rank-bm25==0.2.2" "langchain-huggingface==1.2.3"
 fi

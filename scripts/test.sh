@@ -23,8 +23,9 @@
 #     test), with the same wrapper so nothing is rebuilt;
 #  7. the Python package (python/): built into that venv by `maturin develop` from the
 #     dependencies step 2 compiled (only pyo3 and the package's own crate are compiled
-#     again), then its tests (pytest): the package's own, langchain-tests' standard
-#     retriever suite, LlamaIndex, Haystack, and the examples.
+#     again), its types checked by mypy (the stubs of the native module included), then its
+#     tests (pytest): the package's own, langchain-tests' standard retriever suite,
+#     LlamaIndex, Haystack, and the examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -71,7 +72,7 @@ py_log="$target/python-install.log"
   "$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
     fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1 \
     maturin==1.16.0 pytest==9.2.0 pytest-asyncio==1.5.0 langchain-core==1.8.3 langchain-tests==1.1.9 \
-    llama-index-core==0.14.25 haystack-ai==3.4.1
+    llama-index-core==0.14.25 haystack-ai==3.4.1 mypy==2.4.1
 ) > "$py_log" 2>&1 &
 python=$!
 # A failed build stops the installs too.
@@ -108,7 +109,8 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked "$@" || status=$?
 fi
-step "the Python package's tests (pytest)"
-SITUATE_BIN="$target/debug/situate" "$py/bin/python" -m pytest -q -p no:cacheprovider python/tests || status=$?
+step "the Python package: its types (mypy, against the stubs), then its tests (pytest)"
+MYPY_CACHE_DIR="$target/mypy-cache" "$py/bin/python" -m mypy python/situate python/examples || status=$?
+SITUATE_BIN="$target/debug/situate" "$py/bin/python" -m pytest -q -p no:cacheprovider --durations=5 python/tests || status=$?
 step "done"
 exit "$status"

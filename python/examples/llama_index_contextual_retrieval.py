@@ -24,7 +24,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.response_synthesizers import get_response_synthesizer
+from llama_index.core.response_synthesizers import ResponseMode, get_response_synthesizer
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 import situate
@@ -57,12 +57,12 @@ def main() -> None:
     index.ingest(a.docs, context=a.context)
     engine = RetrieverQueryEngine(
         retriever=SituateRetriever(index, similarity_top_k=3),
-        response_synthesizer=get_response_synthesizer(response_mode="no_text"),
+        response_synthesizer=get_response_synthesizer(response_mode=ResponseMode.NO_TEXT),
     )
     response = engine.query(a.query)
-    for n in response.source_nodes:
-        print(f"hit: {n.node.metadata['document_id']} score {n.score:.4f}")
-        print(f"  context: {n.node.metadata['context']}")
+    for hit in response.source_nodes:
+        print(f"hit: {hit.node.metadata['document_id']} score {hit.score or 0:.4f}")
+        print(f"  context: {hit.node.metadata['context']}")
 
 
 if __name__ == "__main__":

@@ -49,22 +49,21 @@ class Client(_Api):
         if op == "search":
             return self._request("POST", "/v1/search", body)
         if op == "ask":
-            answer = self._request("POST", "/v1/ask", body)
             on_text = hooks.get("on_text")
-            if on_text is not None:
-                on_text(answer["answer"])
-            return answer
+            if on_text is None:
+                return self._request("POST", "/v1/ask", body)
+            return self._ask_streamed(body, on_text)
         if op == "card":
-            q = _query({"neighbours": body.get("neighbours") or None})
-            return self._request("GET", f"/v1/cards/{_segment(body['chunk_id'])}{q}")
+            query = _query({"neighbours": body.get("neighbours") or None})
+            return self._request("GET", f"/v1/cards/{_segment(body['chunk_id'])}{query}")
         if op == "document":
             return self._request("GET", f"/v1/documents/{_segment(body['document_id'])}")
         if op == "documents":
             return self._request("GET", f"/v1/documents{_query(body)}")
         if op == "contexts":
-            q = dict(body)
-            q["status"] = ",".join(body.get("status") or []) or None
-            return self._request("GET", f"/v1/contexts{_query(q)}")
+            params = dict(body)
+            params["status"] = ",".join(body.get("status") or []) or None
+            return self._request("GET", f"/v1/contexts{_query(params)}")
         if op == "status":
             return self._request("GET", "/v1/info")
         if op == "ingest":
@@ -106,17 +105,43 @@ class Client(_Api):
         err = job.get("error") or {"code": "internal", "detail": f"job {job.get('id')} {job.get('state')}"}
         raise from_problem(err)
 
+    def _ask_streamed(self, body: Dict[str, Any], on_text: Any) -> Any:
+        """``POST /v1/ask`` with ``"stream": true``: ``text`` events go to ``on_text`` as
+        they come, the ``answer`` event is the answer, an ``error`` event its exception."""
+        with self._open("POST", "/v1/ask", {**body, "stream": True}, "text/event-stream") as resp:
+            event, data = "message", []
+            for raw in resp:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip())
+                elif not line and data:
+                    payload = json.loads("\n".join(data))
+                    if event == "text":
+                        on_text(payload["text"])
+                    elif event == "answer":
+                        return payload
+                    elif event == "error":
+                        raise from_problem(payload)
+                    event, data = "message", []
+        raise Unavailable("the answer's stream ended without an answer", status=503)
+
     def _request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
+        with self._open(method, path, body, "application/json") as resp:
+            return json.loads(resp.read() or b"null")
+
+    def _open(self, method: str, path: str, body: Optional[Dict[str, Any]], accept: str) -> Any:
+        """The response to a request; an error answer as the exception of its kind."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
+        req.add_header("Accept", accept)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if self._key:
             req.add_header("Authorization", f"Bearer {self._key}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read() or b"null")
+            return urllib.request.urlopen(req, timeout=self.timeout)
         except urllib.error.HTTPError as e:
             raw = e.read()
             try:

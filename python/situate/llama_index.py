@@ -102,7 +102,7 @@ class SituateContextExtractor(BaseExtractor):
 
     def __init__(self, contextualizer: Optional[Contextualizer] = None, **kwargs: Any) -> None:
         fields = {k: kwargs.pop(k) for k in ("key", "docstore", "show_progress", "in_place") if k in kwargs}
-        super().__init__(options=dict(kwargs), **fields)
+        super().__init__(options=dict(kwargs), **fields)  # type: ignore[call-arg]  # pydantic fields
         self._contextualizer = contextualizer or Contextualizer(**kwargs)
 
     @classmethod

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Type, TypeVar, Union, overload
 
 T = TypeVar("T")
 
@@ -83,8 +83,9 @@ class Hit:
 
 
 @dataclass(frozen=True)
-class SearchResult:
-    """What a search found and how: the hits, best first."""
+class SearchResult(Sequence[Hit]):
+    """What a search found and how: the hits, best first. It is also the sequence of its
+    hits: ``for hit in index.search(q)``, ``index.search(q)[0]``, ``len(…)``."""
 
     query: str
     mode: str
@@ -92,6 +93,19 @@ class SearchResult:
     took_ms: float
     hits: List[Hit]
     reranker: Optional[str] = None
+
+    @overload
+    def __getitem__(self, i: int) -> Hit: ...
+    @overload
+    def __getitem__(self, i: slice) -> List[Hit]: ...
+    def __getitem__(self, i: Union[int, slice]) -> Union[Hit, List[Hit]]:
+        return self.hits[i]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
 
 
 @dataclass(frozen=True)

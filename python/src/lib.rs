@@ -21,7 +21,7 @@ use readers::Readers;
 use situate_engine::api::{CardRequest, ContextsRequest, DocumentsRequest};
 use situate_engine::{
     Access, AskRequest, Decision, Engine, EngineError, ExportAnswer, IngestEvent, IngestRequest,
-    LlmRun, SearchRequest, Settings, TextInput,
+    LlmRun, SearchRequest, Settings, TextInput, error_chain,
 };
 use situate_eval::run::{EvalAnswer, EvalJob, run_eval};
 use std::path::PathBuf;
@@ -395,7 +395,7 @@ fn raise(py: Python<'_>, e: &EngineError) -> PyErr {
         problem.set_item("status", wire.http)?;
         problem.set_item("code", wire.code)?;
         problem.set_item("title", wire.title)?;
-        problem.set_item("detail", chain(e))?;
+        problem.set_item("detail", error_chain(e))?;
         problem.set_item("field", e.field())?;
         problem.set_item("install", e.install())?;
         let exc = py
@@ -404,19 +404,7 @@ fn raise(py: Python<'_>, e: &EngineError) -> PyErr {
             .call1((problem,))?;
         Ok(PyErr::from_value(exc))
     })();
-    built.unwrap_or_else(|failed| PyRuntimeError::new_err(format!("{} ({failed})", chain(e))))
-}
-
-/// An error and its sources, as one message.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(c) = source {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        source = c.source();
-    }
-    s
+    built.unwrap_or_else(|failed| PyRuntimeError::new_err(format!("{} ({failed})", error_chain(e))))
 }
 
 /// The JSON Schema of a wire type by its name, for the package's test that its

@@ -77,6 +77,8 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_an_answer_cites_the_original_and_streams_as_it_is_written(index: situate.Index, model: str) -> None:
+    # The scripted model is a thread of this process: it can only answer while `ask` has
+    # released the GIL, so this passing is the GIL released during an engine call.
     pieces: list = []
     a = index.ask("How often are the signing keys rotated?", model=model, mode="retrieval", on_text=pieces.append)
     assert isinstance(a, situate.Answer)
@@ -103,7 +105,10 @@ def test_a_bad_answer_setting_names_its_field(index: situate.Index) -> None:
 
 def test_the_client_asks_the_service_the_same(model: str, built_index: Path, tmp_path: Path) -> None:
     # The service answers with the model its settings name (a request cannot name one).
+    pieces: list = []
     with serving(built_index, tmp_path, f'[answer]\nmodel = "{model}"\n') as url:
         a = situate.Client(url).ask("How often are the signing keys rotated?", mode="retrieval")
+        streamed = situate.Client(url).ask("How often are the signing keys rotated?", mode="retrieval", on_text=pieces.append)
     b = situate.Index(built_index).ask("How often are the signing keys rotated?", model=model, mode="retrieval")
     assert (a.answer, [c.chunk_id for c in a.citations]) == (b.answer, [c.chunk_id for c in b.citations])
+    assert streamed.answer == a.answer and len(pieces) > 1 and "90 days" in "".join(pieces)

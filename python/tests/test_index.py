@@ -24,6 +24,8 @@ def test_a_search_keeps_the_original_and_its_context_apart_with_each_legs_rank(i
     assert {leg.leg for leg in best.legs} == {"bm25", "vector"}
     assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
     assert len(result.hits) == 3
+    # The result is also the list of its hits.
+    assert list(result) == result.hits and result[0] == best and len(result) == 3
 
 
 def test_search_settings_and_filters_by_their_names(index: situate.Index) -> None:

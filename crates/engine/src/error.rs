@@ -199,6 +199,19 @@ impl ErrorKind {
     }
 }
 
+/// An error and its sources as one message (`a: b: c`), as a front end shows an error
+/// that has no place for its chain.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        source = c.source();
+    }
+    s
+}
+
 impl EngineError {
     /// What a caller can do about this error.
     pub fn kind(&self) -> ErrorKind {

@@ -104,7 +104,7 @@ pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{
     BuiltContextualizer, ContextChoice, LlmRun, build_contextualizer, uses_llm,
 };
-pub use error::{EngineError, ErrorKind, Wire};
+pub use error::{EngineError, ErrorKind, Wire, error_chain};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,

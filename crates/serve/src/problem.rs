@@ -141,7 +141,7 @@ impl From<EngineError> for Problem {
     fn from(e: EngineError) -> Problem {
         let wire = e.kind().wire();
         if wire.kind == ErrorKind::Internal {
-            return Problem::internal(anyhow_like(&e));
+            return Problem::internal(situate_engine::error_chain(&e));
         }
         let status = StatusCode::from_u16(wire.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Problem {
@@ -152,18 +152,6 @@ impl From<EngineError> for Problem {
             detail: e.to_string(),
         }
     }
-}
-
-/// An error and its sources on one line, for the log.
-fn anyhow_like(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(c) = source {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        source = c.source();
-    }
-    s
 }
 
 impl From<JsonRejection> for Problem {
