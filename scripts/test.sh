@@ -21,10 +21,12 @@
 #  5. a PostgreSQL server with pgvector (scripts/postgres.sh), stopped at exit;
 #  6. every test (cargo-nextest when installed: all test binaries side by side; else cargo
 #     test), with the same wrapper so nothing is rebuilt;
-#  7. the Python package (python/): built into that venv by `maturin develop` from the
-#     dependencies step 2 compiled (only pyo3 and the package's own crate are compiled
-#     again), its types checked by mypy (the stubs of the native module included), then its
-#     tests (pytest): the package's own, langchain-tests' standard retriever suite,
+#  7. the Python package (python/): its native module is the extension step 2 built
+#     (PYO3_BUILD_EXTENSION_MODULE, as maturin builds it, so with the same compiled
+#     dependencies as every test), installed into that venv as `maturin develop` installs
+#     it (the module beside the package's sources, a .pth naming them); `maturin sdist`
+#     checks the packaging; mypy checks the types (the native module's stubs included);
+#     then its tests (pytest): the package's own, langchain-tests' standard retriever suite,
 #     LlamaIndex, Haystack, and the examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,9 @@ case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
 started=$(date +%s)
 step() { echo "== $1 ($(($(date +%s) - started)) s)"; }
 
+# The Python package's native module (python/) is an extension module, as maturin builds
+# it (it does not link libpython): built so here, it is the module the Python tests load.
+export PYO3_BUILD_EXTENSION_MODULE=1
 step "cargo fmt --check"
 cargo fmt --all --check
 step "build and lint the binary and the integration tests (clippy -D warnings)"
@@ -78,7 +83,10 @@ python=$!
 # A failed build stops the installs too.
 trap 'kill "$models" "$python" 2>/dev/null || true' EXIT
 step "build and lint every other target; models and Python packages installed meanwhile"
-cargo test --workspace --all-targets --locked --no-run --quiet
+# `cargo build --all-targets` builds what `cargo test --no-run` builds (the same units: the
+# test run after it compiles nothing) and the libraries no test links, such as the Python
+# package's extension module.
+cargo build --workspace --all-targets --locked --quiet
 step "models"
 wait "$models" || { cat "$models_log" >&2; echo "installing the models failed" >&2; exit 1; }
 cat "$models_log"
@@ -99,8 +107,20 @@ if [ -z "${SITUATE_TEST_PG_URL:-}" ]; then
   SITUATE_TEST_PG_DIR=$pg_dir
   export SITUATE_TEST_PG_URL SITUATE_TEST_PG_DIR
 fi
-step "the Python package: maturin develop (dev profile, the tests' compiled dependencies)"
-(cd python && VIRTUAL_ENV="$py" PATH="$py/bin:$PATH" maturin develop --profile dev --locked --quiet)
+step "the Python package: the test build's extension module into $py; maturin sdist"
+# `maturin develop` would compile the dependencies again: cargo unifies features over the
+# packages it builds, and the package alone asks fewer of them than the workspace (about
+# 11 minutes of 2 cores in release). The module built with the tests is the same code.
+cp "$target/debug/lib_situate.so" python/situate/_situate.abi3.so
+"$py/bin/python" - "$PWD/python" <<'PY'
+import pathlib, site, sys
+pathlib.Path(site.getsitepackages()[0], "situate.pth").write_text(sys.argv[1] + "\n")
+PY
+sdist=$(mktemp -d "${TMPDIR:-/tmp}/situate-sdist.XXXXXX")
+(cd python && "$py/bin/maturin" sdist --quiet -o "$sdist")
+tar tzf "$sdist"/situate-*.tar.gz > "$sdist/files"
+grep -q 'situate/_situate.pyi' "$sdist/files" || { echo "the sdist lacks the package's stubs" >&2; exit 1; }
+rm -rf "$sdist"
 step "tests"
 status=0
 if cargo nextest --version >/dev/null 2>&1; then

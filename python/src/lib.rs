@@ -469,33 +469,3 @@ fn _situate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_ingest_body_refuses_a_field_it_does_not_take_by_name() {
-        let err = from_json::<IngestBody>(r#"{"paths": [], "pathz": []}"#).expect_err("refused");
-        assert!(err.to_string().contains("pathz"), "{err}");
-        let ok: IngestBody =
-            from_json(r#"{"texts": [{"id": "a", "text": "b"}], "dry_run": true}"#).expect("ok");
-        let req = ok.request(Arc::new(AtomicBool::new(false)));
-        assert_eq!(req.texts.len(), 1);
-        assert!(req.llm.dry_run);
-    }
-
-    #[test]
-    fn every_wire_type_the_package_mirrors_has_a_schema() {
-        for name in [
-            "SearchResponse",
-            "Hit",
-            "CardAnswer",
-            "ContextPage",
-            "IngestOutcome",
-        ] {
-            let s = schema(name).expect(name);
-            assert!(s.contains("\"properties\""), "{name}: {s}");
-        }
-    }
-}

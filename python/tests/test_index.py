@@ -222,3 +222,10 @@ def test_eval_runs_a_set_of_questions_against_the_index(index: situate.Index, tm
     assert result.id == "smoke"
     assert (reports / "smoke" / "report.json").is_file()
     assert result.report
+
+
+def test_an_option_an_ingest_does_not_take_is_refused_by_name(small: situate.Index) -> None:
+    with pytest.raises(situate.InvalidRequest, match="pathz"):
+        small.ingest(texts=[{"id": "a", "text": "b"}], pathz=["x"])
+    with pytest.raises(situate.InvalidRequest, match="colour"):
+        small.ingest(texts=[{"id": "a", "text": "b", "colour": "red"}])
