@@ -210,6 +210,9 @@ enum BenchCommand {
         /// Runs over the query set (the first warms up and is not counted)
         #[arg(long, default_value_t = 3)]
         repeat: usize,
+        /// Then the queries from this many threads at once, an engine each
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
     /// A reranker's latency per query on an index already built (--index): the top --depth
     /// hits of each query re-scored (bench/rerank.sh)
@@ -361,7 +364,8 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
             k,
             mode,
             repeat,
-        } => crate::query::query(index, &queries, k, mode.as_deref(), repeat),
+            threads,
+        } => crate::query::query(index, &queries, k, mode.as_deref(), repeat, threads),
         BenchCommand::Synth { n, out } => crate::vectors::synth(n, &out),
         BenchCommand::Load {
             url,

@@ -10,13 +10,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 /// Runs every query of `queries` `repeat` times (the first run warms up and is not
-/// counted) and prints p50, p99 and queries per second.
+/// counted) and prints p50, p99 and queries per second; then, with `threads` above 1, the
+/// queries once more from that many threads at once.
 pub fn query(
     index: &Path,
     queries: &Path,
     k: usize,
     mode: Option<&str>,
     repeat: usize,
+    threads: usize,
 ) -> Result<ExitCode> {
     let qs = crate::load::read_queries(queries)?;
     let settings = Settings::default();
@@ -50,8 +52,48 @@ pub fn query(
     alone.sort_by(f64::total_cmp);
     with_json.sort_by(f64::total_cmp);
     let pct = |v: &[f64], p: f64| v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
+    // The same queries from `threads` threads at once, each with an engine of its own (as
+    // the service's readers and the Python package's threads have).
+    let mut parallel = String::new();
+    if threads > 1 {
+        let engines = (0..threads)
+            .map(|_| Engine::open(index, Access::Read))
+            .collect::<situate_engine::Result<Vec<_>>>()?;
+        let started = Instant::now();
+        std::thread::scope(|s| -> Result<()> {
+            let handles: Vec<_> = engines
+                .into_iter()
+                .enumerate()
+                .map(|(t, e)| {
+                    let (qs, settings) = (&qs, &settings);
+                    s.spawn(move || -> Result<()> {
+                        for q in qs.iter().skip(t).step_by(threads) {
+                            let mut req = SearchRequest::new(q.as_str());
+                            req.settings.k = Some(k);
+                            req.settings.mode = mode.map(str::to_string);
+                            let c = req.check(settings)?;
+                            std::hint::black_box(serde_json::to_string(
+                                &e.query(&c.query, &c.plan, &c.filter)?,
+                            )?);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a search thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        let qps = qs.len() as f64 / started.elapsed().as_secs_f64();
+        parallel = format!(
+            "; {threads} threads: {qps:.1} queries/s = {:.2}x one thread",
+            qps / (alone.len() as f64 / counted)
+        );
+    }
     outln!(
-        "engine query (situate-bench, one thread): {} queries, k {k}, mode {}: p50 {:.3} ms, p99 {:.3} ms, {:.1} queries/s; with the answer as JSON ({:.0} bytes): p50 {:.3} ms",
+        "engine query (situate-bench, one thread): {} queries, k {k}, mode {}: p50 {:.3} ms, p99 {:.3} ms, {:.1} queries/s; with the answer as JSON ({:.0} bytes): p50 {:.3} ms{parallel}",
         alone.len(),
         mode.unwrap_or("default"),
         pct(&alone, 0.5),
