@@ -117,7 +117,7 @@ import pathlib, site, sys
 pathlib.Path(site.getsitepackages()[0], "situate.pth").write_text(sys.argv[1] + "\n")
 PY
 sdist=$(mktemp -d "${TMPDIR:-/tmp}/situate-sdist.XXXXXX")
-(cd python && "$py/bin/maturin" sdist --quiet -o "$sdist")
+(cd python && "$py/bin/maturin" sdist -o "$sdist" > "$sdist/log" 2>&1) || { cat "$sdist/log" >&2; exit 1; }
 tar tzf "$sdist"/situate-*.tar.gz > "$sdist/files"
 grep -q 'situate/_situate.pyi' "$sdist/files" || { echo "the sdist lacks the package's stubs" >&2; exit 1; }
 rm -rf "$sdist"
