@@ -66,7 +66,10 @@ from .errors import (  # noqa: E402
 )
 from .index import Index  # noqa: E402
 from .types import *  # noqa: E402,F403 - the answer types are the package's
-from .types import __all__ as _types
+from .types import WIRE_TYPES as _WIRE_TYPES  # noqa: E402
+from .types import __all__ as _types  # noqa: E402
+
+_situate.register_types(_WIRE_TYPES)
 
 __version__: str = _situate.__version__
 

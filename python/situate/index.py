@@ -79,13 +79,13 @@ class Index(_Api):
             out = n.eval(json.dumps(body), fspath(self._reports))
         else:  # pragma: no cover - every op of _Api is above
             raise NotImplementedError(op)
-        return json.loads(out)
+        return out
 
     def check(self) -> Dict[str, Any]:
         """Every card compared across the store and the indexes (``situate stats``):
         ``consistent`` is ``True`` when they hold exactly the same chunks."""
-        return json.loads(self._native.check())  # type: ignore[no-any-return]
+        return self._native.check()  # type: ignore[no-any-return]
 
     def rebuild(self) -> Dict[str, Any]:
         """Rebuilds every index from the chunk cards, with no LLM call."""
-        return json.loads(self._native.rebuild())  # type: ignore[no-any-return]
+        return self._native.rebuild()  # type: ignore[no-any-return]

@@ -3,7 +3,8 @@
 Each class mirrors one of the engine's wire types (the JSON the HTTP service sends and
 ``situate … --json`` prints) field for field, under the same names; ``tests/test_types.py``
 checks every class against the engine's own schema, so the two cannot drift. An ``Index``
-and a ``Client`` build the same classes from the same JSON. Nested records a caller rarely
+gets them made by the native module (``WIRE_TYPES``), a ``Client`` builds them from the
+service's JSON (:func:`from_wire`): the same classes either way. Nested records a caller rarely
 reads field by field (a card's provenance, the index's counts, token usage) stay plain
 ``dict``s.
 """
@@ -322,9 +323,35 @@ class EvalResult:
         return cls(id=data["id"], notes=list(data.get("notes", [])), report=rest)
 
 
+#: The classes the native module makes directly, by their wire type's name (the engine's
+#: Rust type): an ``Index``'s answers come as these objects, with no JSON between; the
+#: others come as dicts, read by :func:`from_wire` as a ``Client``'s are.
+WIRE_TYPES: Dict[str, type] = {
+    "SearchResponse": SearchResult,
+    "Hit": Hit,
+    "LegScore": LegScore,
+    "Place": Place,
+    "StoredDocument": Document,
+    "DocumentDetail": DocumentDetail,
+    "DocumentPage": DocumentPage,
+    "ContextPage": ContextPage,
+    "ContextItem": ContextItem,
+    "StatusAnswer": Status,
+    "AnswerResponse": Answer,
+    "Citation": Citation,
+    "Passage": Passage,
+    "DecisionAnswer": Decision,
+    "ExportAnswer": Export,
+    "ImportReport": ImportResult,
+}
+
+
 def from_wire(cls: Type[T], data: Any) -> T:
     """``cls`` from its wire JSON (a dict): nested records become their classes; a field
-    the class does not know (from a newer service) is left out."""
+    the class does not know (from a newer service) is left out. An object the native module
+    made as ``cls`` already is returned as it is."""
+    if isinstance(data, cls):
+        return data
     custom = getattr(cls, "from_wire", None)
     if custom is not None:
         return custom(data)  # type: ignore[no-any-return]

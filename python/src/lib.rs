@@ -3,15 +3,18 @@
 //!
 //! This crate is a front end like the CLI and the service: each method takes the same
 //! request the HTTP API takes (the engine's request types, as JSON), makes the same engine
-//! call, and hands back the engine's answer type as JSON, which the package reads into its
-//! dataclasses, as its HTTP `Client` does with the service's answers. So an `Index` and a
-//! `Client` answer alike by construction. Every engine call runs with the GIL released
+//! call, and hands back the engine's answer type, which the package's `Client` reads from
+//! the service's JSON into the same dataclasses. So an `Index` and a `Client` answer alike
+//! by construction; the answer comes as Python objects made by
+//! [`objects`] (the registered dataclasses, else dicts as JSON would give), with no JSON
+//! text between. Every engine call runs with the GIL released
 //! ([`Python::detach`]): other Python threads run meanwhile, and several searches run at
 //! once on engines of their own ([`readers`]). An engine error becomes the package's
 //! exception of its kind (`situate.errors`), built from the same problem fields the service
 //! sends (code, detail, field, install).
 #![warn(missing_docs)]
 
+mod objects;
 mod readers;
 
 use pyo3::exceptions::PyRuntimeError;
@@ -131,18 +134,18 @@ impl NativeIndex {
     }
 
     /// A search (`POST /v1/search`'s body) → its answer (`SearchResponse`).
-    fn search(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+    fn search(&self, py: Python<'_>, body: &str) -> PyResult<Py<PyAny>> {
         self.read(py, |e, s| {
             let req: SearchRequest = from_json(body)?;
             let q = req.check(s)?;
-            to_json(&e.query(&q.query, &q.plan, &q.filter)?)
+            e.query(&q.query, &q.plan, &q.filter)
         })
     }
 
     /// A question (`POST /v1/ask`'s body) → a grounded answer (`AnswerResponse`);
     /// `on_text(str)` is called with each piece as the model writes it.
     #[pyo3(signature = (body, on_text=None))]
-    fn ask(&self, py: Python<'_>, body: &str, on_text: Option<Py<PyAny>>) -> PyResult<String> {
+    fn ask(&self, py: Python<'_>, body: &str, on_text: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         let failed: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
         let stream = |piece: &str| {
             let Some(f) = &on_text else { return };
@@ -156,7 +159,7 @@ impl NativeIndex {
         };
         let answer = self.read(py, |e, s| {
             let req: AskRequest = from_json(body)?;
-            to_json(&e.answer(&req.check(s)?, &stream)?)
+            e.answer(&req.check(s)?, &stream)
         })?;
         match failed.into_inner().ok().flatten() {
             Some(e) => Err(e),
@@ -165,43 +168,43 @@ impl NativeIndex {
     }
 
     /// A card (`{"chunk_id", "neighbours"}`) → `CardAnswer`.
-    fn card(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+    fn card(&self, py: Python<'_>, body: &str) -> PyResult<Py<PyAny>> {
         self.read(py, |e, _| {
             let req: CardRequest = from_json(body)?;
-            to_json(&e.card(&req)?)
+            e.card(&req)
         })
     }
 
     /// A document and its chunk ids (`{"document_id"}`) → `DocumentDetail`.
-    fn document(&self, py: Python<'_>, document_id: &str) -> PyResult<String> {
-        self.read(py, |e, _| to_json(&e.document_detail(document_id)?))
+    fn document(&self, py: Python<'_>, document_id: &str) -> PyResult<Py<PyAny>> {
+        self.read(py, |e, _| e.document_detail(document_id))
     }
 
     /// A page of documents (`{"limit", "cursor"}`) → `DocumentPage`.
-    fn documents(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+    fn documents(&self, py: Python<'_>, body: &str) -> PyResult<Py<PyAny>> {
         self.read(py, |e, _| {
             let req: DocumentsRequest = from_json(body)?;
-            to_json(&e.documents_page(&req, MAX_PAGE)?)
+            e.documents_page(&req, MAX_PAGE)
         })
     }
 
     /// A page of the review queue (`{"status", "limit", "cursor"}`) → `ContextPage`.
-    fn contexts(&self, py: Python<'_>, body: &str) -> PyResult<String> {
+    fn contexts(&self, py: Python<'_>, body: &str) -> PyResult<Py<PyAny>> {
         self.read(py, |e, _| {
             let req: ContextsRequest = from_json(body)?;
-            to_json(&e.contexts_page(&req, MAX_PAGE)?)
+            e.contexts_page(&req, MAX_PAGE)
         })
     }
 
     /// The index's state → `StatusAnswer`.
-    fn status(&self, py: Python<'_>) -> PyResult<String> {
-        self.read(py, |e, _| to_json(&e.status()?))
+    fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.read(py, |e, _| e.status())
     }
 
     /// The index's state with every card compared across the store and the indexes →
     /// `CheckAnswer` (`situate stats`).
-    fn check(&self, py: Python<'_>) -> PyResult<String> {
-        self.read(py, |e, _| to_json(&e.status_checked()?))
+    fn check(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.read(py, |e, _| e.status_checked())
     }
 
     /// A person's decision on a context (`accept`, `reject`, `edit` with `text`) →
@@ -213,34 +216,34 @@ impl NativeIndex {
         chunk_id: &str,
         decision: &str,
         text: Option<&str>,
-    ) -> PyResult<String> {
+    ) -> PyResult<Py<PyAny>> {
         self.write(py, |e| {
             let d = Decision::parse(decision, text)?;
-            to_json(&e.decide(chunk_id, d)?)
+            e.decide(chunk_id, d)
         })
     }
 
     /// Writes every context to a JSONL file (`situate contexts export`) → `ExportAnswer`.
-    fn export_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<String> {
+    fn export_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<Py<PyAny>> {
         self.read(py, |e, _| {
             let exported = e.export_contexts(&file)?;
-            to_json(&ExportAnswer { exported, file })
+            Ok(ExportAnswer { exported, file })
         })
     }
 
     /// Sets contexts from such a file (`situate contexts import`) → `ImportReport`.
-    fn import_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<String> {
-        self.write(py, |e| to_json(&e.import_contexts(&file)?))
+    fn import_contexts(&self, py: Python<'_>, file: PathBuf) -> PyResult<Py<PyAny>> {
+        self.write(py, |e| e.import_contexts(&file))
     }
 
     /// Removes a document and its chunks → `RemoveAnswer`.
-    fn remove(&self, py: Python<'_>, document_id: &str) -> PyResult<String> {
-        self.write(py, |e| to_json(&e.remove_document(document_id)?))
+    fn remove(&self, py: Python<'_>, document_id: &str) -> PyResult<Py<PyAny>> {
+        self.write(py, |e| e.remove_document(document_id))
     }
 
     /// Rebuilds every index from the cards (no LLM call) → `RebuildReport`.
-    fn rebuild(&self, py: Python<'_>) -> PyResult<String> {
-        self.write(py, |e| to_json(&e.rebuild(&mut |_, _| {})?))
+    fn rebuild(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.write(py, |e| e.rebuild(&mut |_, _| {}))
     }
 
     /// An ingest (an `ingest` job's fields, with `texts` and `dry_run`) → `IngestOutcome`
@@ -248,7 +251,12 @@ impl NativeIndex {
     /// exception it raises, or Ctrl-C, stops the ingest after the documents in hand
     /// (what was committed stays; running it again finishes the work).
     #[pyo3(signature = (body, progress=None))]
-    fn ingest(&self, py: Python<'_>, body: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    fn ingest(
+        &self,
+        py: Python<'_>,
+        body: &str,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let cancel = Arc::new(AtomicBool::new(false));
         let mut failed: Option<PyErr> = None;
         let out = py.detach(|| {
@@ -272,60 +280,68 @@ impl NativeIndex {
                 })
             })?;
             if dry_run {
-                to_json(&outcome.dry_run())
+                to_value(&outcome.dry_run())
             } else {
-                to_json(&outcome)
+                to_value(&outcome)
             }
         });
         self.readers.forget();
         match (failed, out) {
             (Some(e), _) => Err(e),
-            (None, out) => out.map_err(|e| raise(py, &e)),
+            (None, out) => {
+                let answer = out.map_err(|e| raise(py, &e))?;
+                Ok(objects::to_python(py, &answer)?.unbind())
+            }
         }
     }
 
     /// An evaluation (an `eval` job's fields) → `EvalAnswer`; its reports go to
     /// `reports/NAME`.
-    fn eval(&self, py: Python<'_>, body: &str, reports: PathBuf) -> PyResult<String> {
-        py.detach(|| {
-            let job: EvalJob = from_json(body)?;
-            let name = job.name.clone();
-            let req = job.request(&reports, &self.path, &self.settings)?;
-            let o = run_eval(&req, &mut |_, _| {})?;
-            to_json(&EvalAnswer {
-                id: name,
-                report: o.report,
-                notes: o.notes,
+    fn eval(&self, py: Python<'_>, body: &str, reports: PathBuf) -> PyResult<Py<PyAny>> {
+        let answer = py
+            .detach(|| {
+                let job: EvalJob = from_json(body)?;
+                let name = job.name.clone();
+                let req = job.request(&reports, &self.path, &self.settings)?;
+                let o = run_eval(&req, &mut |_, _| {})?;
+                to_value(&EvalAnswer {
+                    id: name,
+                    report: o.report,
+                    notes: o.notes,
+                })
             })
-        })
-        .map_err(|e| raise(py, &e))
+            .map_err(|e| raise(py, &e))?;
+        Ok(objects::to_python(py, &answer)?.unbind())
     }
 }
 
 impl NativeIndex {
     /// `f` on a read-only engine, with the GIL released.
-    fn read(
+    fn read<T: serde::Serialize + Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&Engine, &Settings) -> situate_engine::Result<String> + Send,
-    ) -> PyResult<String> {
-        py.detach(|| self.readers.with(|e| f(e, &self.settings)))
-            .map_err(|e| raise(py, &e))
+        f: impl FnOnce(&Engine, &Settings) -> situate_engine::Result<T> + Send,
+    ) -> PyResult<Py<PyAny>> {
+        let answer = py
+            .detach(|| self.readers.with(|e| f(e, &self.settings)))
+            .map_err(|e| raise(py, &e))?;
+        Ok(objects::to_python(py, &answer)?.unbind())
     }
 
     /// `f` on the writing engine (the index's write lock, held for the call), with the
     /// GIL released; the readers reopen afterwards.
-    fn write(
+    fn write<T: serde::Serialize + Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Engine) -> situate_engine::Result<String> + Send,
-    ) -> PyResult<String> {
+        f: impl FnOnce(&mut Engine) -> situate_engine::Result<T> + Send,
+    ) -> PyResult<Py<PyAny>> {
         let out = py.detach(|| {
             let mut e = Engine::open(&self.path, Access::Write)?;
             f(&mut e)
         });
         self.readers.forget();
-        out.map_err(|e| raise(py, &e))
+        let answer = out.map_err(|e| raise(py, &e))?;
+        Ok(objects::to_python(py, &answer)?.unbind())
     }
 }
 
@@ -337,9 +353,10 @@ fn from_json<T: serde::de::DeserializeOwned>(body: &str) -> situate_engine::Resu
     serde_json::from_str(body).map_err(|e| EngineError::Invalid(format!("the request: {e}")))
 }
 
-/// An answer as JSON.
-fn to_json<T: serde::Serialize>(answer: &T) -> situate_engine::Result<String> {
-    serde_json::to_string(answer)
+/// An answer as a JSON value (an answer of one of several types, made into Python objects
+/// once the GIL is held again).
+fn to_value<T: serde::Serialize>(answer: &T) -> situate_engine::Result<serde_json::Value> {
+    serde_json::to_value(answer)
         .map_err(|e| EngineError::Internal(format!("an answer could not be written: {e}")))
 }
 
@@ -463,6 +480,7 @@ fn _situate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeIndex>()?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(build_features, m)?)?;
+    m.add_function(wrap_pyfunction!(objects::register_types, m)?)?;
     m.add(
         "__version__",
         PyString::new(m.py(), env!("CARGO_PKG_VERSION")),

@@ -63,3 +63,13 @@ def test_every_error_kind_of_the_engine_has_its_class() -> None:
         assert type(e) is not situate.SituateError and e.code == code
     missing = situate.errors.from_problem({"code": "model-missing", "detail": "no model", "install": "situate models install m"})
     assert isinstance(missing, situate.ModelMissing) and "situate models install m" in str(missing)
+
+
+def test_the_native_module_makes_the_registered_classes_with_their_fields(index: "situate.Index") -> None:
+    r = index.search("rotate keys", 2)
+    assert type(r) is types.SearchResult and type(r.hits[0]) is types.Hit
+    assert all(type(leg) is types.LegScore for leg in r.hits[0].legs)
+    # Made as from_wire makes them from the same answer's JSON.
+    assert set(vars(r.hits[0])) == {f.name for f in dataclasses.fields(types.Hit)}
+    assert types.from_wire(types.Hit, json.loads(json.dumps(dataclasses.asdict(r.hits[0])))) == r.hits[0]
+    assert sorted(types.WIRE_TYPES) == sorted(set(types.WIRE_TYPES))
