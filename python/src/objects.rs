@@ -280,49 +280,26 @@ impl<'py> Seq<'py> {
     }
 }
 
-impl<'py> ser::SerializeSeq for Seq<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
+/// The four sequence traits serde asks for, alike but for the method's name.
+macro_rules! seq_impl {
+    ($trait:ident, $method:ident) => {
+        impl<'py> ser::$trait for Seq<'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = Error;
+            fn $method<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.done()
+            }
+        }
+    };
 }
 
-impl<'py> ser::SerializeTuple for Seq<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
-}
-
-impl<'py> ser::SerializeTupleStruct for Seq<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
-}
-
-impl<'py> ser::SerializeTupleVariant for Seq<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
-}
+seq_impl!(SerializeSeq, serialize_element);
+seq_impl!(SerializeTuple, serialize_element);
+seq_impl!(SerializeTupleStruct, serialize_field);
+seq_impl!(SerializeTupleVariant, serialize_field);
 
 struct Map<'py> {
     py: Python<'py>,
@@ -391,32 +368,25 @@ impl<'py> Struct<'py> {
     }
 }
 
-impl<'py> ser::SerializeStruct for Struct<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
+/// The two struct traits serde asks for.
+macro_rules! struct_impl {
+    ($trait:ident) => {
+        impl<'py> ser::$trait for Struct<'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = Error;
+            fn serialize_field<T: ?Sized + Serialize>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<()> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.done()
+            }
+        }
+    };
 }
 
-impl<'py> ser::SerializeStructVariant for Struct<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: ?Sized + Serialize>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.done()
-    }
-}
+struct_impl!(SerializeStruct);
+struct_impl!(SerializeStructVariant);
