@@ -53,17 +53,8 @@ from . import _situate  # noqa: E402
 
 _check_cpu(_situate.build_features())
 from .client import Client  # noqa: E402
-from .errors import (  # noqa: E402
-    Busy,
-    Conflict,
-    InternalError,
-    InvalidRequest,
-    ModelMissing,
-    NotFound,
-    SituateError,
-    Unavailable,
-    UpstreamFailed,
-)
+from .errors import *  # noqa: E402,F403 - the exceptions are the package's
+from .errors import __all__ as _errors  # noqa: E402
 from .index import Index  # noqa: E402
 from .types import *  # noqa: E402,F403 - the answer types are the package's
 from .types import WIRE_TYPES as _WIRE_TYPES  # noqa: E402
@@ -73,17 +64,4 @@ _situate.register_types(_WIRE_TYPES)
 
 __version__: str = _situate.__version__
 
-__all__ = [
-    "Busy",
-    "Client",
-    "Conflict",
-    "Index",
-    "InternalError",
-    "InvalidRequest",
-    "ModelMissing",
-    "NotFound",
-    "SituateError",
-    "Unavailable",
-    "UpstreamFailed",
-    *_types,
-]
+__all__ = ["Client", "Index", *_errors, *_types]

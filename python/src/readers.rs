@@ -7,19 +7,17 @@
 //! engine is asked whether the store has moved on ([`Engine::is_stale`], one small read)
 //! and is reopened if so: a search sees every batch committed before it started, by this
 //! process or another. The embedding model and the answer models are loaded once and
-//! shared by every engine (as the service's readers do, `crates/serve/src/readers.rs`).
+//! shared by every engine ([`SharedModels`], as the service's readers share them).
 
-use situate_core::Embedder;
-use situate_engine::{Access, AnswerModels, Engine, Mode, Result};
+use situate_engine::{Access, Engine, Result, SharedModels};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The idle engines of one index, and the models they share.
 pub(crate) struct Readers {
     index: PathBuf,
     idle: Mutex<Vec<Engine>>,
-    embedder: Mutex<Option<Arc<dyn Embedder>>>,
-    answer_models: AnswerModels,
+    models: SharedModels,
 }
 
 impl Readers {
@@ -28,8 +26,7 @@ impl Readers {
         Readers {
             index,
             idle: Mutex::new(Vec::new()),
-            embedder: Mutex::new(None),
-            answer_models: AnswerModels::default(),
+            models: SharedModels::default(),
         }
     }
 
@@ -56,22 +53,7 @@ impl Readers {
 
     fn open(&self) -> Result<Engine> {
         let mut e = Engine::open(&self.index, Access::Read)?;
-        e.share_answer_models(self.answer_models.clone());
-        if let Ok(mut slot) = self.embedder.lock() {
-            // Another model (the index was created again with another embedder): this
-            // engine loads its own, which becomes the shared one.
-            if let Some(shared) = slot.as_ref()
-                && !e.share_embedder(Arc::clone(shared)).unwrap_or(false)
-            {
-                *slot = None;
-            }
-            if slot.is_none() && e.mode_for(None).is_ok_and(|m| m != Mode::Bm25) {
-                // A failure here is reported by the search that needs the model.
-                if let Ok(emb) = e.embedder() {
-                    *slot = Some(emb);
-                }
-            }
-        }
+        self.models.share_with(&mut e);
         Ok(e)
     }
 }

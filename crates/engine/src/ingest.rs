@@ -185,7 +185,8 @@ impl Engine {
         let mut waiting: Vec<Waiting<Fresh>> = Vec::new();
         let in_flight = ctx.documents_in_flight().max(1);
 
-        for item in read_documents(paths, &opts) {
+        let texts = std::mem::take(&mut opts.texts);
+        for item in read_documents(paths, texts, &opts) {
             if self.cancel_requested() {
                 report.cancelled = true;
                 break;
@@ -468,18 +469,17 @@ impl Engine {
     }
 }
 
-/// The documents of `paths`, then the ingest's texts, as an ingest takes them: each id once
-/// (a second document with an id already read is skipped, naming the first), with the
-/// ingest's `--meta` added; inputs that cannot be read are skipped with their reason.
+/// The documents of `paths`, then `texts` (the ingest's, taken out of its options), as an
+/// ingest takes them: each id once (a second document with an id already read is skipped,
+/// naming the first), with the ingest's `--meta` added; inputs that cannot be read are
+/// skipped with their reason.
 pub fn read_documents<'a>(
     paths: &[PathBuf],
+    texts: Vec<TextInput>,
     opts: &'a IngestOptions,
 ) -> impl Iterator<Item = std::result::Result<Document, Skipped>> + 'a {
     let mut seen: HashMap<String, String> = HashMap::new();
-    let texts = opts
-        .texts
-        .iter()
-        .map(|t| text_document(t.clone(), &opts.sources));
+    let texts = texts.into_iter().map(|t| text_document(t, &opts.sources));
     read_sources(paths, &opts.sources)
         .chain(texts)
         .map(move |item| {

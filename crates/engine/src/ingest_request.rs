@@ -139,6 +139,7 @@ pub fn prepare_ingest(
     req: IngestRequest,
 ) -> Result<PreparedIngest> {
     let (mut opts, method, price) = ingest_options(settings, &req)?;
+    opts.texts = req.texts;
     let chunk_given = req.max_tokens.or(settings.chunk.max_tokens).is_some();
     let mut created = !Engine::exists(index);
     let create =
@@ -322,7 +323,6 @@ pub fn ingest_options(
         None => 256,
         Some(b) => b,
     };
-    opts.texts = req.texts.clone();
     opts.metadata = key_values("meta", &req.meta)?;
     if let Some((k, _)) = opts
         .metadata

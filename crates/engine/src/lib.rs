@@ -127,7 +127,7 @@ pub use situate_search::Mode;
 pub use situate_store::{Stats, StoredDocument};
 pub use situate_vector::Backend as VectorBackend;
 pub use stats::{Consistency, EngineStats};
-pub use view::{CardView, ContextItem, Neighbour};
+pub use view::{CardView, ContextItem, Neighbour, SharedModels};
 
 use situate_core::{
     CardRecord, DocumentFilter, Embedder, Hit, IndexError, Language, LexicalIndex, MatchOn,

@@ -4,7 +4,7 @@
 use crate::{Engine, EngineError, Result};
 use situate_core::{CardRecord, ChunkCard, ContextStatus, Provenance, indexed_text};
 use situate_store::StoredDocument;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A chunk card in full: the original and the context apart, the text the indexes see,
 /// the context's status, provenance and check notes, and its document.
@@ -247,5 +247,41 @@ impl Engine {
             return Ok(false);
         }
         Ok(self.embedder.set(Ok(embedder)).is_ok())
+    }
+}
+
+/// The models several read-only engines on one index load once and share: the embedder and
+/// the answer models (the service's readers, the Python package's reading threads), so a
+/// model stays warm and in memory once.
+#[derive(Default)]
+pub struct SharedModels {
+    embedder: Mutex<Option<Arc<dyn situate_core::Embedder>>>,
+    answer_models: crate::AnswerModels,
+}
+
+impl SharedModels {
+    /// Gives `e` the shared models ([`Engine::share_embedder`],
+    /// [`Engine::share_answer_models`]); the first engine that searches vectors loads the
+    /// embedder, which becomes the shared one. An engine whose index has another embedder
+    /// (created again meanwhile) loads its own, which becomes the shared one instead.
+    pub fn share_with(&self, e: &mut Engine) {
+        e.share_answer_models(self.answer_models.clone());
+        let Ok(mut slot) = self.embedder.lock() else {
+            return;
+        };
+        if let Some(shared) = slot.as_ref()
+            && !e.share_embedder(Arc::clone(shared)).unwrap_or(false)
+        {
+            *slot = None;
+        }
+        if slot.is_none()
+            && e.mode_for(None)
+                .is_ok_and(|m| m != situate_search::Mode::Bm25)
+        {
+            match e.embedder() {
+                Ok(emb) => *slot = Some(emb),
+                Err(err) => tracing::warn!("cannot load the embedder: {err}"),
+            }
+        }
     }
 }

@@ -81,7 +81,7 @@ pub struct SkippedInput {
 pub fn shared_ingest(
     url: &str,
     paths: &[PathBuf],
-    opts: IngestOptions,
+    mut opts: IngestOptions,
     spec: &ContextSpec,
     on_event: &mut dyn FnMut(IngestEvent<'_>),
 ) -> Result<SharedIngestReport> {
@@ -108,7 +108,8 @@ pub fn shared_ingest(
                 reason: s.reason,
             });
         };
-    for item in read_documents(paths, &opts) {
+    let texts = std::mem::take(&mut opts.texts);
+    for item in read_documents(paths, texts, &opts) {
         let mut doc = match item {
             Ok(d) => d,
             Err(s) => {
@@ -259,7 +260,8 @@ pub fn ingest_into_store(
             "--embedder and --vector-index are a query node's settings (`situate search|serve --store … --embedder …`) and an embed worker's (`situate worker --role embed --embedder …`), not the shared ingest's".into(),
         ));
     }
-    let (opts, method, _) = situate_engine::node::ingest_options(settings, &req)?;
+    let (mut opts, method, _) = situate_engine::node::ingest_options(settings, &req)?;
+    opts.texts = req.texts;
     let spec = ContextSpec {
         method,
         llm: req.llm.llm.clone(),

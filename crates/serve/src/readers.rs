@@ -9,13 +9,11 @@
 //! committed before it started.
 //!
 //! The embedding model is loaded once and shared by every reader's engine
-//! ([`Engine::share_embedder`]), so it stays warm and in memory once; so are the answer
-//! models ([`Engine::share_answer_models`]).
+//! ([`SharedModels`]), so it stays warm and in memory once; so are the answer models.
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use situate_core::Embedder;
-use situate_engine::{Access, Engine, EngineError};
+use situate_engine::{Access, Engine, EngineError, SharedModels};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,9 +26,8 @@ type Task = Box<dyn FnOnce(&mut Reader) + Send>;
 /// What the readers share.
 struct Shared {
     index: PathBuf,
-    embedder: Mutex<Option<Arc<dyn Embedder>>>,
-    /// The answer models every reader's engine uses (loaded once, on the first question).
-    answer_models: situate_engine::AnswerModels,
+    /// The embedder and answer models every reader's engine uses, loaded once.
+    models: SharedModels,
     ready: AtomicBool,
 }
 
@@ -58,8 +55,7 @@ impl Reader {
         if !fresh {
             self.engine = None;
             let mut e = Engine::open(&self.shared.index, Access::Read)?;
-            self.share_embedder(&e);
-            e.share_answer_models(self.shared.answer_models.clone());
+            self.shared.models.share_with(&mut e);
             self.engine = Some(e);
         }
         match &self.engine {
@@ -67,29 +63,6 @@ impl Reader {
             None => Err(EngineError::Unavailable(
                 "the index could not be opened".into(),
             )),
-        }
-    }
-
-    /// Gives `e` the shared embedder, or makes its own the shared one.
-    fn share_embedder(&self, e: &Engine) {
-        let Ok(mut slot) = self.shared.embedder.lock() else {
-            return;
-        };
-        // Another model (the index was re-created with another embedder): this engine
-        // loads its own, which becomes the shared one below.
-        if let Some(shared) = slot.as_ref()
-            && !e.share_embedder(Arc::clone(shared)).unwrap_or(false)
-        {
-            *slot = None;
-        }
-        if slot.is_none()
-            && e.mode_for(None)
-                .is_ok_and(|m| m != situate_engine::Mode::Bm25)
-        {
-            match e.embedder() {
-                Ok(emb) => *slot = Some(emb),
-                Err(err) => tracing::warn!("cannot load the embedder: {err}"),
-            }
         }
     }
 }
@@ -102,8 +75,7 @@ impl Readers {
         let rx = Arc::new(Mutex::new(rx));
         let shared = Arc::new(Shared {
             index,
-            embedder: Mutex::new(None),
-            answer_models: Default::default(),
+            models: SharedModels::default(),
             ready: AtomicBool::new(false),
         });
         let threads = threads.max(1);

@@ -42,14 +42,13 @@ pub fn text_document(input: TextInput, opts: &SourceOptions) -> SourceItem {
         kind,
         chunks,
     } = input;
-    let source = if id.trim().is_empty() {
-        "text with an empty id".to_string()
-    } else {
-        id.clone()
-    };
     if id.trim().is_empty() {
-        return skipped(source, "a text needs an id that is not empty");
+        return skipped(
+            "text with an empty id",
+            "a text needs an id that is not empty",
+        );
     }
+    let source = id.clone();
     let kind = match kind.as_deref().unwrap_or("markdown") {
         "markdown" => DocKind::Markdown,
         "text" => DocKind::Text,
