@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional, Type
 __all__ = [
     "Busy",
     "Conflict",
+    "Damaged",
     "InternalError",
     "InvalidRequest",
     "ModelMissing",
@@ -110,6 +111,13 @@ class InternalError(SituateError):
     code = "internal"
 
 
+class Damaged(SituateError):
+    """A file of the index is damaged; the message names it and what to run
+    (``situate rebuild`` for a derived index, a restore for the card store)."""
+
+    code = "damaged"
+
+
 _BY_CODE: Dict[str, Type[SituateError]] = {
     c.code: c
     for c in (
@@ -121,6 +129,7 @@ _BY_CODE: Dict[str, Type[SituateError]] = {
         UpstreamFailed,
         ModelMissing,
         InternalError,
+        Damaged,
     )
 }
 

@@ -243,7 +243,12 @@ impl NativeIndex {
 
     /// Rebuilds every index from the cards (no LLM call) → `RebuildReport`.
     fn rebuild(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.write(py, |e| e.rebuild(&mut |_, _| {}))
+        // Opened with `open_damaged`: a rebuild is what repairs a damaged BM25 index.
+        let path = self.path.clone();
+        let out = py.detach(move || Engine::rebuild_at(&path, &mut |_, _| {}));
+        self.readers.forget();
+        let answer = out.map_err(|e| raise(py, &e))?;
+        Ok(objects::to_python(py, &answer)?.unbind())
     }
 
     /// An ingest (an `ingest` job's fields, with `texts` and `dry_run`) → `IngestOutcome`

@@ -57,7 +57,7 @@ def test_a_newer_services_extra_field_is_left_out() -> None:
 
 
 def test_every_error_kind_of_the_engine_has_its_class() -> None:
-    codes = ["invalid-request", "not-found", "conflict", "locked", "unavailable", "upstream-failed", "model-missing", "internal"]
+    codes = ["invalid-request", "not-found", "conflict", "locked", "unavailable", "upstream-failed", "model-missing", "internal", "damaged"]
     for code in codes:
         e = situate.errors.from_problem({"code": code, "detail": "x"})
         assert type(e) is not situate.SituateError and e.code == code

@@ -108,23 +108,47 @@ pub(crate) fn ask(out: Out, settings: &Settings, index: &Path, a: AskArgs) -> Re
     Ok(ExitCode::SUCCESS)
 }
 
-/// `situate stats`: fails when the indexes do not hold exactly the store's cards.
-pub(crate) fn stats(out: Out, index: &Path) -> Result<ExitCode> {
-    let e = Engine::open(index, Access::Read)?;
-    let answer = e.status_checked()?;
+/// `situate stats`: fails when the indexes do not hold exactly the store's cards. With
+/// `verify` (`Some(full)`), every file is checked too; an index too damaged to open gives
+/// `situate check`'s report.
+pub(crate) fn stats(out: Out, index: &Path, verify: Option<bool>) -> Result<ExitCode> {
+    let opened = Engine::open(index, Access::Read);
+    let e = match (opened, verify) {
+        (Ok(e), _) => e,
+        (Err(err), Some(full)) if err.kind() == situate_engine::ErrorKind::Damaged => {
+            return check(out, index, full);
+        }
+        (Err(err), _) => return Err(err.into()),
+    };
+    let answer = match verify {
+        Some(full) => e.status_verified(full)?,
+        None => e.status_checked()?,
+    };
     output::stats(out.json, &answer)?;
-    Ok(if answer.consistent {
+    let healthy = answer.integrity.as_ref().is_none_or(|i| i.healthy);
+    Ok(if answer.consistent && healthy {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
 }
 
-/// `situate rebuild`.
+/// `situate check`: fails when a file is damaged or the indexes do not hold exactly the
+/// store's cards.
+pub(crate) fn check(out: Out, index: &Path, full: bool) -> Result<ExitCode> {
+    let answer = Engine::check_at(index, full)?;
+    output::integrity(out.json, &answer)?;
+    Ok(if answer.healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `situate rebuild` (also of an index whose BM25 files are damaged).
 pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
-    let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, Some(0), "indexing cards");
-    let r = e.rebuild(&mut |done, total| {
+    let r = Engine::rebuild_at(index, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done)
     })?;

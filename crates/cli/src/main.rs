@@ -110,7 +110,22 @@ enum Command {
         chunk_id: String,
     },
     /// Counts, languages, context statuses, and whether the BM25 index agrees with the store
-    Stats,
+    Stats {
+        /// Also check every file (as `situate check` does)
+        #[arg(long)]
+        verify: bool,
+        /// With --verify: SQLite's quick_check instead of its full integrity_check
+        #[arg(long, requires = "verify")]
+        quick: bool,
+    },
+    /// Check every file of the index (the store with SQLite's integrity_check, BM25 and
+    /// vector snapshot checksums) and compare the cards with the indexes; says what to run
+    /// when something is damaged
+    Check {
+        /// SQLite's quick_check instead of its full integrity_check (faster on a large store)
+        #[arg(long)]
+        quick: bool,
+    },
     /// Context statuses, and the chunks whose context failed or was rejected, with reasons;
     /// with --store, the shared store's progress and cost (the same from any machine)
     Status {
@@ -492,7 +507,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::card(out.json, &card, &doc)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stats => commands::stats(out, &index),
+        Command::Stats { verify, quick } => commands::stats(out, &index, verify.then_some(!quick)),
+        Command::Check { quick } => commands::check(out, &index, !quick),
         Command::Status { store } => {
             if let Some(url) = shared::store_of(store.as_deref(), &settings) {
                 return shared::status(out, &url);

@@ -4,7 +4,8 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use situate_core::{CardRecord, TokenUsage};
 use situate_engine::{
-    Abstention, AnswerMode, AnswerResponse, IngestOutcome, Price, SearchResponse, StoredDocument,
+    Abstention, AnswerMode, AnswerResponse, IngestOutcome, IntegrityAnswer, PartState, Price,
+    SearchResponse, StoredDocument,
     api::{CheckAnswer, ContextReport},
 };
 use std::io::{IsTerminal, Write};
@@ -365,7 +366,7 @@ pub fn stats(json: bool, a: &CheckAnswer) -> Result<()> {
     } else {
         writeln!(
             out,
-            "consistency MISMATCH: store {} chunks (generation {}), index {} (generation {}); missing {:?}, extra {:?}; run `situate rebuild`",
+            "consistency MISMATCH: store {} chunks (generation {}), index {} (generation {}); missing {:?}, extra {:?}; run `situate check` to find the cause",
             check.store_chunks,
             check.store_generation,
             check.index_chunks,
@@ -373,13 +374,92 @@ pub fn stats(json: bool, a: &CheckAnswer) -> Result<()> {
             check.missing_from_index,
             check.not_in_store
         )?;
-        if !check.missing_from_vectors.is_empty() || !check.not_in_store_vectors.is_empty() {
+        if !check.missing_from_vectors.is_empty()
+            || !check.not_in_store_vectors.is_empty()
+            || check.unembedded > 0
+        {
             writeln!(
                 out,
-                "            vectors: {} held; missing {:?}, extra {:?}",
-                check.vector_chunks, check.missing_from_vectors, check.not_in_store_vectors
+                "            vectors: {} held; missing {:?}, extra {:?}; {} cards not embedded",
+                check.vector_chunks,
+                check.missing_from_vectors,
+                check.not_in_store_vectors,
+                check.unembedded
             )?;
         }
+    }
+    if let Some(i) = &a.integrity {
+        integrity_lines(&mut out, i)?;
+    }
+    Ok(())
+}
+
+/// `situate check`'s report (also the end of `stats --verify`).
+pub fn integrity(json: bool, a: &IntegrityAnswer) -> Result<()> {
+    if json {
+        return print_json(a);
+    }
+    let mut out = std::io::stdout().lock();
+    integrity_lines(&mut out, a)
+}
+
+fn integrity_lines(out: &mut impl Write, a: &IntegrityAnswer) -> Result<()> {
+    let how = if a.full {
+        "integrity_check"
+    } else {
+        "quick_check"
+    };
+    let parts = [
+        ("store", &a.store, how),
+        ("bm25", &a.bm25, "checksums"),
+        ("vectors", &a.vectors, "checksum"),
+    ];
+    for (name, part, means) in parts {
+        let place = part
+            .path
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|n| format!(" {}", n.to_string_lossy()))
+            .unwrap_or_default();
+        let state = match part.state {
+            PartState::Ok => format!("ok ({means}){place}"),
+            PartState::Damaged => format!("DAMAGED{place}"),
+            PartState::Reloaded => {
+                format!("DAMAGED{place} (reloaded from the embedding cache in memory)")
+            }
+            PartState::Absent => "none (no embedder)".to_string(),
+            PartState::NotChecked => "not checked".to_string(),
+        };
+        writeln!(out, "{name:<11} {state}")?;
+        for f in &part.found {
+            writeln!(out, "            {f}")?;
+        }
+    }
+    match &a.consistency {
+        Some(c) if c.is_consistent() => writeln!(
+            out,
+            "cards       the indexes hold exactly the store's cards (generation {})",
+            c.store_generation
+        )?,
+        Some(c) => writeln!(
+            out,
+            "cards       MISMATCH: store {} chunks (generation {}), BM25 {} (generation {}), vectors {}; missing {:?}, extra {:?}; vectors missing {:?}, extra {:?}; {} cards not embedded",
+            c.store_chunks,
+            c.store_generation,
+            c.index_chunks,
+            c.index_generation,
+            c.vector_chunks,
+            c.missing_from_index,
+            c.not_in_store,
+            c.missing_from_vectors,
+            c.not_in_store_vectors,
+            c.unembedded
+        )?,
+        None => writeln!(out, "cards       not compared: a file is damaged")?,
+    }
+    match &a.fix {
+        None => writeln!(out, "verdict     healthy")?,
+        Some(fix) => writeln!(out, "verdict     NOT HEALTHY. {fix}")?,
     }
     Ok(())
 }

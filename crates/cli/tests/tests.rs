@@ -10,6 +10,7 @@ mod documents;
 mod eval;
 mod hosted;
 mod ingest;
+mod integrity;
 mod mcp;
 mod models;
 mod rerank;

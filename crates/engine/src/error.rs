@@ -43,9 +43,21 @@ pub enum EngineError {
         /// What is wrong with its value, and what is accepted.
         reason: String,
     },
-    /// The card store failed.
+    /// The card store failed (a damaged store is [`EngineError::Damaged`]).
     #[error(transparent)]
-    Store(#[from] situate_store::StoreError),
+    Store(situate_store::StoreError),
+    /// A file of the index is damaged: which part, what was found, and what to do
+    /// (`situate rebuild` for a derived index; a restore for the store, which is never
+    /// rebuilt from itself).
+    #[error("{what} is damaged: {found}. {fix}")]
+    Damaged {
+        /// The part (`the card store (cards.db)`, `the BM25 index (bm25-2)`).
+        what: String,
+        /// What was found.
+        found: String,
+        /// What to do.
+        fix: String,
+    },
     /// The shared store on PostgreSQL failed.
     #[error(transparent)]
     SharedStore(#[from] situate_pg::PgError),
@@ -118,6 +130,26 @@ pub enum EngineError {
     },
 }
 
+impl From<situate_store::StoreError> for EngineError {
+    fn from(e: situate_store::StoreError) -> Self {
+        if e.is_damaged() {
+            EngineError::Damaged {
+                what: "the card store (cards.db)".into(),
+                found: e.to_string(),
+                fix: STORE_FIX.into(),
+            }
+        } else {
+            EngineError::Store(e)
+        }
+    }
+}
+
+/// What to do about a damaged card store.
+pub const STORE_FIX: &str = "The card store is the source of truth and is never rebuilt from itself (`situate rebuild` would make every index from the damaged cards): restore the index from a backup (`situate restore BACKUP --replace`), or make a new index and ingest the documents again, importing the contexts from an export (`situate contexts import FILE`) so that no context is paid for twice.";
+
+/// What to do about a damaged derived index (BM25, the vector snapshot).
+pub const REBUILD_FIX: &str = "It is derived from the cards: `situate rebuild` makes it again from the store, with no LLM call (vectors come from the embedding cache).";
+
 /// `Result` with [`EngineError`].
 pub type Result<T> = std::result::Result<T, EngineError>;
 
@@ -155,6 +187,8 @@ pub enum ErrorKind {
     ModelMissing,
     /// The engine itself failed (the log says why).
     Internal,
+    /// A file of the index is damaged: the error says which and what to run.
+    Damaged,
 }
 
 /// How one error kind is answered by each front end: a row of [`ErrorKind::TABLE`].
@@ -178,7 +212,7 @@ pub struct Wire {
 impl ErrorKind {
     /// Every kind's answer, in one place.
     #[rustfmt::skip]
-    pub const TABLE: [Wire; 8] = [
+    pub const TABLE: [Wire; 9] = [
         Wire { kind: ErrorKind::Invalid, exit: 1, http: 400, code: "invalid-request", title: "Invalid request" },
         Wire { kind: ErrorKind::NotFound, exit: 1, http: 404, code: "not-found", title: "Not found" },
         Wire { kind: ErrorKind::Conflict, exit: 1, http: 409, code: "conflict", title: "Conflict" },
@@ -187,6 +221,7 @@ impl ErrorKind {
         Wire { kind: ErrorKind::Upstream, exit: 1, http: 502, code: "upstream-failed", title: "A model or service failed" },
         Wire { kind: ErrorKind::ModelMissing, exit: 1, http: 503, code: "model-missing", title: "A model is not installed" },
         Wire { kind: ErrorKind::Internal, exit: 1, http: 500, code: "internal", title: "Internal error" },
+        Wire { kind: ErrorKind::Damaged, exit: 1, http: 503, code: "damaged", title: "The index is damaged" },
     ];
 
     /// This kind's row of [`ErrorKind::TABLE`].
@@ -225,6 +260,7 @@ impl EngineError {
             | EngineError::EvalData(_)
             | EngineError::RerankerLoad(_) => ErrorKind::Invalid,
             EngineError::NotFound(_) => ErrorKind::NotFound,
+            EngineError::Damaged { .. } => ErrorKind::Damaged,
             EngineError::Conflict(_) => ErrorKind::Conflict,
             EngineError::Unavailable(_) => ErrorKind::Unavailable,
             EngineError::Internal(_) => ErrorKind::Internal,
@@ -315,8 +351,11 @@ mod tests {
             ErrorKind::Busy,
             ErrorKind::Unavailable,
             ErrorKind::Upstream,
+            ErrorKind::ModelMissing,
             ErrorKind::Internal,
+            ErrorKind::Damaged,
         ];
+        assert_eq!(kinds.len(), ErrorKind::TABLE.len());
         for k in kinds {
             assert_eq!(
                 ErrorKind::TABLE.iter().filter(|w| w.kind == k).count(),

@@ -372,8 +372,10 @@ impl Engine {
                         .zip(&p.contexts)
                         .map(|(s, c)| {
                             let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
-                            let original = &p.doc.text[s.byte_start..s.byte_end];
-                            let h = crate::vectors::embedding_input(ctx, original).0;
+                            // The card's original (a table piece's header row, then its
+                            // span): its hash is the card's, as `text_hash` computes it.
+                            let h =
+                                crate::vectors::embedding_input(ctx, &s.original(&p.doc.text)).0;
                             (
                                 crate::vectors::late_key(&p.doc.id, &h),
                                 (s.byte_start, s.byte_end),
@@ -391,7 +393,7 @@ impl Engine {
                 .flat_map(|p| {
                     p.spans.iter().zip(&p.contexts).map(|(s, c)| {
                         let ctx = c.text.as_deref().filter(|_| c.status.is_indexed());
-                        crate::vectors::embedding_input(ctx, &p.doc.text[s.byte_start..s.byte_end])
+                        crate::vectors::embedding_input(ctx, &s.original(&p.doc.text))
                     })
                 })
                 .collect();

@@ -85,6 +85,7 @@ pub mod contextualizers;
 mod error;
 mod ingest;
 mod ingest_request;
+mod integrity;
 mod late;
 mod maintain;
 mod malloc;
@@ -104,11 +105,12 @@ pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{
     BuiltContextualizer, ContextChoice, LlmRun, build_contextualizer, uses_llm,
 };
-pub use error::{EngineError, ErrorKind, Wire, error_chain};
+pub use error::{EngineError, ErrorKind, REBUILD_FIX, STORE_FIX, Wire, error_chain};
 pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,
 };
+pub use integrity::{Damage, IntegrityAnswer, Part, PartCheck, PartState};
 pub use maintain::RebuildReport;
 pub use malloc::tune_malloc;
 #[cfg(test)]
@@ -198,6 +200,9 @@ pub struct Engine {
     opened: (u64, String),
     /// Set by a front end to stop a long run early ([`Engine::cancel_on`]).
     cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// What opening found damaged and stood in for ([`Engine::open_damaged`]; a vector
+    /// snapshot reloaded from the embedding cache).
+    damage: Vec<integrity::Damage>,
     _lock: Option<File>,
 }
 

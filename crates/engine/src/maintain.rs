@@ -75,6 +75,7 @@ impl Engine {
     /// total). Returns the number of chunks indexed.
     pub fn rebuild(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<RebuildReport> {
         self.require_writer()?;
+        self.require_sound_store()?;
         let started = std::time::Instant::now();
         let chunks = self.rebuild_bm25(progress)?;
         let mut embedded = 0;
@@ -84,6 +85,7 @@ impl Engine {
             self.vector_saved = None;
             self.save_vectors()?;
         }
+        self.damage.clear();
         Ok(RebuildReport {
             chunks,
             embedded,

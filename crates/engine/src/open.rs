@@ -52,8 +52,21 @@ impl Engine {
         Engine::open(dir, Access::Write)
     }
 
-    /// Opens the index in `dir`.
+    /// Opens the index in `dir`. A damaged BM25 index is an error saying so and what to
+    /// run; a damaged vector snapshot is reloaded from the embedding cache (a warning).
     pub fn open(dir: &Path, access: Access) -> Result<Engine> {
+        Engine::open_with(dir, access, false)
+    }
+
+    /// Opens the index in `dir` even when its BM25 index is damaged: an empty index stands
+    /// in for it and [`Engine::damage`] says what was found. For the calls that repair or
+    /// report ([`Engine::rebuild_at`], [`Engine::check_at`]); nothing is synced into the
+    /// stand-in.
+    pub fn open_damaged(dir: &Path, access: Access) -> Result<Engine> {
+        Engine::open_with(dir, access, true)
+    }
+
+    fn open_with(dir: &Path, access: Access, tolerate: bool) -> Result<Engine> {
         if !Engine::exists(dir) {
             return Err(EngineError::NoIndex(dir.to_path_buf()));
         }
@@ -70,7 +83,25 @@ impl Engine {
         let bm25_name = store
             .meta("bm25_dir")?
             .unwrap_or_else(|| "bm25-1".to_string());
-        let bm25 = Bm25Index::open(&dir.join(&bm25_name), chinese)?;
+        let bm25_path = dir.join(&bm25_name);
+        let mut damage = Vec::new();
+        let bm25 = match integrity::open_bm25(&bm25_path, chinese)? {
+            Ok(bm25) => bm25,
+            Err(found) => {
+                let d = Damage {
+                    part: Part::Bm25,
+                    path: bm25_path.clone(),
+                    found,
+                    reloaded: false,
+                };
+                if !tolerate {
+                    return Err(d.error());
+                }
+                damage.push(d);
+                Bm25Index::in_memory(chinese)?
+            }
+        };
+        let bm25_damaged = !damage.is_empty();
         let languages = store.languages()?;
         let vector_backend = match store.meta("vector_index")? {
             Some(b) => b.parse().map_err(EngineError::Invalid)?,
@@ -91,10 +122,13 @@ impl Engine {
             answer_models: Default::default(),
             opened: (opened_generation, bm25_name.clone()),
             cancel: None,
+            damage,
             _lock: lock,
         };
         engine.load_vectors()?;
-        if engine._lock.is_some() {
+        if bm25_damaged {
+            // Nothing is synced into the stand-in: the rebuild makes every index anew.
+        } else if engine._lock.is_some() {
             engine.remove_stale_index_dirs(&bm25_name);
             engine.sync_index()?;
             engine.save_vectors()?;
@@ -143,6 +177,12 @@ impl Engine {
                     }
                     Err(e) => {
                         tracing::warn!("{e}; reloading the vectors from the embedding cache");
+                        self.damage.push(Damage {
+                            part: Part::Vectors,
+                            path: self.dir.join(stem),
+                            found: vec![e.to_string()],
+                            reloaded: true,
+                        });
                         self.reload_vectors()?;
                     }
                 }

@@ -58,8 +58,10 @@ impl Engine {
         let extra: Vec<u64> = in_index.difference(&in_store).copied().take(20).collect();
         // Vectors: exactly the cards that have a cached embedding.
         let (mut vector_missing, mut vector_extra) = (Vec::new(), Vec::new());
+        let mut unembedded = 0;
         if let Some(v) = &self.vectors {
             let want = self.cards_with_embeddings()?;
+            unembedded = want.values().filter(|cached| !**cached).count() as u64;
             let have: BTreeSet<u64> = v.keys().into_iter().collect();
             vector_missing = want
                 .iter()
@@ -78,6 +80,7 @@ impl Engine {
             vector_chunks: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
             missing_from_vectors: vector_missing,
             not_in_store_vectors: vector_extra,
+            unembedded,
             store_chunks: in_store.len() as u64,
             index_chunks: self.bm25.num_chunks(),
             missing_from_index: missing,
@@ -89,7 +92,7 @@ impl Engine {
 }
 
 /// What [`Engine::check`] found.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Consistency {
     /// Chunk cards in the store.
     pub store_chunks: u64,
@@ -105,6 +108,9 @@ pub struct Consistency {
     pub missing_from_vectors: Vec<u64>,
     /// Up to 20 vector keys that are not a card with a cached embedding.
     pub not_in_store_vectors: Vec<u64>,
+    /// Cards with no cached embedding of their text, hence no vector: the vector leg
+    /// cannot find them (an embedding that failed; `situate rebuild` embeds them).
+    pub unembedded: u64,
     /// The store's generation.
     pub store_generation: u64,
     /// The generation the index reflects.
@@ -119,6 +125,7 @@ impl Consistency {
             && self.not_in_store.is_empty()
             && self.missing_from_vectors.is_empty()
             && self.not_in_store_vectors.is_empty()
+            && self.unembedded == 0
             && self.store_generation == self.index_generation
     }
 }

@@ -115,6 +115,10 @@ impl Bm25Index {
         } else {
             Index::create_in_dir(dir, schema()).op("creating")?
         };
+        Self::from_index(index, chinese, dir)
+    }
+
+    fn from_index(index: Index, chinese: ChineseTokenizer, dir: &Path) -> Result<Self> {
         let s = index.schema();
         let field = |name: &str| {
             s.get_field(name).map_err(|_| {
@@ -155,6 +159,49 @@ impl Bm25Index {
             fields,
             analyzers,
         })
+    }
+
+    /// An empty index held in memory: what an engine opened to repair holds in place of a
+    /// damaged one until the rebuild replaces it.
+    pub fn in_memory(chinese: ChineseTokenizer) -> Result<Self> {
+        let index = Index::create_in_ram(schema());
+        Self::from_index(index, chinese, Path::new("(memory)"))
+    }
+
+    /// Checks the committed segments' files: each must exist and match the checksum
+    /// tantivy wrote in its footer (a flipped byte anywhere in a file is caught; tantivy
+    /// itself only reads what a search touches, and some damage changes scores silently).
+    /// Returns one line per damaged or missing file; empty when every file is sound.
+    pub fn verify(&self) -> Result<Vec<String>> {
+        let metas = self.index.load_metas().op("reading the segment list")?;
+        let mut found = Vec::new();
+        let dir = self.index.directory();
+        // The files every segment of this schema has (tantivy writes each component,
+        // `.del` only once a segment has deletions).
+        const COMPONENTS: [&str; 6] = ["idx", "term", "pos", "store", "fast", "fieldnorm"];
+        for seg in &metas.segments {
+            let id = seg.id().uuid_string();
+            for ext in COMPONENTS {
+                let name = std::path::PathBuf::from(format!("{id}.{ext}"));
+                if !tantivy::Directory::exists(dir, &name).unwrap_or(false) {
+                    found.push(format!("{} is missing", name.display()));
+                }
+            }
+        }
+        if found.is_empty() {
+            match self.index.validate_checksum() {
+                Ok(bad) => {
+                    let mut bad: Vec<String> = bad
+                        .into_iter()
+                        .map(|p| format!("{} does not match its checksum", p.display()))
+                        .collect();
+                    bad.sort();
+                    found.extend(bad);
+                }
+                Err(e) => found.push(format!("a file cannot be read: {e}")),
+            }
+        }
+        Ok(found)
     }
 
     /// The card store generation this index has caught up with (0 for a new index).
@@ -734,6 +781,53 @@ mod tests {
                     .find(|h| h.card == 1)
                     .map(|h| h.score)
                     .unwrap_or(0.0)
+        );
+    }
+
+    #[test]
+    fn verify_names_a_flipped_byte_and_a_missing_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        for i in 0..20u64 {
+            ix.add_chunk(
+                i,
+                &format!("d{i}"),
+                Language::En,
+                None,
+                &format!("pump {i} flow"),
+            )
+            .expect("add");
+        }
+        ix.commit(1).expect("commit");
+        ix.close_writer();
+        assert_eq!(ix.verify().expect("verify"), Vec::<String>::new());
+        drop(ix);
+        let file = |ext: &str| {
+            std::fs::read_dir(dir.path())
+                .expect("dir")
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|e| e == ext))
+                .expect("segment file")
+        };
+        let fieldnorm = file("fieldnorm");
+        let mut bytes = std::fs::read(&fieldnorm).expect("read");
+        bytes[3] ^= 0x01;
+        std::fs::write(&fieldnorm, bytes).expect("write");
+        let ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        let found = ix.verify().expect("verify");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].ends_with(".fieldnorm does not match its checksum"),
+            "{found:?}"
+        );
+        drop(ix);
+        std::fs::remove_file(file("pos")).expect("remove");
+        let ix = Bm25Index::open(dir.path(), ChineseTokenizer::Bigram).expect("open");
+        let found = ix.verify().expect("verify");
+        assert!(
+            found.iter().any(|f| f.ends_with(".pos is missing")),
+            "{found:?}"
         );
     }
 

@@ -52,6 +52,36 @@ pub enum StoreError {
     /// A write conflicts with what is stored (the write was rolled back).
     #[error("{0}")]
     Conflict(String),
+    /// The file is damaged: SQLite found it malformed, or not a database at all, or a
+    /// column this store always fills is empty.
+    #[error("card store: {op}: the file is damaged: {source}")]
+    Damaged {
+        /// What the store was doing.
+        op: &'static str,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+}
+
+impl StoreError {
+    /// Whether the error says the file is damaged (not that an operation failed).
+    pub fn is_damaged(&self) -> bool {
+        matches!(self, StoreError::Damaged { .. })
+    }
+}
+
+/// Whether SQLite's error means the file is damaged: malformed pages, a header that is not
+/// SQLite's, or a NULL where the schema has `NOT NULL` (only a damaged page gives one; the
+/// store reads such columns as non-optional values).
+fn is_damage(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+        ),
+        rusqlite::Error::InvalidColumnType(_, _, rusqlite::types::Type::Null) => true,
+        _ => false,
+    }
 }
 
 /// The error a streaming read's consumer may return.
@@ -66,7 +96,13 @@ pub(crate) trait Op<T> {
 
 impl<T> Op<T> for rusqlite::Result<T> {
     fn op(self, op: &'static str) -> Result<T> {
-        self.map_err(|source| StoreError::Sqlite { op, source })
+        self.map_err(|source| {
+            if is_damage(&source) {
+                StoreError::Damaged { op, source }
+            } else {
+                StoreError::Sqlite { op, source }
+            }
+        })
     }
 }
 
@@ -204,6 +240,66 @@ impl Store {
         let conn = Connection::open(path).op("opening the database")?;
         schema::prepare(&conn)?;
         Ok(Store { conn })
+    }
+
+    /// SQLite's own check of the file: `PRAGMA integrity_check` when `full` (every page,
+    /// every index against its table, `NOT NULL` columns), `quick_check` otherwise (the
+    /// same without comparing indexes with their tables), then `foreign_key_check` (every
+    /// card's document exists). Returns what they found, up to 20 lines; empty when the
+    /// file is sound. A file too damaged to check is one line saying why.
+    pub fn verify(&self, full: bool) -> Result<Vec<String>> {
+        let pragma = if full {
+            "PRAGMA integrity_check(20)"
+        } else {
+            "PRAGMA quick_check(20)"
+        };
+        let mut found = Vec::new();
+        let rows = (|| -> rusqlite::Result<Vec<String>> {
+            let mut st = self.conn.prepare(pragma)?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })();
+        match rows {
+            // SQLite starts its report with the database's name on a line of its own.
+            Ok(rows) => found.extend(
+                rows.iter()
+                    .flat_map(|r| r.lines())
+                    .filter(|l| *l != "ok" && !l.starts_with("*** in database"))
+                    .map(str::to_string),
+            ),
+            Err(e) => found.push(e.to_string()),
+        }
+        let orphans = (|| -> rusqlite::Result<Vec<String>> {
+            let mut st = self.conn.prepare("PRAGMA foreign_key_check")?;
+            let rows = st.query_map([], |r| {
+                Ok(format!(
+                    "row {} of {} refers to a missing row of {}",
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(2)?
+                ))
+            })?;
+            rows.take(20).collect()
+        })();
+        match orphans {
+            Ok(rows) => found.extend(rows),
+            Err(e) => found.push(e.to_string()),
+        }
+        found.truncate(20);
+        Ok(found)
+    }
+
+    /// Writes a consistent copy of the whole store to `path` (`VACUUM INTO`: one read
+    /// transaction, so writers on other connections go on meanwhile, and the copy is the
+    /// store as of one commit). `path` must not exist.
+    pub fn copy_to(&self, path: &Path) -> Result<()> {
+        let target = path
+            .to_str()
+            .ok_or_else(|| StoreError::Format(format!("{} is not a UTF-8 path", path.display())))?;
+        self.conn
+            .execute("VACUUM INTO ?1", [target])
+            .op("copying the store")?;
+        Ok(())
     }
 
     /// A value from the store's settings table.

@@ -506,3 +506,68 @@ fn the_embedded_store_keeps_the_store_contract() {
     let mut s = Store::open(&dir.path().join("s.db")).expect("open");
     crate::contract::check(&mut s);
 }
+
+#[test]
+fn verify_finds_a_page_whose_cells_went_missing_and_copy_to_is_sound() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("cards.db");
+    {
+        let mut store = Store::open(&path).expect("open");
+        let ctx = ChunkContext {
+            text: None,
+            status: ContextStatus::Pending,
+            provenance: None,
+            notes: vec![],
+        };
+        for i in 0..40 {
+            let text = format!("report {i}: ").repeat(40);
+            let parts: Vec<String> = (0..4).map(|p| format!("{p} {text}")).collect();
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            put(&mut store, &doc(&format!("d{i}"), &text), &parts, &ctx);
+        }
+        assert_eq!(store.verify(true).expect("verify"), Vec::<String>::new());
+        // The copy is the store as of its last commit, and sound.
+        let copy = dir.path().join("copy.db");
+        store.copy_to(&copy).expect("copy");
+        let copied = Store::open(&copy).expect("open copy");
+        assert_eq!(copied.verify(true).expect("verify"), Vec::<String>::new());
+        assert_eq!(
+            copied.stats().expect("stats"),
+            store.stats().expect("stats")
+        );
+        assert!(
+            store.copy_to(&copy).is_err(),
+            "an existing file is not overwritten"
+        );
+    }
+    // One leaf of the chunks table loses its last cell, as a torn page might.
+    let (page_size, root) = {
+        let c = Connection::open(&path).expect("open");
+        let ps: i64 = c
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .expect("ps");
+        let root: i64 = c
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = 'chunks'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("root");
+        (ps as usize, root as usize)
+    };
+    let mut b = std::fs::read(&path).expect("read");
+    let at = (root - 1) * page_size;
+    assert_eq!(b[at], 0x05, "an interior root");
+    let cell = at + u16::from_be_bytes([b[at + 12], b[at + 13]]) as usize;
+    let child = u32::from_be_bytes([b[cell], b[cell + 1], b[cell + 2], b[cell + 3]]) as usize;
+    let leaf = (child - 1) * page_size;
+    let cells = u16::from_be_bytes([b[leaf + 3], b[leaf + 4]]);
+    b[leaf + 3..leaf + 5].copy_from_slice(&(cells - 1).to_be_bytes());
+    std::fs::write(&path, b).expect("write");
+    let store = Store::open(&path).expect("open");
+    for full in [false, true] {
+        let found = store.verify(full).expect("verify");
+        assert!(!found.is_empty(), "full {full}");
+        assert!(found.iter().all(|f| !f.starts_with("***")), "{found:?}");
+    }
+}

@@ -445,6 +445,16 @@ impl Vectors {
         })
     }
 
+    /// The files of the snapshot `stem` in `dir` that exist (`.flat`, or `.keys` and
+    /// `.hnsw`): what a backup copies.
+    pub fn files(dir: &Path, stem: &str) -> Vec<std::path::PathBuf> {
+        ["flat", "keys", "hnsw"]
+            .iter()
+            .map(|ext| dir.join(format!("{stem}.{ext}")))
+            .filter(|p| p.is_file())
+            .collect()
+    }
+
     /// Removes snapshot files in `dir` other than `keep`'s (leftovers of older snapshots
     /// or of an interrupted save).
     pub fn remove_stale(dir: &Path, keep: Option<&str>) {

@@ -49,6 +49,9 @@ pub struct CheckAnswer {
     pub consistency: crate::Consistency,
     /// Whether the indexes hold exactly the store's cards.
     pub consistent: bool,
+    /// Every file checked (`stats --verify`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<crate::IntegrityAnswer>,
 }
 
 impl Engine {
@@ -68,6 +71,15 @@ impl Engine {
             status: self.status()?,
             consistent: consistency.is_consistent(),
             consistency,
+            integrity: None,
         })
+    }
+
+    /// [`Engine::status_checked`] with every file checked ([`Engine::verify`]; the store
+    /// with SQLite's full `integrity_check` when `full`).
+    pub fn status_verified(&self, full: bool) -> Result<CheckAnswer> {
+        let mut answer = self.status_checked()?;
+        answer.integrity = Some(self.verify(full)?);
+        Ok(answer)
     }
 }

@@ -44,22 +44,19 @@ pub(super) fn run_job(
             serde_json::to_value(answer).map_err(Problem::internal)
         }),
         JobSpec::Eval(job) => eval(index, settings, evals, job, status),
-        JobSpec::Rebuild {} => Engine::open(index, Access::Write)
-            .and_then(|mut e| {
-                e.rebuild(&mut |done, total| {
-                    status.send_modify(|s| {
-                        s.progress.insert(
-                            "indexing",
-                            Stage {
-                                done,
-                                total: Some(total),
-                            },
-                        );
-                    })
-                })
+        JobSpec::Rebuild {} => Engine::rebuild_at(index, &mut |done, total| {
+            status.send_modify(|s| {
+                s.progress.insert(
+                    "indexing",
+                    Stage {
+                        done,
+                        total: Some(total),
+                    },
+                );
             })
-            .map_err(Problem::from)
-            .and_then(|r| serde_json::to_value(r).map_err(Problem::internal)),
+        })
+        .map_err(Problem::from)
+        .and_then(|r| serde_json::to_value(r).map_err(Problem::internal)),
     };
     finish(status, outcome);
     drop(q.uploads);
