@@ -164,6 +164,60 @@ pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `situate backup DIR`.
+pub(crate) fn backup(out: Out, index: &Path, dir: &Path) -> Result<ExitCode> {
+    let a = Engine::backup_at(index, dir)?;
+    let m = &a.manifest;
+    let left_out = match (&m.bm25, &m.vectors) {
+        (None, _) => {
+            "; the BM25 index could not be copied consistently (a restore makes it from the cards)"
+        }
+        _ => "",
+    };
+    output::message(
+        out.json,
+        &format!(
+            "backed up {} at generation {} to {}: {} files, {:.1} MB, in {:.1} s{left_out}",
+            index.display(),
+            m.generation,
+            a.backup.display(),
+            m.files.len(),
+            a.bytes as f64 / 1e6,
+            a.seconds
+        ),
+        &a,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `situate restore BACKUP [--replace]`: fails when the restored index does not check.
+pub(crate) fn restore(out: Out, index: &Path, backup: &Path, replace: bool) -> Result<ExitCode> {
+    let a = Engine::restore_at(backup, index, replace)?;
+    if out.json {
+        output::print_json(&a)?;
+    } else {
+        println!(
+            "restored {} from {} (generation {}) in {:.1} s",
+            a.index.display(),
+            a.backup.display(),
+            a.generation,
+            a.seconds
+        );
+        if let Some(r) = &a.replaced {
+            println!(
+                "the index it replaced is kept at {}; remove it once you are content",
+                r.display()
+            );
+        }
+        output::integrity(false, &a.check)?;
+    }
+    Ok(if a.check.healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// `situate store migrate`.
 pub(crate) fn migrate(out: Out, settings: &Settings, store: Option<String>) -> Result<ExitCode> {
     let url = situate_scale::store::store_url(store.as_deref(), settings)?;

@@ -148,6 +148,21 @@ enum Command {
     },
     /// Rebuild every index from the chunk cards (no LLM calls)
     Rebuild,
+    /// Copy the index to a new directory while it is searched and written: the store as of
+    /// one commit, the indexes, and a manifest of every file's hash
+    Backup {
+        /// The new directory (it must not exist, or be empty)
+        dir: PathBuf,
+    },
+    /// Restore the index (--index) from a backup, after checking every file of it; the
+    /// restored index is brought up to date and checked
+    Restore {
+        /// The backup directory (made by `situate backup`)
+        backup: PathBuf,
+        /// Replace the index there: it is moved aside to INDEX.replaced-TIME, not deleted
+        #[arg(long)]
+        replace: bool,
+    },
     /// Evaluate retrieval on a data set: Pass@k, recall, MRR, nDCG, MAP per configuration
     Eval(eval::EvalArgs),
     /// Build and check a team's own evaluation set against this index
@@ -528,6 +543,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild => commands::rebuild(out, &index),
+        Command::Backup { dir } => commands::backup(out, &index, &dir),
+        Command::Restore { backup, replace } => commands::restore(out, &index, &backup, replace),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),

@@ -3,6 +3,7 @@
 
 mod api;
 mod ask;
+mod backup;
 mod browser;
 mod contexts;
 mod crash;

@@ -78,6 +78,7 @@
 
 pub mod api;
 mod ask;
+mod backup;
 mod context_file;
 mod context_run;
 mod contexts;
@@ -100,6 +101,7 @@ mod view;
 
 pub use api::{AskRequest, CheckedAsk, CheckedSearch, SearchRequest};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
+pub use backup::{BackupAnswer, BackupFile, MANIFEST, Manifest, RestoreAnswer};
 pub use context_file::{ContextRecord, ExportAnswer, ImportReport};
 pub use contexts::{ContextProgress, ContextUpdate};
 pub use contextualizers::{

@@ -181,8 +181,14 @@ impl Bm25Index {
         const COMPONENTS: [&str; 6] = ["idx", "term", "pos", "store", "fast", "fieldnorm"];
         for seg in &metas.segments {
             let id = seg.id().uuid_string();
-            for ext in COMPONENTS {
-                let name = std::path::PathBuf::from(format!("{id}.{ext}"));
+            let mut names: Vec<std::path::PathBuf> = COMPONENTS
+                .iter()
+                .map(|ext| format!("{id}.{ext}").into())
+                .collect();
+            if seg.has_deletes() {
+                names.push(seg.relative_path(tantivy::index::SegmentComponent::Delete));
+            }
+            for name in names {
                 if !tantivy::Directory::exists(dir, &name).unwrap_or(false) {
                     found.push(format!("{} is missing", name.display()));
                 }
@@ -202,6 +208,60 @@ impl Bm25Index {
             }
         }
         Ok(found)
+    }
+
+    /// Copies the index in `src`, as of its last commit, into `dst` (which must not
+    /// exist), and checks the copy: `meta.json` is read first, then tantivy's list of the
+    /// files it manages, then the files of the segments that `meta.json` names. A writer
+    /// committing meanwhile may remove a segment being copied: the copy then fails and the
+    /// caller tries again. Returns the copy's generation.
+    pub fn copy_committed(src: &Path, dst: &Path, chinese: ChineseTokenizer) -> Result<u64> {
+        use tantivy::index::SegmentComponent as C;
+        let io = |what: &str, p: &Path, e: std::io::Error| {
+            Bm25Error::Format(format!("{what} {}: {e}", p.display()))
+        };
+        let read = |name: &str| {
+            let p = src.join(name);
+            std::fs::read(&p).map_err(|e| io("cannot read", &p, e))
+        };
+        let meta = read("meta.json")?;
+        let managed = read(".managed.json")?;
+        std::fs::create_dir(dst).map_err(|e| io("cannot create", dst, e))?;
+        for (name, bytes) in [("meta.json", &meta), (".managed.json", &managed)] {
+            let p = dst.join(name);
+            std::fs::write(&p, bytes).map_err(|e| io("cannot write", &p, e))?;
+        }
+        let metas = Index::open_in_dir(dst)
+            .op("reading the copied segment list")?
+            .load_metas()
+            .op("reading the copied segment list")?;
+        for seg in &metas.segments {
+            let mut parts = vec![
+                C::Postings,
+                C::Positions,
+                C::Terms,
+                C::Store,
+                C::FastFields,
+                C::FieldNorms,
+            ];
+            if seg.has_deletes() {
+                parts.push(C::Delete);
+            }
+            for part in parts {
+                let name = seg.relative_path(part);
+                let (from, to) = (src.join(&name), dst.join(&name));
+                std::fs::copy(&from, &to).map_err(|e| io("cannot copy", &from, e))?;
+            }
+        }
+        let copy = Bm25Index::open(dst, chinese)?;
+        let found = copy.verify()?;
+        if let Some(first) = found.first() {
+            return Err(Bm25Error::Format(format!(
+                "the copy of {} failed its check: {first}",
+                src.display()
+            )));
+        }
+        copy.generation()
     }
 
     /// The card store generation this index has caught up with (0 for a new index).

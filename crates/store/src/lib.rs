@@ -321,6 +321,14 @@ impl Store {
         Ok(())
     }
 
+    /// Removes a value from the settings table (its own transaction).
+    pub fn remove_meta(&self, key: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM meta WHERE key = ?1", [key])
+            .op("writing settings")?;
+        Ok(())
+    }
+
     /// Writes several settings in one transaction: all of them or none.
     pub fn set_metas(&self, pairs: &[(&str, &str)]) -> Result<()> {
         let tx = self.conn.unchecked_transaction().op("writing settings")?;
