@@ -253,6 +253,8 @@ pub(crate) fn mcp(
         allow_hosts: Vec::new(),
         readers: 2,
         evals,
+        // MCP over stdio has no backup tool; the folder is never written.
+        backups: PathBuf::from("backups"),
         mcp_allow_write: allow_write,
         cors_origins: Vec::new(),
         limits: Default::default(),
@@ -313,6 +315,7 @@ pub(crate) fn serve(
         allow_hosts: a.allow_hosts,
         readers,
         evals: a.evals,
+        backups: a.backups,
         mcp_allow_write: a.mcp_allow_write,
         cors_origins: a.cors_origins,
         limits: situate_serve::Limits {

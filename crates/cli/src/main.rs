@@ -220,6 +220,10 @@ struct ServeArgs {
     /// DIR/NAME` writes one; eval jobs write there)
     #[arg(long, default_value = "eval")]
     evals: PathBuf,
+    /// Where backup jobs write, one folder per backup (`POST /v1/jobs` with kind `backup`,
+    /// admin)
+    #[arg(long, default_value = "backups")]
+    backups: PathBuf,
     /// Offer the MCP write tools (ingest, job_status, review_context) at /mcp; with keys
     /// they need an admin key
     #[arg(long)]

@@ -175,3 +175,55 @@ fn a_damaged_backup_restores_nothing_and_an_index_is_replaced_only_when_asked() 
     let out = run(situate(&fresh).arg("restore").arg(tmp.path()), 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a situate backup"));
 }
+
+#[test]
+fn an_admin_backup_job_runs_beside_an_ingest_job() {
+    use crate::serve::{Server, assert_problem};
+    use serde_json::json;
+    let (tmp, index) = indexed_corpus("hash:64");
+    let docs = tmp.path().join("logs");
+    write_docs(&docs, "depot", 1500);
+    let backups = tmp.path().join("backups");
+    let s = Server::start(
+        &index,
+        &["--backups", backups.to_str().expect("utf-8")],
+        &[],
+    );
+    let bad = s.post("/v1/jobs", &json!({"kind": "backup", "name": "../x"}));
+    assert_problem(&bad, 400, "invalid-request");
+    assert_eq!(bad.body["field"], "name", "{:#}", bad.body);
+
+    let ingest = s.post(
+        "/v1/jobs",
+        &json!({"kind": "ingest", "paths": [docs], "batch": 25}),
+    );
+    let ingest_id = ingest.body["id"].as_str().expect("id").to_string();
+    // Wait until the ingest has committed a batch, then back up while it goes on.
+    loop {
+        let st = s.get(&format!("/v1/jobs/{ingest_id}")).body;
+        assert_ne!(st["state"], "failed", "{st:#}");
+        if st["commits"].as_u64().unwrap_or(0) >= 1 || st["state"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let job = s.post("/v1/jobs", &json!({"kind": "backup", "name": "during"}));
+    assert_eq!(job.status, 202, "{:#}", job.body);
+    let done = s.wait_job(job.body["id"].as_str().expect("id"));
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    let still = s.get(&format!("/v1/jobs/{ingest_id}")).body;
+    assert_eq!(
+        still["state"], "running",
+        "the backup waited for the ingest: {still:#}"
+    );
+    let dir = PathBuf::from(done["result"]["backup"].as_str().expect("backup"));
+    assert_eq!(dir, backups.join("during"));
+    let ended = s.wait_job(&ingest_id);
+    assert_eq!(ended["state"], "succeeded", "{ended:#}");
+
+    let restored = tmp.path().join("restored");
+    let v = json(situate(&restored).arg("restore").arg(&dir), 0);
+    assert_eq!(v["check"]["healthy"], true, "{v:#}");
+    let docs = documents(&restored);
+    assert!(docs < documents(&index), "{docs}: taken mid-ingest");
+}

@@ -79,6 +79,8 @@ pub struct ServeOptions {
     pub readers: usize,
     /// Where evaluation reports are kept, one folder per report (eval jobs write there).
     pub evals: PathBuf,
+    /// Where backup jobs write, one folder per backup.
+    pub backups: PathBuf,
     /// Web origins allowed to call the API from a browser (CORS); none by default.
     pub cors_origins: Vec<String>,
     /// Whether `/mcp` lists the write tools (which then need an admin key when keys are
@@ -276,6 +278,7 @@ fn app_state(
         opts.index.clone(),
         opts.settings.clone(),
         opts.evals.clone(),
+        opts.backups.clone(),
     )?;
     if let Some(f) = &follow {
         jobs = jobs.on_node(f.store.clone());

@@ -151,11 +151,21 @@ struct Queued {
 /// The job table and the writer thread.
 pub struct Jobs {
     table: Arc<Mutex<Table>>,
+    /// The writer's queue.
     tx: mpsc::Sender<Queued>,
+    /// The backup thread's queue.
+    backup_tx: mpsc::Sender<Queued>,
     prefix: String,
     /// The shared store, when the index is a query node: its cards are a copy, written by
     /// the follower alone, so the jobs that write are refused (evaluations still run).
     node_of: Option<String>,
+}
+
+/// The folders the jobs work in.
+struct Dirs {
+    index: PathBuf,
+    evals: PathBuf,
+    backups: PathBuf,
 }
 
 #[derive(Default)]
@@ -175,21 +185,37 @@ impl Jobs {
         self
     }
 
-    /// Starts the writer thread for the index at `index`.
-    pub fn start(index: PathBuf, settings: Settings, evals: PathBuf) -> std::io::Result<Jobs> {
-        let (tx, rx) = mpsc::channel::<Queued>();
+    /// Starts the writer thread for the index at `index`, and the thread that takes
+    /// backups (into `backups`) beside it.
+    pub fn start(
+        index: PathBuf,
+        settings: Settings,
+        evals: PathBuf,
+        backups: PathBuf,
+    ) -> std::io::Result<Jobs> {
         let table = Arc::new(Mutex::new(Table::default()));
-        let t = Arc::clone(&table);
-        std::thread::Builder::new()
-            .name("situate-writer".into())
-            .spawn(move || {
-                while let Ok(q) = rx.recv() {
-                    let Some((status, cancel)) = lookup(&t, &q.id) else {
-                        continue;
-                    };
-                    run_job(&index, &settings, &evals, q, &status, &cancel);
-                }
-            })?;
+        let dirs = Arc::new(Dirs {
+            index,
+            evals,
+            backups,
+        });
+        let spawn = |name: &str| -> std::io::Result<mpsc::Sender<Queued>> {
+            let (tx, rx) = mpsc::channel::<Queued>();
+            let (t, dirs, settings) = (Arc::clone(&table), Arc::clone(&dirs), settings.clone());
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    while let Ok(q) = rx.recv() {
+                        let Some((status, cancel)) = lookup(&t, &q.id) else {
+                            continue;
+                        };
+                        run_job(&dirs, &settings, q, &status, &cancel);
+                    }
+                })?;
+            Ok(tx)
+        };
+        let tx = spawn("situate-writer")?;
+        let backup_tx = spawn("situate-backup")?;
         // Ids differ between runs of the service, so a client holding an old id gets a
         // 404, not another job.
         let prefix = format!(
@@ -202,6 +228,7 @@ impl Jobs {
         Ok(Jobs {
             table,
             tx,
+            backup_tx,
             prefix,
             node_of: None,
         })
@@ -210,7 +237,7 @@ impl Jobs {
     /// Queues a job; returns its status.
     pub fn submit(&self, spec: JobSpec) -> Result<JobStatus, Problem> {
         if let Some(store) = &self.node_of
-            && !matches!(spec, JobSpec::Eval(_))
+            && !matches!(spec, JobSpec::Eval(_) | JobSpec::Backup { .. })
         {
             return Err(Problem::new(
                 axum::http::StatusCode::CONFLICT,
@@ -264,7 +291,11 @@ impl Jobs {
         t.order.push_back(n);
         forget_old(&mut t);
         drop(t);
-        self.tx
+        let queue = match spec {
+            JobSpec::Backup { .. } => &self.backup_tx,
+            _ => &self.tx,
+        };
+        queue
             .send(Queued { id, spec, uploads })
             .map_err(|_| Problem::internal("the writer has stopped"))?;
         Ok(status)

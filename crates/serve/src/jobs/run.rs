@@ -12,9 +12,8 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::watch;
 
 pub(super) fn run_job(
-    index: &Path,
+    dirs: &Dirs,
     settings: &Settings,
-    evals: &Path,
     q: Queued,
     status: &watch::Sender<JobStatus>,
     cancel: &Arc<AtomicBool>,
@@ -26,6 +25,7 @@ pub(super) fn run_job(
         s.state = JobState::Running;
         s.started_at = Some(situate_core::now_rfc3339());
     });
+    let (index, evals) = (dirs.index.as_path(), dirs.evals.as_path());
     let outcome = match q.spec {
         JobSpec::Ingest(job) => ingest_request(job, q.uploads.as_ref(), cancel)
             .and_then(|req| ingest(index, settings, req, status)),
@@ -44,6 +44,12 @@ pub(super) fn run_job(
             serde_json::to_value(answer).map_err(Problem::internal)
         }),
         JobSpec::Eval(job) => eval(index, settings, evals, job, status),
+        JobSpec::Backup { name } => {
+            let name = name.unwrap_or_else(|| situate_core::now_rfc3339().replace([':', '-'], ""));
+            Engine::backup_at(index, &dirs.backups.join(name))
+                .map_err(Problem::from)
+                .and_then(|a| serde_json::to_value(a).map_err(Problem::internal))
+        }
         JobSpec::Rebuild {} => Engine::rebuild_at(index, &mut |done, total| {
             status.send_modify(|s| {
                 s.progress.insert(

@@ -28,6 +28,14 @@ pub enum JobSpec {
     /// An evaluation, as `situate eval`: its reports go to the service's evaluations
     /// folder under `name` (`GET /v1/evals/{name}`).
     Eval(EvalJob),
+    /// A copy of the index taken while it is searched and written, as `situate backup`:
+    /// into the service's backups folder under `name` (default: the time, UTC). Run beside
+    /// the writer, not after it: a backup does not wait for an ingest job.
+    Backup {
+        /// The backup's folder name: one plain path segment.
+        #[serde(default)]
+        name: Option<String>,
+    },
     /// A person's decision on one context (`situate contexts set`): provenance `manual`.
     Review {
         /// The chunk.
@@ -93,6 +101,7 @@ impl JobSpec {
             JobSpec::Contextualize(_) => "contextualize",
             JobSpec::Review { .. } => "review",
             JobSpec::Eval(_) => "eval",
+            JobSpec::Backup { .. } => "backup",
         }
     }
 
@@ -103,6 +112,14 @@ impl JobSpec {
         }
         if let JobSpec::Eval(EvalJob { name, .. }) = self {
             eval_name(name)?;
+        }
+        if let JobSpec::Backup { name: Some(name) } = self {
+            EvalJob::check_name(name).map_err(|e| {
+                Problem::from(situate_engine::EngineError::InvalidField {
+                    field: "name".into(),
+                    reason: e.to_string().replace("evaluation", "backup"),
+                })
+            })?;
         }
         if let JobSpec::Contextualize(req) = self {
             req.check()?;
