@@ -255,9 +255,11 @@ pub(crate) fn mcp(
         evals,
         // MCP over stdio has no backup tool; the folder is never written.
         backups: PathBuf::from("backups"),
+        ingest_roots: Vec::new(),
         mcp_allow_write: allow_write,
         cors_origins: Vec::new(),
         limits: Default::default(),
+        conn_limits: Default::default(),
         store: None,
         node_embedder: None,
     };
@@ -297,6 +299,12 @@ pub(crate) fn serve(
     if readers == 0 {
         anyhow::bail!("--readers must be at least 1");
     }
+    if !(a.header_timeout.is_finite() && a.header_timeout > 0.0 && a.header_timeout <= 3600.0) {
+        anyhow::bail!("--header-timeout must be above 0 and at most 3600 seconds");
+    }
+    if a.max_connections == 0 {
+        anyhow::bail!("--max-connections must be at least 1");
+    }
     if a.max_k == 0 || a.max_k > situate_engine::settings::MAX_K {
         anyhow::bail!(
             "--max-k must be from 1 to {}, not {}",
@@ -316,6 +324,7 @@ pub(crate) fn serve(
         readers,
         evals: a.evals,
         backups: a.backups,
+        ingest_roots: a.ingest_roots,
         mcp_allow_write: a.mcp_allow_write,
         cors_origins: a.cors_origins,
         limits: situate_serve::Limits {
@@ -323,6 +332,10 @@ pub(crate) fn serve(
             timeout_ms: (a.timeout * 1000.0).round() as u64,
             ask_timeout_ms: (a.ask_timeout * 1000.0).round() as u64,
             ..Default::default()
+        },
+        conn_limits: situate_serve::listen::ConnLimits {
+            header_timeout: std::time::Duration::from_secs_f64(a.header_timeout),
+            max_connections: a.max_connections,
         },
     };
     let with_keys = !opts.keys.is_empty();
@@ -379,6 +392,7 @@ pub(crate) fn ingest(
         embedder: a.embed.embedder,
         vector_index: a.embed.vector_index,
         cancel: None,
+        roots: None,
     };
     if let Some(url) = store {
         return shared::ingest(out, settings, &url, req, a.workers, a.strict);

@@ -216,6 +216,13 @@ struct ServeArgs {
     /// The longest an answer (`/v1/ask`, the MCP tool `ask`) may take, in seconds
     #[arg(long, default_value_t = 300.0)]
     ask_timeout: f64,
+    /// The longest a request's head (request line and headers) may take to arrive, in
+    /// seconds: a slower client is disconnected
+    #[arg(long, default_value_t = 10.0)]
+    header_timeout: f64,
+    /// The most connections open at once; more wait until one closes
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
     /// Where evaluation reports are kept, one folder each (`situate eval --out
     /// DIR/NAME` writes one; eval jobs write there)
     #[arg(long, default_value = "eval")]
@@ -224,6 +231,11 @@ struct ServeArgs {
     /// admin)
     #[arg(long, default_value = "backups")]
     backups: PathBuf,
+    /// A directory whose files an ingest job may read by server-side path (repeatable).
+    /// Without any: any path when listening on loopback, none over the network (send
+    /// `files` or `texts` instead); a symbolic link is not followed out of a root
+    #[arg(long = "ingest-root", value_name = "DIR")]
+    ingest_roots: Vec<PathBuf>,
     /// Offer the MCP write tools (ingest, job_status, review_context) at /mcp; with keys
     /// they need an admin key
     #[arg(long)]

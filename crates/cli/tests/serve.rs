@@ -35,13 +35,22 @@ impl Server {
     /// Starts `situate serve --bind 127.0.0.1:0` on `index` with `args` and `envs`, and
     /// waits for its "listening" line.
     pub fn start(index: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Server::start_with(index, args, envs, Stdio::inherit())
+    }
+
+    /// [`Server::start`] with its log (stderr) sent to `stderr`; `args` may name its own
+    /// `--bind`.
+    pub fn start_with(index: &Path, args: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Server {
         let mut cmd = situate(index);
-        cmd.args(["--json", "serve", "--bind", "127.0.0.1:0"])
-            .args(args)
+        cmd.args(["--json", "serve"]);
+        if !args.contains(&"--bind") {
+            cmd.args(["--bind", "127.0.0.1:0"]);
+        }
+        cmd.args(args)
             .env_remove("SITUATE_ADMIN_KEYS")
             .env_remove("SITUATE_READ_KEYS")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -94,6 +103,19 @@ impl Server {
             req = req.json(b);
         }
         self.answer(req)
+    }
+
+    /// The status and text of `GET path` with `headers` (for answers that are not JSON).
+    pub fn get_text(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut req = self.client.get(format!("{}{path}", self.url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.rt.block_on(async {
+            let r = req.send().await.expect("the service answers");
+            let status = r.status().as_u16();
+            (status, r.text().await.expect("text"))
+        })
     }
 
     /// Sends `req` and reads its answer.

@@ -16,6 +16,7 @@ mod mcp;
 mod models;
 mod rerank;
 mod search;
+mod security;
 mod serve;
 mod store;
 

@@ -40,6 +40,9 @@ pub struct IngestRequest {
     pub vector_index: Option<String>,
     /// Set to stop the ingest early ([`Engine::cancel_on`]).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Read only under these directories (a service's `--ingest-root`s, canonical); `None`
+    /// reads any path.
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 /// What [`ingest_into`] did: the answer of `situate ingest --json` and of an `ingest` job
@@ -291,6 +294,7 @@ pub fn ingest_options(
     let price = built.price;
     let mut opts = IngestOptions::new(built.contextualizer);
     opts.dry_run = req.llm.dry_run;
+    opts.sources.roots = req.roots.clone();
     opts.sources.format = req
         .format
         .as_deref()

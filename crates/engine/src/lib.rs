@@ -125,7 +125,7 @@ pub use settings::{
 };
 pub use situate_answer::{Citation, Passage};
 pub use situate_index::ChineseTokenizer;
-pub use situate_ingest::TextInput;
+pub use situate_ingest::{SourceOptions, TextInput};
 pub use situate_llm::cost::Price;
 pub use situate_search::Mode;
 pub use situate_store::{Stats, StoredDocument};

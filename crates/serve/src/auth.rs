@@ -258,6 +258,66 @@ pub fn role_of_key(keys: &Keys, key: &str) -> Option<Role> {
     keys.role_of(key.trim())
 }
 
+/// The detail of a request whose key is not one of the configured keys.
+pub const WRONG_KEY: &str = "the API key is not valid";
+
+/// The caller's address, when the connection has one (the guard puts it on every request;
+/// MCP over stdio has none).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub Option<IpAddr>);
+
+/// Wrong keys by caller address: after [`Failures::LIMIT`] in a window of
+/// [`Failures::WINDOW`], the address is answered `429 too-many-failures` until the window
+/// ends, without its key being checked. Each wrong key is logged with the address and the
+/// route, never the key.
+#[derive(Debug, Default)]
+pub struct Failures(std::sync::Mutex<std::collections::HashMap<IpAddr, (u32, std::time::Instant)>>);
+
+impl Failures {
+    /// Wrong keys allowed from one address in a window.
+    pub const LIMIT: u32 = 10;
+    /// The window.
+    pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+    /// Addresses remembered at most (older windows are dropped first).
+    const MAX_ADDRESSES: usize = 10_000;
+
+    /// How long `ip` is still refused, if it is.
+    pub fn blocked(&self, ip: IpAddr) -> Option<std::time::Duration> {
+        let map = self.0.lock().ok()?;
+        let (count, since) = map.get(&ip)?;
+        let left = Self::WINDOW.checked_sub(since.elapsed())?;
+        (*count >= Self::LIMIT).then_some(left)
+    }
+
+    /// Records a wrong key from `ip`; returns how many in its window.
+    pub fn record(&self, ip: IpAddr) -> u32 {
+        let Ok(mut map) = self.0.lock() else {
+            return 0;
+        };
+        if map.len() >= Self::MAX_ADDRESSES {
+            map.retain(|_, (_, since)| since.elapsed() < Self::WINDOW);
+        }
+        let entry = map.entry(ip).or_insert((0, std::time::Instant::now()));
+        if entry.1.elapsed() >= Self::WINDOW {
+            *entry = (0, std::time::Instant::now());
+        }
+        entry.0 += 1;
+        entry.0
+    }
+
+    /// The answer to a refused address.
+    pub fn refusal(left: std::time::Duration) -> Problem {
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-failures",
+            format!(
+                "too many wrong API keys from this address: try again in {} s",
+                left.as_secs().max(1)
+            ),
+        )
+    }
+}
+
 /// Checks `Host`, `Origin` and the key of one request; returns the caller's role.
 pub fn check(
     keys: &Keys,
@@ -328,7 +388,7 @@ pub fn check(
         None => Err(Problem::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "the API key is not valid",
+            WRONG_KEY,
         )),
         Some(role) if role < needed => Err(Problem::new(
             StatusCode::FORBIDDEN,

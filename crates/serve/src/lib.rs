@@ -33,6 +33,7 @@ mod ask;
 pub mod auth;
 pub mod follow;
 pub mod jobs;
+pub mod listen;
 pub mod mcp;
 pub mod metrics;
 mod middleware;
@@ -81,6 +82,9 @@ pub struct ServeOptions {
     pub evals: PathBuf,
     /// Where backup jobs write, one folder per backup.
     pub backups: PathBuf,
+    /// The directories an ingest job may read server-side paths under (`--ingest-root`);
+    /// none: any path on loopback, no path over the network.
+    pub ingest_roots: Vec<PathBuf>,
     /// Web origins allowed to call the API from a browser (CORS); none by default.
     pub cors_origins: Vec<String>,
     /// Whether `/mcp` lists the write tools (which then need an admin key when keys are
@@ -88,6 +92,8 @@ pub struct ServeOptions {
     pub mcp_allow_write: bool,
     /// Limits of one request.
     pub limits: Limits,
+    /// Limits of the connections: the header timeout, how many at once.
+    pub conn_limits: listen::ConnLimits,
     /// A shared store to follow (`--store`): the index is then a query node, a copy of the
     /// store kept current from its change feed.
     pub store: Option<String>,
@@ -176,6 +182,8 @@ struct AppState {
     settings: Settings,
     limits: Limits,
     keys: Keys,
+    /// Wrong keys by address (the limit on guessing).
+    failures: auth::Failures,
     hosts: Hosts,
     evals: PathBuf,
     started: Instant,
@@ -203,12 +211,11 @@ pub fn run(opts: ServeOptions, on_listening: impl FnOnce(SocketAddr)) -> Result<
             })?;
         let addr = listener.local_addr()?;
         let allow_write = opts.mcp_allow_write;
+        let conn_limits = opts.conn_limits;
         let state = app_state(opts, readers, addr, followed)?;
         let app = router(state, allow_write);
         on_listening(addr);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown())
-            .await?;
+        listen::serve(listener, app, conn_limits, shutdown()).await?;
         Ok(())
     })
 }
@@ -274,11 +281,31 @@ fn app_state(
     addr: SocketAddr,
     follow: Option<Arc<follow::FollowState>>,
 ) -> Result<Arc<AppState>, ServeError> {
+    // Server-side ingest paths: under the roots given; anywhere on loopback without any
+    // (the caller is this machine's user); nowhere over the network without any.
+    let roots =
+        if !opts.ingest_roots.is_empty() {
+            let mut canonical = Vec::new();
+            for r in &opts.ingest_roots {
+                canonical.push(r.canonicalize().map_err(|e| {
+                    ServeError::Index(format!("--ingest-root {}: {e}", r.display()))
+                })?);
+            }
+            Some(canonical)
+        } else if addr.ip().is_loopback() {
+            None
+        } else {
+            Some(Vec::new())
+        };
+    jobs::remove_stale_uploads();
     let mut jobs = Jobs::start(
-        opts.index.clone(),
+        jobs::Dirs {
+            index: opts.index.clone(),
+            evals: opts.evals.clone(),
+            backups: opts.backups.clone(),
+            roots,
+        },
         opts.settings.clone(),
-        opts.evals.clone(),
-        opts.backups.clone(),
     )?;
     if let Some(f) = &follow {
         jobs = jobs.on_node(f.store.clone());
@@ -291,6 +318,7 @@ fn app_state(
         hosts: Hosts::new(addr, &opts.allow_hosts).with_origins(&opts.cors_origins),
         cors: opts.cors_origins.clone(),
         keys: opts.keys,
+        failures: Default::default(),
         settings: opts.settings,
         evals: opts.evals,
         started: Instant::now(),

@@ -18,13 +18,35 @@ pub(crate) async fn guard(
     mut req: Request,
     next: Next,
 ) -> Response {
-    match auth::check(
+    let ip = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    req.extensions_mut().insert(auth::Peer(ip));
+    if let Some(ip) = ip
+        && !s.keys.is_empty()
+        && auth::role_needed(req.method(), req.uri().path()).is_some()
+        && let Some(left) = s.failures.blocked(ip)
+    {
+        let mut r = auth::Failures::refusal(left).into_response();
+        if let Ok(v) = HeaderValue::from_str(&left.as_secs().max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return r;
+    }
+    let checked = auth::check(
         &s.keys,
         &s.hosts,
         req.method(),
         req.uri().path(),
         req.headers(),
-    ) {
+    );
+    if let Err(p) = &checked
+        && p.detail == auth::WRONG_KEY
+    {
+        wrong_key(&s, ip, req.uri().path());
+    }
+    match checked {
         Ok(role) => {
             // The MCP tools and the web page read it: writes are an admin's.
             req.extensions_mut().insert(role);
@@ -36,6 +58,19 @@ pub(crate) async fn guard(
         }
         Err(p) => p.into_response(),
     }
+}
+
+/// Logs a wrong key (the address and the route, never the key) and counts it.
+pub(crate) fn wrong_key(s: &AppState, ip: Option<std::net::IpAddr>, path: &str) {
+    let Some(ip) = ip else {
+        tracing::warn!("a wrong API key for {path}");
+        return;
+    };
+    let n = s.failures.record(ip);
+    tracing::warn!(
+        "a wrong API key from {ip} for {path} ({n} in this minute; {} are allowed)",
+        auth::Failures::LIMIT
+    );
 }
 
 /// CORS for the configured origins (answering their preflights before the guard, which

@@ -111,6 +111,7 @@ impl Problem {
             "k-too-large" => "Too many hits asked for",
             "unauthorized" => "An API key is needed",
             "forbidden" => "This key may not do that",
+            "too-many-failures" => "Too many wrong API keys",
             "host-not-allowed" => "Host not allowed",
             "origin-not-allowed" => "Origin not allowed",
             "timeout" => "The request took too long",

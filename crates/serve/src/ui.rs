@@ -530,12 +530,17 @@ pub(crate) async fn login_page(State(s): State<Arc<AppState>>) -> Markup {
     page("Sign in", Role::Read, body)
 }
 
-pub(crate) async fn login(State(s): State<Arc<AppState>>, Form(f): Form<LoginForm>) -> Response {
+pub(crate) async fn login(
+    State(s): State<Arc<AppState>>,
+    axum::Extension(peer): axum::Extension<crate::auth::Peer>,
+    Form(f): Form<LoginForm>,
+) -> Response {
     if crate::auth::role_of_key(&s.keys, &f.key).is_none() {
+        crate::middleware::wrong_key(&s, peer.0, "/ui/login");
         let p = Problem::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "the API key is not valid",
+            crate::auth::WRONG_KEY,
         );
         return error_page(Role::Read, &p);
     }

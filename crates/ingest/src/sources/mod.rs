@@ -68,6 +68,29 @@ pub struct SourceOptions {
     pub max_file_bytes: u64,
     /// Directories never entered (the index directory itself).
     pub exclude: Vec<PathBuf>,
+    /// Read only files under these directories (canonical paths): a path outside them, or
+    /// a symbolic link, is skipped with a reason and symbolic links are not followed.
+    /// `None` reads any path (the command line; a service on loopback).
+    pub roots: Option<Vec<PathBuf>>,
+}
+
+impl SourceOptions {
+    /// Why `path` may not be read under [`SourceOptions::roots`], if it may not.
+    pub fn outside_roots(&self, path: &Path) -> Option<String> {
+        let roots = self.roots.as_ref()?;
+        if path.is_symlink() {
+            return Some(
+                "a symbolic link: not followed where ingest is confined to roots".to_string(),
+            );
+        }
+        match path.canonicalize() {
+            Ok(c) if roots.iter().any(|r| c.starts_with(r)) => None,
+            Ok(_) => {
+                Some("outside the directories this service may read (--ingest-root)".to_string())
+            }
+            Err(e) => Some(format!("unreadable: {e}")),
+        }
+    }
 }
 
 impl Default for SourceOptions {
@@ -78,6 +101,7 @@ impl Default for SourceOptions {
             default_language: Language::En,
             max_file_bytes: 1 << 30,
             exclude: Vec::new(),
+            roots: None,
         }
     }
 }
@@ -124,6 +148,8 @@ pub fn read_sources(
                 path.display().to_string(),
                 "no such file or directory",
             )))
+        } else if let Some(why) = opts.outside_roots(path) {
+            Box::new(std::iter::once(skipped(path.display().to_string(), why)))
         } else {
             match format {
                 SourceFormat::Beir | SourceFormat::BeirFlat => {

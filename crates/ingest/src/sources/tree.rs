@@ -104,8 +104,9 @@ pub(super) fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Ite
         .iter()
         .filter_map(|p| p.canonicalize().ok())
         .collect();
+    let confined = opts.roots.is_some();
     walkdir::WalkDir::new(&root)
-        .follow_links(true)
+        .follow_links(!confined)
         .sort_by_file_name()
         .into_iter()
         .filter_entry(move |e| {
@@ -137,7 +138,10 @@ pub(super) fn read_tree(root: PathBuf, opts: SourceOptions) -> impl Iterator<Ite
                 })
             }
             Ok(e) if e.file_type().is_dir() => None,
-            Ok(e) => Some(read_file(&root, e.path(), &opts)),
+            Ok(e) => Some(match opts.outside_roots(e.path()) {
+                Some(why) => skipped(e.path().display().to_string(), why),
+                None => read_file(&root, e.path(), &opts),
+            }),
         })
 }
 

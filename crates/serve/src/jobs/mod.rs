@@ -155,17 +155,51 @@ pub struct Jobs {
     tx: mpsc::Sender<Queued>,
     /// The backup thread's queue.
     backup_tx: mpsc::Sender<Queued>,
+    /// Where server-side ingest paths may be ([`Dirs::roots`]).
+    roots: Option<Vec<PathBuf>>,
     prefix: String,
     /// The shared store, when the index is a query node: its cards are a copy, written by
     /// the follower alone, so the jobs that write are refused (evaluations still run).
     node_of: Option<String>,
 }
 
+/// Refuses server-side paths outside `roots` (or any, when there are none): the service's
+/// files are not the caller's to read.
+fn confined(paths: &[PathBuf], roots: &[PathBuf]) -> Result<(), Problem> {
+    let refuse = |reason: String| {
+        Problem::from(situate_engine::EngineError::InvalidField {
+            field: "paths".into(),
+            reason,
+        })
+    };
+    if !paths.is_empty() && roots.is_empty() {
+        return Err(refuse(
+            "server-side paths are off on a service reachable over the network: start it with --ingest-root DIR to allow a directory, or send the documents as `files` or `texts`".into(),
+        ));
+    }
+    let opts = situate_engine::SourceOptions {
+        roots: Some(roots.to_vec()),
+        ..Default::default()
+    };
+    for p in paths {
+        if let Some(why) = opts.outside_roots(p) {
+            return Err(refuse(format!("{}: {why}", p.display())));
+        }
+    }
+    Ok(())
+}
+
 /// The folders the jobs work in.
-struct Dirs {
-    index: PathBuf,
-    evals: PathBuf,
-    backups: PathBuf,
+pub struct Dirs {
+    /// The index.
+    pub index: PathBuf,
+    /// Where eval jobs write their reports.
+    pub evals: PathBuf,
+    /// Where backup jobs write.
+    pub backups: PathBuf,
+    /// The directories an ingest job may read server-side paths under (canonical);
+    /// `None`: any path (a service on loopback with no `--ingest-root`).
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 #[derive(Default)]
@@ -187,18 +221,10 @@ impl Jobs {
 
     /// Starts the writer thread for the index at `index`, and the thread that takes
     /// backups (into `backups`) beside it.
-    pub fn start(
-        index: PathBuf,
-        settings: Settings,
-        evals: PathBuf,
-        backups: PathBuf,
-    ) -> std::io::Result<Jobs> {
+    pub fn start(dirs: Dirs, settings: Settings) -> std::io::Result<Jobs> {
         let table = Arc::new(Mutex::new(Table::default()));
-        let dirs = Arc::new(Dirs {
-            index,
-            evals,
-            backups,
-        });
+        let roots = dirs.roots.clone();
+        let dirs = Arc::new(dirs);
         let spawn = |name: &str| -> std::io::Result<mpsc::Sender<Queued>> {
             let (tx, rx) = mpsc::channel::<Queued>();
             let (t, dirs, settings) = (Arc::clone(&table), Arc::clone(&dirs), settings.clone());
@@ -229,6 +255,7 @@ impl Jobs {
             table,
             tx,
             backup_tx,
+            roots,
             prefix,
             node_of: None,
         })
@@ -248,6 +275,9 @@ impl Jobs {
             ));
         }
         spec.check()?;
+        if let (JobSpec::Ingest(IngestJob { paths, .. }), Some(roots)) = (&spec, &self.roots) {
+            confined(paths, roots)?;
+        }
         let uploads = match &spec {
             JobSpec::Ingest(IngestJob { files, .. }) if !files.is_empty() => {
                 Some(write_uploads(files)?)

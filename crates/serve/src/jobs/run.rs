@@ -27,8 +27,10 @@ pub(super) fn run_job(
     });
     let (index, evals) = (dirs.index.as_path(), dirs.evals.as_path());
     let outcome = match q.spec {
-        JobSpec::Ingest(job) => ingest_request(job, q.uploads.as_ref(), cancel)
-            .and_then(|req| ingest(index, settings, req, status)),
+        JobSpec::Ingest(job) => {
+            ingest_request(job, q.uploads.as_ref(), cancel, dirs.roots.as_ref())
+                .and_then(|req| ingest(index, settings, req, status))
+        }
         JobSpec::Delete { document_id } => Engine::open(index, Access::Write)
             .and_then(|mut e| e.remove_document(&document_id))
             .map_err(Problem::from)
@@ -74,6 +76,7 @@ fn ingest_request(
     job: IngestJob,
     uploads: Option<&tempfile::TempDir>,
     cancel: &Arc<AtomicBool>,
+    roots: Option<&Vec<PathBuf>>,
 ) -> Result<IngestRequest, Problem> {
     let IngestJob {
         paths,
@@ -121,6 +124,14 @@ fn ingest_request(
         embedder: None,
         vector_index: None,
         cancel: Some(Arc::clone(cancel)),
+        // The upload folder is read too, wherever the roots are.
+        roots: roots.map(|r| {
+            let mut r = r.clone();
+            if let Some(dir) = uploads.and_then(|u| u.path().canonicalize().ok()) {
+                r.push(dir);
+            }
+            r
+        }),
     };
     Ok(req)
 }

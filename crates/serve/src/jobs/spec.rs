@@ -5,7 +5,7 @@ use crate::problem::Problem;
 use serde::Deserialize;
 use situate_engine::Decision;
 pub use situate_eval::run::EvalJob;
-use std::path::{Component, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// What a job does (`POST /v1/jobs`), by `kind`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -136,6 +136,15 @@ impl JobSpec {
                     "nothing to ingest: give `paths` (on the server), `files` or `texts`",
                 ));
             }
+            if files.len() > MAX_UPLOAD_FILES {
+                return Err(Problem::from(situate_engine::EngineError::InvalidField {
+                    field: "files".into(),
+                    reason: format!(
+                        "{} files in one job; at most {MAX_UPLOAD_FILES} (send more jobs)",
+                        files.len()
+                    ),
+                }));
+            }
             let mut seen = std::collections::HashSet::new();
             for f in files {
                 upload_path(&f.path)?;
@@ -150,6 +159,9 @@ impl JobSpec {
         Ok(())
     }
 }
+
+/// The most files one ingest job may upload (their bytes are bounded by the upload limit).
+pub const MAX_UPLOAD_FILES: usize = 10_000;
 
 /// An evaluation's name, checked: one plain path segment.
 pub fn eval_name(name: &str) -> Result<&str, Problem> {
@@ -180,9 +192,34 @@ pub(super) fn upload_path(p: &str) -> Result<PathBuf, Problem> {
 
 /// Writes uploaded files under a fresh temporary directory (outside the index, which
 /// ingest never reads), one top-level entry per first path component.
+/// The name every upload folder starts with, then the service's process id.
+const UPLOAD_PREFIX: &str = "situate-upload-";
+
+/// Removes the upload folders of services that are no longer running (killed before they
+/// could remove their own): a folder's name carries its service's process id.
+pub fn remove_stale_uploads() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(UPLOAD_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && Path::new("/proc/self").exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 pub(super) fn write_uploads(files: &[UploadedFile]) -> Result<tempfile::TempDir, Problem> {
     let dir = tempfile::Builder::new()
-        .prefix("situate-upload-")
+        .prefix(&format!("{UPLOAD_PREFIX}{}-", std::process::id()))
         .tempdir()
         .map_err(Problem::internal)?;
     for f in files {

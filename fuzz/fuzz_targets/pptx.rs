@@ -1,0 +1,7 @@
+#![no_main]
+//! Fuzz target `pptx` (RELIABILITY.md): any input gives an answer or an error, never a
+//! panic, a hang or unbounded memory.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = situate_ingest::extract::office::read_pptx(data.to_vec());
+});
