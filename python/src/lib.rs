@@ -417,7 +417,11 @@ fn raise(py: Python<'_>, e: &EngineError) -> PyErr {
         problem.set_item("status", wire.http)?;
         problem.set_item("code", wire.code)?;
         problem.set_item("title", wire.title)?;
-        problem.set_item("detail", error_chain(e))?;
+        let detail = match e.advice() {
+            Some(advice) => format!("{}. {advice}", error_chain(e)),
+            None => error_chain(e),
+        };
+        problem.set_item("detail", detail)?;
         problem.set_item("field", e.field())?;
         problem.set_item("install", e.install())?;
         let exc = py

@@ -17,6 +17,9 @@ pub fn report(e: &anyhow::Error, json: bool) -> ExitCode {
         // "context_weight: must be ..." → "context_weight (--context-weight): must be ...".
         text = text.replacen(&format!("{field}: "), &format!("{field} ({flag}): "), 1);
     }
+    if let Some(advice) = engine.and_then(EngineError::advice) {
+        text = format!("{text}. {advice}");
+    }
     let wire = engine.map(|e| e.kind().wire());
     if json {
         let v = Envelope {

@@ -217,6 +217,13 @@ fn server_side_paths_stay_inside_the_ingest_roots() {
         "{:#}",
         hits.body
     );
+    // An evaluation's data set too.
+    let a = s.post(
+        "/v1/jobs",
+        &json!({"kind": "eval", "name": "x", "dataset": outside}),
+    );
+    assert_problem(&a, 400, "invalid-request");
+    assert_eq!(a.body["field"], "dataset", "{:#}", a.body);
     // Uploads are read wherever the roots are.
     let job = s.post(
         "/v1/jobs",

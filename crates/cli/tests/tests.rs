@@ -9,6 +9,7 @@ mod contexts;
 mod crash;
 mod documents;
 mod eval;
+mod faults;
 mod hosted;
 mod ingest;
 mod integrity;

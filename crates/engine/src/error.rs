@@ -147,6 +147,9 @@ impl From<situate_store::StoreError> for EngineError {
 /// What to do about a damaged card store.
 pub const STORE_FIX: &str = "The card store is the source of truth and is never rebuilt from itself (`situate rebuild` would make every index from the damaged cards): restore the index from a backup (`situate restore BACKUP --replace`), or make a new index and ingest the documents again, importing the contexts from an export (`situate contexts import FILE`) so that no context is paid for twice.";
 
+/// What to do when a write found the disk full.
+pub const DISK_FULL_FIX: &str = "The disk is full. Nothing committed was lost: free some space and run the same command again; it goes on from the last committed batch and brings every index up to the store";
+
 /// What to do about a damaged derived index (BM25, the vector snapshot).
 pub const REBUILD_FIX: &str = "It is derived from the cards: `situate rebuild` makes it again from the store, with no LLM call (vectors come from the embedding cache).";
 
@@ -250,6 +253,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 impl EngineError {
     /// What a caller can do about this error.
     pub fn kind(&self) -> ErrorKind {
+        if self.is_disk_full() {
+            return ErrorKind::Unavailable;
+        }
         match self {
             EngineError::In { source, .. } => source.kind(),
             EngineError::Invalid(_)
@@ -284,6 +290,37 @@ impl EngineError {
             | EngineError::Vector(_)
             | EngineError::Io { .. } => ErrorKind::Internal,
         }
+    }
+
+    /// Whether the error comes from a full disk (`ENOSPC`, SQLite's "database or disk is
+    /// full"), wherever in its chain: every write of the engine leaves the index
+    /// consistent when it fails, so the fix is space and the same command again.
+    pub fn is_disk_full(&self) -> bool {
+        let mut e: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(err) = e {
+            if let Some(io) = err.downcast_ref::<std::io::Error>()
+                && (io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28))
+            {
+                return true;
+            }
+            // SQLite's error, tantivy's and the vector index's carry it as text. SQLite's
+            // extended code 4874 (SQLITE_IOERR_SHMSIZE) is its shared-memory file that
+            // cannot grow: a full disk too.
+            let text = err.to_string();
+            if text.contains("No space left on device")
+                || text.contains("database or disk is full")
+                || text.contains("Error code 4874")
+            {
+                return true;
+            }
+            e = err.source();
+        }
+        false
+    }
+
+    /// What to do about this error, when the engine knows more than its message says.
+    pub fn advice(&self) -> Option<&'static str> {
+        self.is_disk_full().then_some(DISK_FULL_FIX)
     }
 
     /// The wire name of the field at fault, when one is.

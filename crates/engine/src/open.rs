@@ -136,10 +136,25 @@ impl Engine {
             // A crashed writer left the index behind; catch up if nobody is writing now.
             if let Ok(lock) = take_lock(dir) {
                 engine._lock = Some(lock);
-                engine.sync_index()?;
-                engine.save_vectors()?;
+                let caught = engine.sync_index().and_then(|()| engine.save_vectors());
                 engine.bm25.close_writer();
                 engine._lock = None;
+                match caught {
+                    Ok(()) => {}
+                    // A reader that cannot write (a full disk) answers from the indexes as
+                    // they are (BM25 as of its last commit, the vectors caught up in
+                    // memory) rather than fail: the catch-up is the next writer's, once
+                    // there is space. A damaged store is said, never worked around.
+                    Err(e) if e.kind() != ErrorKind::Damaged => {
+                        tracing::warn!(
+                            "cannot catch the index up ({e}); answering from the indexes as they are"
+                        );
+                        engine.bm25 = Bm25Index::open(&bm25_path, chinese)?;
+                        engine.sync_vectors()?;
+                        engine.opened.0 = engine.opened.0.min(engine.bm25.generation()?);
+                    }
+                    Err(e) => return Err(e),
+                }
             } else {
                 // A writer is busy: catch the vectors up in memory only. BM25 stays as
                 // loaded: the engine counts as of BM25's generation, so `is_stale` sends

@@ -150,7 +150,10 @@ impl From<EngineError> for Problem {
             code: wire.code,
             field: e.field().map(str::to_string),
             install: e.install().map(str::to_string),
-            detail: e.to_string(),
+            detail: match e.advice() {
+                Some(advice) => format!("{e}. {advice}"),
+                None => e.to_string(),
+            },
         }
     }
 }

@@ -163,12 +163,12 @@ pub struct Jobs {
     node_of: Option<String>,
 }
 
-/// Refuses server-side paths outside `roots` (or any, when there are none): the service's
-/// files are not the caller's to read.
-fn confined(paths: &[PathBuf], roots: &[PathBuf]) -> Result<(), Problem> {
+/// Refuses server-side paths (an ingest's `paths`, an evaluation's `dataset`) outside
+/// `roots` (or any, when there are none): the service's files are not the caller's to read.
+fn confined(field: &str, paths: &[PathBuf], roots: &[PathBuf]) -> Result<(), Problem> {
     let refuse = |reason: String| {
         Problem::from(situate_engine::EngineError::InvalidField {
-            field: "paths".into(),
+            field: field.into(),
             reason,
         })
     };
@@ -275,8 +275,14 @@ impl Jobs {
             ));
         }
         spec.check()?;
-        if let (JobSpec::Ingest(IngestJob { paths, .. }), Some(roots)) = (&spec, &self.roots) {
-            confined(paths, roots)?;
+        match (&spec, &self.roots) {
+            (JobSpec::Ingest(IngestJob { paths, .. }), Some(roots)) => {
+                confined("paths", paths, roots)?;
+            }
+            (JobSpec::Eval(job), Some(roots)) => {
+                confined("dataset", std::slice::from_ref(&job.dataset), roots)?;
+            }
+            _ => {}
         }
         let uploads = match &spec {
             JobSpec::Ingest(IngestJob { files, .. }) if !files.is_empty() => {
