@@ -107,7 +107,8 @@ export function review() {
   if (items.length > 0) {
     const item = pick(items);
     const id = encodeURIComponent(item.chunk_id).replace(/%2F/g, '/');
-    const body = Math.random() < 0.5
+    // Accepting needs a context to accept; a card without one gets an edit.
+    const body = item.generated_context && Math.random() < 0.5
       ? { decision: 'accept' }
       : { decision: 'edit', text: `Reviewed during the soak at ${new Date().toISOString()}.` };
     const r = http.post(`${WRITE_URL}/v1/contexts/${id}`, JSON.stringify(body), ADMIN);

@@ -132,7 +132,7 @@ pids+=($!)
 
 status=0
 URLS=$(IFS=,; echo "${urls[*]}") WRITE_URL=$write_url READ_KEY=$read_key ADMIN_KEY=$admin_key \
-  DURATION=$duration QUERIES="$out/queries.txt" \
+  DURATION=$duration QUERIES="$(pwd)/$out/queries.txt" \
   "$k6" run --quiet --summary-export "$out/k6-summary.json" bench/soak.js > "$out/k6.log" 2>&1 || status=$?
 
 python3 - "$out" "$status" <<'PY' | tee "$out/report.txt"

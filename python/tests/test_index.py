@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -229,3 +230,19 @@ def test_an_option_an_ingest_does_not_take_is_refused_by_name(small: situate.Ind
         small.ingest(texts=[{"id": "a", "text": "b"}], pathz=["x"])
     with pytest.raises(situate.InvalidRequest, match="colour"):
         small.ingest(texts=[{"id": "a", "text": "b", "colour": "red"}])
+
+
+def test_a_damaged_bm25_file_raises_damaged_and_rebuild_repairs_it(built_index: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "idx"
+    shutil.copytree(built_index, dst)
+    term = next(dst.glob("bm25-*/*.term"))
+    data = bytearray(term.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    term.write_bytes(bytes(data))
+    damaged = situate.Index(dst)
+    with pytest.raises(situate.Damaged) as e:
+        damaged.search("green tea", k=1)
+    assert e.value.code == "damaged" and "situate rebuild" in str(e.value) and term.name in str(e.value)
+    report = damaged.rebuild()
+    assert report["chunks"] > 0
+    assert damaged.search("green tea", k=1).hits
