@@ -41,12 +41,6 @@ fn ingest_args(index: &Path, docs: &Path) -> Command {
     c
 }
 
-fn documents(index: &Path) -> u64 {
-    consistent_stats(index)["stats"]["store"]["documents"]
-        .as_u64()
-        .expect("documents")
-}
-
 #[test]
 fn a_backup_taken_during_an_ingest_restores_to_a_consistent_index() {
     let tmp = tempfile::tempdir().expect("tmp");

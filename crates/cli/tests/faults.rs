@@ -79,12 +79,6 @@ impl Drop for Tmpfs {
     }
 }
 
-fn documents(index: &Path) -> u64 {
-    consistent_stats(index)["stats"]["store"]["documents"]
-        .as_u64()
-        .expect("documents")
-}
-
 fn full_disk_error(out: &Output) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

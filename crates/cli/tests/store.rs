@@ -287,24 +287,8 @@ fn four_workers_killed_ten_times_pay_for_each_context_once() {
         kills >= 5,
         "only {kills} kills happened before the work ran out (seed {seed})"
     );
-    for mut w in workers {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Some(status) = w.try_wait().expect("wait") {
-                let mut err = String::new();
-                if let Some(mut e) = w.stderr.take() {
-                    use std::io::Read as _;
-                    let _ = e.read_to_string(&mut err);
-                }
-                assert!(status.success(), "a worker failed: {err}");
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "a worker did not finish (seed {seed})"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    for w in workers {
+        finish_worker(w, &format!("seed {seed}"));
     }
     // Every card has its context, written once.
     let status = json(situate(&index).args(["status", "--store", &db.url]), 0);
@@ -359,6 +343,30 @@ fn four_workers_killed_ten_times_pay_for_each_context_once() {
         again <= 2 * kills,
         "{again} contexts paid twice after {kills} kills (seed {seed})"
     );
+}
+
+/// Waits (up to three minutes) for a worker spawned with its stderr piped to exit, fails
+/// the test unless it succeeded, and returns what it logged. `what` goes in the failures.
+fn finish_worker(mut w: std::process::Child, what: &str) -> String {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = w.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a worker did not finish ({what})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = w.stderr.take() {
+        use std::io::Read as _;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(status.success(), "a worker failed ({what}): {err}");
+    err
 }
 
 /// Words for generated documents: varied enough that BM25 scores rarely tie.
@@ -1141,21 +1149,8 @@ fn workers_and_a_query_node_ride_out_postgresql_restarts_and_cut_connections() {
         cut1 > 0 && cut2 > 0,
         "nothing was connected to cut: {cut1}, {cut2}"
     );
-    for mut w in workers {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        let status = loop {
-            if let Some(s) = w.try_wait().expect("wait") {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "a worker did not finish");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut err = String::new();
-        if let Some(mut e) = w.stderr.take() {
-            use std::io::Read as _;
-            let _ = e.read_to_string(&mut err);
-        }
-        assert!(status.success(), "a worker failed: {err}");
+    for w in workers {
+        let err = finish_worker(w, "after the faults");
         assert!(
             err.contains("reconnected"),
             "the worker never reconnected:\n{err}"

@@ -126,6 +126,13 @@ pub fn consistent_stats(index: &Path) -> Value {
     v
 }
 
+/// The documents the index holds, asserting it agrees with its store.
+pub fn documents(index: &Path) -> u64 {
+    consistent_stats(index)["stats"]["store"]["documents"]
+        .as_u64()
+        .expect("documents")
+}
+
 /// The chunk ids of a search, best first.
 /// Chunk ids found for `query`; BM25 unless `extra` names another `--mode` (these tests are
 /// about lexical matching; hybrid search has its own tests).
