@@ -190,6 +190,25 @@ pub(crate) fn backup(out: Out, index: &Path, dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `situate salvage INTO`.
+pub(crate) fn salvage(out: Out, index: &Path, into: &Path) -> Result<ExitCode> {
+    let a = Engine::salvage_at(index, into)?;
+    let s = &a.salvaged;
+    let mut text = format!(
+        "salvaged from {} into {}: {} contexts, {} cached vectors",
+        index.display(),
+        into.display(),
+        s.contexts,
+        s.embeddings
+    );
+    for u in &s.unreadable {
+        text.push_str(&format!("\n  unreadable: {u}"));
+    }
+    text.push_str(&format!("\n{}", a.next));
+    output::message(out.json, &text, &a)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `situate restore BACKUP [--replace]`: fails when the restored index does not check.
 pub(crate) fn restore(out: Out, index: &Path, backup: &Path, replace: bool) -> Result<ExitCode> {
     let a = Engine::restore_at(backup, index, replace)?;

@@ -154,6 +154,13 @@ enum Command {
         /// The new directory (it must not exist, or be empty)
         dir: PathBuf,
     },
+    /// Make a new index with this damaged index's settings and copy into it what can still
+    /// be read of its context and embedding caches; ingesting the same documents there
+    /// then pays for no context again
+    Salvage {
+        /// The new index's directory
+        into: PathBuf,
+    },
     /// Restore the index (--index) from a backup, after checking every file of it; the
     /// restored index is brought up to date and checked
     Restore {
@@ -560,6 +567,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Rebuild => commands::rebuild(out, &index),
         Command::Backup { dir } => commands::backup(out, &index, &dir),
+        Command::Salvage { into } => commands::salvage(out, &index, &into),
         Command::Restore { backup, replace } => commands::restore(out, &index, &backup, replace),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
         Command::EvalSet(c) => evalset::run(c, &index),

@@ -298,3 +298,59 @@ fn every_card_of_a_split_table_has_a_vector() {
     let r = json(situate(&index).arg("rebuild"), 0);
     assert_eq!(r["embedded"], 0, "{r:#}");
 }
+
+#[test]
+fn a_damaged_store_is_salvaged_and_its_contexts_are_not_paid_for_again() {
+    let server = crate::store::fake_anthropic(std::time::Duration::ZERO);
+    let llm = format!(
+        "anthropic:claude-test?base_url={}&concurrency=1&retries=1",
+        server.url()
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let docs = tmp.path().join("docs");
+    crate::store::write_corpus(&docs, 60, "salvage");
+    let ingest = |index: &Path| {
+        let mut c = situate(index);
+        c.env("ANTHROPIC_API_KEY", "k")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .arg("ingest")
+            .arg(&docs)
+            .args(["--context", "llm", "--llm", &llm, "--embedder", "hash:64"])
+            .args(["--max-tokens", "40", "--overlap", "0"]);
+        c
+    };
+    let damaged = tmp.path().join("damaged");
+    let v = json(&mut ingest(&damaged), 0);
+    let chunks = v["report"]["chunks"].as_u64().expect("chunks");
+    let paid = server.calls();
+    assert!(paid >= chunks as usize, "{paid} calls for {chunks} chunks");
+    drop_a_card_from_a_leaf(&damaged.join("cards.db"));
+    assert_eq!(
+        json(situate(&damaged).arg("check"), 1)["store"]["state"],
+        "damaged"
+    );
+
+    let fresh = tmp.path().join("fresh");
+    let v = json(situate(&damaged).arg("salvage").arg(&fresh), 0);
+    assert_eq!(v["salvaged"]["contexts"], chunks, "{v:#}");
+    assert_eq!(v["salvaged"]["embeddings"], chunks, "{v:#}");
+    assert!(v["next"].as_str().is_some_and(|n| n.contains("ingest")));
+    // Salvage reads the damaged index only, and refuses a directory with an index.
+    run(situate(&damaged).arg("salvage").arg(&fresh), 1);
+
+    let v = json(&mut ingest(&fresh), 0);
+    assert_eq!(v["report"]["chunks"], chunks, "{v:#}");
+    assert_eq!(
+        server.calls(),
+        paid,
+        "a salvaged context was paid for again"
+    );
+    let check = json(situate(&fresh).arg("check"), 0);
+    assert_eq!(check["healthy"], true, "{check:#}");
+    let status = json(situate(&fresh).arg("status"), 0);
+    assert_eq!(
+        status["context_status"],
+        serde_json::json!([["verified", chunks]]),
+        "{status:#}"
+    );
+}

@@ -166,7 +166,7 @@ fn store_migrate_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
 
 /// The chunk part of an Anthropic request (the second content block; empty for a request
 /// that carries no chunk).
-fn chunk_of(body: &serde_json::Value) -> String {
+pub(crate) fn chunk_of(body: &serde_json::Value) -> String {
     body["messages"][0]["content"][1]["text"]
         .as_str()
         .unwrap_or_default()
@@ -175,7 +175,7 @@ fn chunk_of(body: &serde_json::Value) -> String {
 
 /// A fake Anthropic server that answers every request with the same context (30 input and
 /// 9 output tokens), a request that carries a chunk after `delay`.
-fn fake_anthropic(delay: std::time::Duration) -> situate_http::fake::FakeServer {
+pub(crate) fn fake_anthropic(delay: std::time::Duration) -> situate_http::fake::FakeServer {
     use situate_http::fake::{FakeServer, Reply};
     FakeServer::start(move |req, _| {
         Reply::json(serde_json::json!({
@@ -189,7 +189,7 @@ fn fake_anthropic(delay: std::time::Duration) -> situate_http::fake::FakeServer 
 }
 
 /// `n` documents of four paragraphs each (a chunk per paragraph at `--max-tokens 40`).
-fn write_corpus(dir: &std::path::Path, n: usize, tag: &str) {
+pub(crate) fn write_corpus(dir: &std::path::Path, n: usize, tag: &str) {
     std::fs::create_dir_all(dir).expect("mkdir");
     for d in 0..n {
         let text: String = (0..4)

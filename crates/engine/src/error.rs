@@ -145,7 +145,7 @@ impl From<situate_store::StoreError> for EngineError {
 }
 
 /// What to do about a damaged card store.
-pub const STORE_FIX: &str = "The card store is the source of truth and is never rebuilt from itself (`situate rebuild` would make every index from the damaged cards): restore the index from a backup (`situate restore BACKUP --replace`), or make a new index and ingest the documents again, importing the contexts from an export (`situate contexts import FILE`) so that no context is paid for twice.";
+pub const STORE_FIX: &str = "The card store is the source of truth and is never rebuilt from itself (`situate rebuild` would make every index from the damaged cards): restore the index from a backup (`situate restore BACKUP --replace`); without one, `situate salvage NEW_DIR` copies the contexts and vectors still readable into a new index, where ingesting the same documents again (or importing an export, `situate contexts import FILE`) pays for no context twice.";
 
 /// What to do when a write found the disk full.
 pub const DISK_FULL_FIX: &str = "The disk is full. Nothing committed was lost: free some space and run the same command again; it goes on from the last committed batch and brings every index up to the store";

@@ -312,3 +312,77 @@ impl Engine {
         .error())
     }
 }
+
+/// What [`Engine::salvage_at`] did: `situate salvage --json`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SalvageAnswer {
+    /// The damaged index read.
+    pub from: PathBuf,
+    /// The new index written.
+    pub index: PathBuf,
+    /// What was copied, and what could not be read.
+    pub salvaged: situate_store::Salvaged,
+    /// What to do next.
+    pub next: String,
+}
+
+impl Engine {
+    /// Makes a new index at `into` with the damaged index's settings (in `from`) and
+    /// copies into it what can still be read of the damaged store's context cache and
+    /// embedding cache: ingesting the same documents into the new index with the same
+    /// settings then takes every salvaged context and vector from there, with no model
+    /// call. The damaged index is only read.
+    pub fn salvage_at(from: &Path, into: &Path) -> Result<SalvageAnswer> {
+        if !Engine::exists(from) {
+            return Err(EngineError::NoIndex(from.to_path_buf()));
+        }
+        if Engine::exists(into) {
+            return Err(EngineError::Conflict(format!(
+                "an index already exists at {}: salvage into a new directory",
+                into.display()
+            )));
+        }
+        // The settings first (read-only), so the new index is made as the old one was.
+        let found = Store::salvage_settings(&from.join(STORE_FILE))?;
+        let get = |k: &str| {
+            found
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let settings = CreateSettings {
+            chinese: match get("chinese_tokenizer") {
+                Some(c) => c.parse().map_err(EngineError::Invalid)?,
+                None => ChineseTokenizer::default(),
+            },
+            embedder: get("embedder").unwrap_or_else(|| "auto".into()),
+            vector_index: match get("vector_index") {
+                Some(b) => b.parse().map_err(EngineError::Invalid)?,
+                None => Backend::Auto,
+            },
+        };
+        let engine = Engine::create(into, settings)?;
+        let salvaged = engine.store.salvage_from(&from.join(STORE_FILE))?;
+        // The embedder as chosen and the chunk size: an ingest then cuts and embeds as the
+        // damaged index did, so the cached contexts and vectors match.
+        let keep: Vec<(&str, &str)> = salvaged
+            .settings
+            .iter()
+            .filter(|(k, _)| matches!(k.as_str(), "embed_model" | "embed_dim" | "chunk_tokens"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if !keep.is_empty() {
+            engine.store.set_metas(&keep)?;
+        }
+        Ok(SalvageAnswer {
+            from: from.to_path_buf(),
+            index: into.to_path_buf(),
+            next: format!(
+                "Ingest the same documents into {} with the same settings (`situate --index {} ingest ...`, the same --context and --llm): the salvaged contexts and vectors are taken from its caches, with no model call; then `situate check`",
+                into.display(),
+                into.display()
+            ),
+            salvaged,
+        })
+    }
+}

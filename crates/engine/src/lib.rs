@@ -112,7 +112,7 @@ pub use ingest::{EmbedCut, IngestEvent, IngestOptions, IngestReport};
 pub use ingest_request::{
     DryRunAnswer, IngestOutcome, IngestRequest, PreparedIngest, ingest_into, prepare_ingest,
 };
-pub use integrity::{Damage, IntegrityAnswer, Part, PartCheck, PartState};
+pub use integrity::{Damage, IntegrityAnswer, Part, PartCheck, PartState, SalvageAnswer};
 pub use maintain::RebuildReport;
 pub use malloc::tune_malloc;
 #[cfg(test)]

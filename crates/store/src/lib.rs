@@ -21,11 +21,13 @@ pub mod contract;
 mod embeddings;
 mod filter;
 mod journal;
+mod salvage;
 mod schema;
 
 pub use batch::Batch;
 pub use context_cache::ContextCacheWriter;
 pub use embeddings::{Cut, blob_to_vector, vector_to_blob};
+pub use salvage::Salvaged;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use situate_core::{ChunkContext, ContextMethod, Language};
