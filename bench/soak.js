@@ -54,8 +54,10 @@ function mcpMessage(r) {
   const ct = r.headers['Content-Type'] || '';
   if (ct.startsWith('text/event-stream')) {
     for (const line of r.body.split('\n')) {
-      if (line.startsWith('data:')) {
-        const v = JSON.parse(line.slice(5));
+      // The stream opens with an empty `data:` (a priming event): skip what is not JSON.
+      const data = line.startsWith('data:') ? line.slice(5).trim() : '';
+      if (data.startsWith('{')) {
+        const v = JSON.parse(data);
         if (v.id !== undefined) return v;
       }
     }
