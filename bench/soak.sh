@@ -59,12 +59,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts `situate serve` with the given arguments; sets $url and appends its pid.
+# Starts `situate serve` on the index $2 with the serve arguments that follow; sets $url
+# and appends its pid.
 start_serve() {
-  local name=$1
-  shift
+  local name=$1 index=$2
+  shift 2
   rm -f "$out/$name.json"
-  "$bin/situate" --json "$@" serve --bind 127.0.0.1:0 --mcp-allow-write \
+  "$bin/situate" --json --index "$index" serve --bind 127.0.0.1:0 --mcp-allow-write "$@" \
     > "$out/$name.json" 2> "$out/$name.log" &
   pids+=($!)
   for _ in $(seq 1 1200); do
@@ -83,7 +84,7 @@ if [ $nodes -eq 0 ]; then
   if [ ! -f "$idx/cards.db" ]; then
     "$bin/situate" --index "$idx" ingest "$corpus/codebase_chunks.json" --quiet > /dev/null
   fi
-  start_serve service --index "$idx"
+  start_serve service "$idx"
   urls+=("$url")
   serve_pids+=("${pids[-1]}")
   write_url=$url
@@ -95,7 +96,7 @@ else
   "$bin/situate" --index "$out/writer" worker --store "$store" --role embed --until-idle --quiet > /dev/null
   for n in 1 2; do
     rm -rf "$out/node$n"
-    start_serve "node$n" --index "$out/node$n" --store "$store"
+    start_serve "node$n" "$out/node$n" --store "$store"
     urls+=("$url")
     serve_pids+=("${pids[-1]}")
   done

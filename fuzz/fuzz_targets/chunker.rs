@@ -19,7 +19,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let (sel, rest) = situate_fuzz::select(data);
     let Ok(text) = std::str::from_utf8(rest) else { return };
     let kinds = ["markdown", "text", "code:rust", "code:python", "code:javascript", "html"];
-    let kind: DocKind = kinds[(sel as usize) % kinds.len()].parse().unwrap_or(DocKind::Text);
+    let kind = DocKind::from_stored(kinds[(sel as usize) % kinds.len()]);
     let chunker = &chunkers[(sel as usize / kinds.len()) % chunkers.len()];
     let mut spans = chunker.chunk(text, &kind);
     for s in &spans {

@@ -264,7 +264,10 @@ impl EngineError {
             | EngineError::Settings { .. }
             | EngineError::Ingest(_)
             | EngineError::EvalData(_)
-            | EngineError::RerankerLoad(_) => ErrorKind::Invalid,
+            | EngineError::RerankerLoad(_)
+            // An LLM that cannot be set up (a bad `--llm` spec, a file that is no model) is
+            // the settings' fault, not the model's answer.
+            | EngineError::Llm(situate_llm::LlmError::Load { .. }) => ErrorKind::Invalid,
             EngineError::NotFound(_) => ErrorKind::NotFound,
             EngineError::Damaged { .. } => ErrorKind::Damaged,
             EngineError::Conflict(_) => ErrorKind::Conflict,

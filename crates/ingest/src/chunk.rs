@@ -51,6 +51,25 @@ impl Default for ChunkerConfig {
     }
 }
 
+/// A tokenizer from the bytes of a `tokenizer.json`, or why not. The tokenizers crate
+/// panics on some malformed files (found by the `tokenizer_json` fuzz target: a decoder
+/// whose JSON does not parse); the panic is caught here and becomes the error, so a bad
+/// `--tokenizer` file is refused rather than stopping the process.
+pub fn tokenizer_from_bytes(bytes: &[u8]) -> Result<tokenizers::Tokenizer, String> {
+    match std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes)) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!(
+            "not a tokenizer.json this build can read ({})",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("the tokenizers library failed on it")
+        )),
+    }
+}
+
 /// Counts tokens for the chunker.
 #[derive(Clone)]
 pub enum TokenCounter {
@@ -133,7 +152,11 @@ impl Chunker {
                     path: path.display().to_string(),
                     message: e.to_string(),
                 };
-                let mut tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(fail)?;
+                let mut tok =
+                    tokenizer_from_bytes(&bytes).map_err(|message| IngestError::Tokenizer {
+                        path: path.display().to_string(),
+                        message,
+                    })?;
                 // A model's tokenizer.json often cuts at the model's window (MiniLM's at
                 // 128): counted through that, every text would seem to fit, and chunks
                 // would grow without bound. Count every token.
@@ -710,6 +733,24 @@ fn spans_from_ranges(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tokenizer_file_that_panics_the_tokenizers_crate_is_an_error() {
+        // Found by the `tokenizer_json` fuzz target: a WordPiece decoder whose JSON does
+        // not parse made the tokenizers crate panic while reading the file.
+        let bytes =
+            include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json");
+        let err = tokenizer_from_bytes(bytes).expect_err("refused");
+        assert!(err.contains("not a tokenizer.json"), "{err}");
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tokenizer.json");
+        std::fs::write(&path, bytes).expect("write");
+        let refused = Chunker::new(ChunkerConfig {
+            tokenizer: Some(path),
+            ..ChunkerConfig::default()
+        });
+        assert!(matches!(refused, Err(IngestError::Tokenizer { .. })));
+    }
+
     use super::*;
 
     fn chunker(max: usize, overlap: usize) -> Chunker {
