@@ -79,7 +79,7 @@ impl BertEmbedder {
         let config_text = std::fs::read_to_string(file("config.json")?).map_err(|e| err(&id, e))?;
         let config: Config = serde_json::from_str(&config_text)
             .map_err(|e| err(&id, format!("config.json is not a BERT config: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+        let mut tokenizer = crate::encoder::load_tokenizer(&file("tokenizer.json")?)
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         let max_tokens = options
             .max_tokens

@@ -520,6 +520,21 @@ impl Encoder {
 }
 
 /// `name` in the Hugging Face model directory `dir`, or why it cannot be read; `kind` names
+/// A model folder's `tokenizer.json`, or why not. The tokenizers crate panics on some
+/// malformed files (a decoder whose JSON does not parse, found by fuzzing); the panic is
+/// caught here and becomes the error, so a damaged or foreign model folder is refused
+/// rather than stopping the process. Every local embedder and cross-encoder loads its
+/// tokenizer through this.
+pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer, String> {
+    match std::panic::catch_unwind(|| tokenizers::Tokenizer::from_file(path)) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(
+            "not a tokenizer.json this build can read (the tokenizers library failed on it)".into(),
+        ),
+    }
+}
+
 /// such a directory in the message ("model", "cross-encoder").
 pub fn model_file(
     dir: &std::path::Path,

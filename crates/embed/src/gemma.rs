@@ -163,7 +163,7 @@ impl GemmaEmbedder {
                 "config.json does not ask for bidirectional attention: not an EmbeddingGemma model",
             ));
         }
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+        let mut tokenizer = crate::encoder::load_tokenizer(&file("tokenizer.json")?)
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         let max_tokens = options.max_tokens.clamp(2, c.max_position_embeddings);
         // Inputs are cut by hand ([`fit`]), so the tokenizer cuts nothing.

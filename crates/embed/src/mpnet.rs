@@ -121,7 +121,7 @@ impl MpnetEmbedder {
         let text = std::fs::read_to_string(file("config.json")?).map_err(|e| err(&id, e))?;
         let c: Config = serde_json::from_str(&text)
             .map_err(|e| err(&id, format!("config.json is not an MPNet config: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+        let mut tokenizer = crate::encoder::load_tokenizer(&file("tokenizer.json")?)
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         let position_offset = c.pad_token_id + 1;
         let max_tokens = MAX_TOKENS.min(c.max_position_embeddings.saturating_sub(position_offset));

@@ -856,3 +856,17 @@ fn the_stronger_embedders_in_int8_stay_close_to_their_references() {
 const BOUND_GEMMA: f32 = 0.998;
 const BOUND_NOMIC: f32 = 0.975;
 const BOUND_MPNET: f32 = 0.993;
+
+#[test]
+fn a_tokenizer_file_that_panics_the_tokenizers_crate_is_refused() {
+    // The input the `tokenizer_json` fuzz target found (fuzz/regressions/).
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(
+        &path,
+        include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json"),
+    )
+    .expect("write");
+    let err = crate::encoder::load_tokenizer(&path).expect_err("refused");
+    assert!(err.contains("not a tokenizer.json"), "{err}");
+}

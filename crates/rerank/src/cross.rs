@@ -225,7 +225,7 @@ impl CrossEncoder {
                 classifier: Dense::load(vb.pp("classifier"), h, labels).map_err(load)?,
             }
         };
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+        let mut tokenizer = situate_embed::encoder::load_tokenizer(&file("tokenizer.json")?)
             .map_err(|e| err(&id, format!("tokenizer.json: {e}")))?;
         // Pairs are packed, not padded (see the module doc).
         tokenizer.with_padding(None);
