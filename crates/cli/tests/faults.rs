@@ -82,7 +82,9 @@ impl Drop for Tmpfs {
 fn full_disk_error(out: &Output) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("The disk is full. Nothing committed was lost"),
+        err.contains("The disk is full. Nothing committed was lost")
+            || err
+                .contains("most likely a full disk (the log names it). Nothing committed was lost"),
         "not the disk-full advice:\n{err}"
     );
 }

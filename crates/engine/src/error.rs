@@ -150,6 +150,9 @@ pub const STORE_FIX: &str = "The card store is the source of truth and is never 
 /// What to do when a write found the disk full.
 pub const DISK_FULL_FIX: &str = "The disk is full. Nothing committed was lost: free some space and run the same command again; it goes on from the last committed batch and brings every index up to the store";
 
+/// What to do when BM25's writer stopped on an I/O error it did not name.
+pub const WRITER_STOPPED_FIX: &str = "BM25's writer stopped on an I/O error, most likely a full disk (the log names it). Nothing committed was lost: check the disk, free some space and run the same command again; it goes on from the last committed batch and brings every index up to the store";
+
 /// What to do about a damaged derived index (BM25, the vector snapshot).
 pub const REBUILD_FIX: &str = "It is derived from the cards: `situate rebuild` makes it again from the store, with no LLM call (vectors come from the embedding cache).";
 
@@ -253,7 +256,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 impl EngineError {
     /// What a caller can do about this error.
     pub fn kind(&self) -> ErrorKind {
-        if self.is_disk_full() {
+        if self.is_disk_full() || self.is_writer_stopped() {
             return ErrorKind::Unavailable;
         }
         match self {
@@ -321,9 +324,29 @@ impl EngineError {
         false
     }
 
+    /// Whether BM25's writer thread stopped on an I/O error it keeps to itself (tantivy
+    /// says only "an index writer was killed"; on a full disk this is what an add meets
+    /// after the segment flush failed).
+    fn is_writer_stopped(&self) -> bool {
+        let mut e: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(err) = e {
+            if err.to_string().contains("index writer was killed") {
+                return true;
+            }
+            e = err.source();
+        }
+        false
+    }
+
     /// What to do about this error, when the engine knows more than its message says.
     pub fn advice(&self) -> Option<&'static str> {
-        self.is_disk_full().then_some(DISK_FULL_FIX)
+        if self.is_disk_full() {
+            Some(DISK_FULL_FIX)
+        } else if self.is_writer_stopped() {
+            Some(WRITER_STOPPED_FIX)
+        } else {
+            None
+        }
     }
 
     /// The wire name of the field at fault, when one is.
