@@ -27,7 +27,7 @@ use situate_engine::{
     LlmRun, SearchRequest, Settings, TextInput, error_chain,
 };
 use situate_eval::run::{EvalAnswer, EvalJob, run_eval};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -243,12 +243,8 @@ impl NativeIndex {
 
     /// Rebuilds every index from the cards (no LLM call) → `RebuildReport`.
     fn rebuild(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        // Opened with `open_damaged`: a rebuild is what repairs a damaged BM25 index.
-        let path = self.path.clone();
-        let out = py.detach(move || Engine::rebuild_at(&path, &mut |_, _| {}));
-        self.readers.forget();
-        let answer = out.map_err(|e| raise(py, &e))?;
-        Ok(objects::to_python(py, &answer)?.unbind())
+        // `rebuild_at` opens even a damaged BM25 index: a rebuild is what repairs it.
+        self.write_at(py, |path| Engine::rebuild_at(path, &mut |_, _| {}))
     }
 
     /// An ingest (an `ingest` job's fields, with `texts` and `dry_run`) → `IngestOutcome`
@@ -340,10 +336,20 @@ impl NativeIndex {
         py: Python<'_>,
         f: impl FnOnce(&mut Engine) -> situate_engine::Result<T> + Send,
     ) -> PyResult<Py<PyAny>> {
-        let out = py.detach(|| {
-            let mut e = Engine::open(&self.path, Access::Write)?;
+        self.write_at(py, |path| {
+            let mut e = Engine::open(path, Access::Write)?;
             f(&mut e)
-        });
+        })
+    }
+
+    /// `f` on the index's path (a call that opens it to write itself), with the GIL
+    /// released; the readers reopen afterwards.
+    fn write_at<T: serde::Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Path) -> situate_engine::Result<T> + Send,
+    ) -> PyResult<Py<PyAny>> {
+        let out = py.detach(|| f(&self.path));
         self.readers.forget();
         let answer = out.map_err(|e| raise(py, &e))?;
         Ok(objects::to_python(py, &answer)?.unbind())

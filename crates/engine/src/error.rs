@@ -302,8 +302,7 @@ impl EngineError {
     /// full"), wherever in its chain: every write of the engine leaves the index
     /// consistent when it fails, so the fix is space and the same command again.
     pub fn is_disk_full(&self) -> bool {
-        let mut e: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(err) = e {
+        self.any_in_chain(|err| {
             if let Some(io) = err.downcast_ref::<std::io::Error>()
                 && (io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28))
             {
@@ -313,29 +312,25 @@ impl EngineError {
             // extended code 4874 (SQLITE_IOERR_SHMSIZE) is its shared-memory file that
             // cannot grow: a full disk too.
             let text = err.to_string();
-            if text.contains("No space left on device")
+            text.contains("No space left on device")
                 || text.contains("database or disk is full")
                 || text.contains("Error code 4874")
-            {
-                return true;
-            }
-            e = err.source();
-        }
-        false
+        })
     }
 
     /// Whether BM25's writer thread stopped on an I/O error it keeps to itself (tantivy
     /// says only "an index writer was killed"; on a full disk this is what an add meets
     /// after the segment flush failed).
     fn is_writer_stopped(&self) -> bool {
-        let mut e: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(err) = e {
-            if err.to_string().contains("index writer was killed") {
-                return true;
-            }
-            e = err.source();
-        }
-        false
+        self.any_in_chain(|err| err.to_string().contains("index writer was killed"))
+    }
+
+    /// Whether `test` holds for this error or any of its sources.
+    fn any_in_chain(&self, test: impl Fn(&(dyn std::error::Error + 'static)) -> bool) -> bool {
+        std::iter::successors(Some(self as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .any(test)
     }
 
     /// What to do about this error, when the engine knows more than its message says.

@@ -32,11 +32,10 @@ pub struct Damage {
     pub part: Part,
     /// Its file or directory.
     pub path: PathBuf,
-    /// What was found (one line per damaged file).
+    /// What was found (one line per damaged file). A damaged vector snapshot is always
+    /// reloaded from the embedding cache into memory; a damaged BM25 index has an empty
+    /// stand-in ([`Engine::open_damaged`]).
     pub found: Vec<String>,
-    /// Whether the engine stood in for it from the store (vectors reloaded from the
-    /// embedding cache into memory).
-    pub reloaded: bool,
 }
 
 impl Damage {
@@ -307,7 +306,6 @@ impl Engine {
             part: Part::Store,
             path: self.dir.join(STORE_FILE),
             found,
-            reloaded: false,
         }
         .error())
     }

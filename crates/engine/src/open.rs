@@ -92,7 +92,6 @@ impl Engine {
                     part: Part::Bm25,
                     path: bm25_path.clone(),
                     found,
-                    reloaded: false,
                 };
                 if !tolerate {
                     return Err(d.error());
@@ -196,7 +195,6 @@ impl Engine {
                             part: Part::Vectors,
                             path: self.dir.join(stem),
                             found: vec![e.to_string()],
-                            reloaded: true,
                         });
                         self.reload_vectors()?;
                     }

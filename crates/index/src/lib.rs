@@ -105,6 +105,24 @@ fn schema() -> Schema {
     b.build()
 }
 
+/// The files of a committed segment of this schema: tantivy writes every component, and a
+/// `.del` file once the segment has deletions.
+fn segment_files(seg: &tantivy::index::SegmentMeta) -> Vec<std::path::PathBuf> {
+    use tantivy::index::SegmentComponent as C;
+    let mut parts = vec![
+        C::Postings,
+        C::Positions,
+        C::Terms,
+        C::Store,
+        C::FastFields,
+        C::FieldNorms,
+    ];
+    if seg.has_deletes() {
+        parts.push(C::Delete);
+    }
+    parts.into_iter().map(|p| seg.relative_path(p)).collect()
+}
+
 impl Bm25Index {
     /// Opens the index in `dir`, creating it (and the directory) if it does not exist.
     pub fn open(dir: &Path, chinese: ChineseTokenizer) -> Result<Self> {
@@ -176,19 +194,8 @@ impl Bm25Index {
         let metas = self.index.load_metas().op("reading the segment list")?;
         let mut found = Vec::new();
         let dir = self.index.directory();
-        // The files every segment of this schema has (tantivy writes each component,
-        // `.del` only once a segment has deletions).
-        const COMPONENTS: [&str; 6] = ["idx", "term", "pos", "store", "fast", "fieldnorm"];
         for seg in &metas.segments {
-            let id = seg.id().uuid_string();
-            let mut names: Vec<std::path::PathBuf> = COMPONENTS
-                .iter()
-                .map(|ext| format!("{id}.{ext}").into())
-                .collect();
-            if seg.has_deletes() {
-                names.push(seg.relative_path(tantivy::index::SegmentComponent::Delete));
-            }
-            for name in names {
+            for name in segment_files(seg) {
                 if !tantivy::Directory::exists(dir, &name).unwrap_or(false) {
                     found.push(format!("{} is missing", name.display()));
                 }
@@ -216,7 +223,6 @@ impl Bm25Index {
     /// committing meanwhile may remove a segment being copied: the copy then fails and the
     /// caller tries again. Returns the copy's generation.
     pub fn copy_committed(src: &Path, dst: &Path, chinese: ChineseTokenizer) -> Result<u64> {
-        use tantivy::index::SegmentComponent as C;
         let io = |what: &str, p: &Path, e: std::io::Error| {
             Bm25Error::Format(format!("{what} {}: {e}", p.display()))
         };
@@ -236,19 +242,7 @@ impl Bm25Index {
             .load_metas()
             .op("reading the copied segment list")?;
         for seg in &metas.segments {
-            let mut parts = vec![
-                C::Postings,
-                C::Positions,
-                C::Terms,
-                C::Store,
-                C::FastFields,
-                C::FieldNorms,
-            ];
-            if seg.has_deletes() {
-                parts.push(C::Delete);
-            }
-            for part in parts {
-                let name = seg.relative_path(part);
+            for name in segment_files(seg) {
                 let (from, to) = (src.join(&name), dst.join(&name));
                 std::fs::copy(&from, &to).map_err(|e| io("cannot copy", &from, e))?;
             }

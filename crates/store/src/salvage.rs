@@ -44,17 +44,7 @@ impl Store {
     /// The settings of the (maybe damaged) store at `path`, read-only: what
     /// [`Store::salvage_from`] reports, without copying anything.
     pub fn salvage_settings(path: &Path) -> Result<Vec<(String, String)>> {
-        let old = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .op("opening the damaged store")?;
-        let mut out = Vec::new();
-        for key in SETTINGS {
-            if let Ok(v) = old.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
-                r.get::<_, String>(0)
-            }) {
-                out.push((key.to_string(), v));
-            }
-        }
-        Ok(out)
+        Ok(read_settings(&open_damaged(path)?, &mut Vec::new()))
     }
 
     /// Reads the damaged store at `path` (read-only) and copies what can be read of its
@@ -62,27 +52,15 @@ impl Store {
     /// has already are kept). Returns the counts, the damaged store's settings, and what
     /// could not be read.
     pub fn salvage_from(&self, path: &Path) -> Result<Salvaged> {
-        let old = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .op("opening the damaged store")?;
+        let old = open_damaged(path)?;
         let mut out = Salvaged::default();
-        for key in SETTINGS {
-            match old.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
-                r.get::<_, String>(0)
-            }) {
-                Ok(v) => out.settings.push((key.to_string(), v)),
-                Err(rusqlite::Error::QueryReturnedNoRows) => {}
-                Err(e) => out.unreadable.push(format!("settings ({key}): {e}")),
-            }
-        }
+        out.settings = read_settings(&old, &mut out.unreadable);
         let tx = self.conn.unchecked_transaction().op("salvaging")?;
-        out.contexts = copy_by_text_key(
+        out.contexts = copy_by_key(
             &old,
             &tx,
             "context_cache",
-            "input_hash",
+            &["input_hash"],
             &[
                 "context",
                 "status",
@@ -97,11 +75,42 @@ impl Store {
             ],
             &mut out.unreadable,
         )?;
-        out.cuts = copy_cuts(&old, &tx, &mut out.unreadable)?;
+        out.cuts = copy_by_key(
+            &old,
+            &tx,
+            "embedding_cuts",
+            &["model", "text_hash"],
+            &["tokens", "cut"],
+            &mut out.unreadable,
+        )?;
         out.embeddings = copy_embeddings(&old, &tx, &mut out.unreadable)?;
         tx.commit().op("salvaging")?;
         Ok(out)
     }
+}
+
+/// The damaged store, read-only.
+fn open_damaged(path: &Path) -> Result<Connection> {
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .op("opening the damaged store")
+}
+
+/// The [`SETTINGS`] the store holds; a row that cannot be read is said in `unreadable`.
+fn read_settings(old: &Connection, unreadable: &mut Vec<String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for key in SETTINGS {
+        match old.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
+            r.get::<_, String>(0)
+        }) {
+            Ok(v) => out.push((key.to_string(), v)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => {}
+            Err(e) => unreadable.push(format!("settings ({key}): {e}")),
+        }
+    }
+    out
 }
 
 fn insert(
@@ -137,28 +146,34 @@ fn page(
     rows.collect()
 }
 
-/// A table keyed by one text column, read in key order; a failure ends the table's copy.
-fn copy_by_text_key(
+/// A table read in the order of its key columns `keys` (a text key, or the cut table's
+/// (model, text_hash)), a page at a time; a failure ends the table's copy (a key of text
+/// cannot be stepped past).
+fn copy_by_key(
     old: &Connection,
     tx: &rusqlite::Transaction<'_>,
     table: &str,
-    key: &str,
+    keys: &[&str],
     rest: &[&str],
     unreadable: &mut Vec<String>,
 ) -> Result<u64> {
-    let cols: Vec<&str> = std::iter::once(key).chain(rest.iter().copied()).collect();
+    let cols: Vec<&str> = keys.iter().chain(rest).copied().collect();
+    let marks: Vec<String> = (1..=keys.len()).map(|i| format!("?{i}")).collect();
     let sql = format!(
-        "SELECT {} FROM {table} WHERE {key} > ?1 ORDER BY {key} LIMIT {PAGE}",
-        cols.join(", ")
+        "SELECT {} FROM {table} WHERE ({}) > ({}) ORDER BY {} LIMIT {PAGE}",
+        cols.join(", "),
+        keys.join(", "),
+        marks.join(", "),
+        keys.join(", ")
     );
-    let mut after = Value::Text(String::new());
+    let mut after = vec![Value::Text(String::new()); keys.len()];
     let mut copied = 0;
     loop {
-        match page(old, &sql, std::slice::from_ref(&after), cols.len()) {
+        match page(old, &sql, &after, cols.len()) {
             Ok(rows) => {
                 let last = rows.len() < PAGE as usize;
                 for row in rows {
-                    after = row[0].clone();
+                    after = row[..keys.len()].to_vec();
                     copied += insert(tx, table, &cols, row)?;
                 }
                 if last {
@@ -167,38 +182,6 @@ fn copy_by_text_key(
             }
             Err(e) => {
                 unreadable.push(format!("{table} after {after:?}: {e}"));
-                return Ok(copied);
-            }
-        }
-    }
-}
-
-/// The table of cut embedding inputs, keyed by (model, text_hash).
-fn copy_cuts(
-    old: &Connection,
-    tx: &rusqlite::Transaction<'_>,
-    unreadable: &mut Vec<String>,
-) -> Result<u64> {
-    let cols = ["model", "text_hash", "tokens", "cut"];
-    let sql = format!(
-        "SELECT model, text_hash, tokens, cut FROM embedding_cuts WHERE (model, text_hash) > (?1, ?2) ORDER BY model, text_hash LIMIT {PAGE}"
-    );
-    let mut after = [Value::Text(String::new()), Value::Text(String::new())];
-    let mut copied = 0;
-    loop {
-        match page(old, &sql, &after, cols.len()) {
-            Ok(rows) => {
-                let last = rows.len() < PAGE as usize;
-                for row in rows {
-                    after = [row[0].clone(), row[1].clone()];
-                    copied += insert(tx, "embedding_cuts", &cols, row)?;
-                }
-                if last {
-                    return Ok(copied);
-                }
-            }
-            Err(e) => {
-                unreadable.push(format!("embedding_cuts: {e}"));
                 return Ok(copied);
             }
         }

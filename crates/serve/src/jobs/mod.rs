@@ -155,8 +155,8 @@ pub struct Jobs {
     tx: mpsc::Sender<Queued>,
     /// The backup thread's queue.
     backup_tx: mpsc::Sender<Queued>,
-    /// Where server-side ingest paths may be ([`Dirs::roots`]).
-    roots: Option<Vec<PathBuf>>,
+    /// The folders the jobs work in (the threads share them).
+    dirs: Arc<Dirs>,
     prefix: String,
     /// The shared store, when the index is a query node: its cards are a copy, written by
     /// the follower alone, so the jobs that write are refused (evaluations still run).
@@ -223,7 +223,6 @@ impl Jobs {
     /// backups (into `backups`) beside it.
     pub fn start(dirs: Dirs, settings: Settings) -> std::io::Result<Jobs> {
         let table = Arc::new(Mutex::new(Table::default()));
-        let roots = dirs.roots.clone();
         let dirs = Arc::new(dirs);
         let spawn = |name: &str| -> std::io::Result<mpsc::Sender<Queued>> {
             let (tx, rx) = mpsc::channel::<Queued>();
@@ -255,7 +254,7 @@ impl Jobs {
             table,
             tx,
             backup_tx,
-            roots,
+            dirs,
             prefix,
             node_of: None,
         })
@@ -275,7 +274,7 @@ impl Jobs {
             ));
         }
         spec.check()?;
-        match (&spec, &self.roots) {
+        match (&spec, &self.dirs.roots) {
             (JobSpec::Ingest(IngestJob { paths, .. }), Some(roots)) => {
                 confined("paths", paths, roots)?;
             }
