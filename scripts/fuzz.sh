@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Runs situate's fuzz targets (fuzz/fuzz_targets, libFuzzer through cargo fuzz on the
-# nightly toolchain) for a set time each, and prints one line per target.
+# nightly toolchain) for a set CPU time each, and prints one line per target.
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     # default 1800 s (30 CPU-minutes) each, every target
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     # 1800 CPU-seconds (30 CPU-minutes) each, every target
 #   FUZZ_JOBS=2 scripts/fuzz.sh 60             # two targets at a time (one process each)
+#   scripts/fuzz.sh --top-up 1800              # each target only what it lacks of 1800 in the ledger
+#
+# Time is CPU time, measured (a niced run on a busy machine takes longer on the clock):
+# each target runs in rounds of at most 10 minutes until it has used SECONDS of CPU. Every
+# round is appended to the ledger target/fuzz/ledger.tsv (date, commit, target, CPU
+# seconds, inputs, outcome), which `--top-up` and the summary line read, so a long
+# campaign can be spread over several runs.
 #
 # Each target starts from its committed seeds (fuzz/seeds/TARGET, remade by fuzz/seeds.py)
 # and the corpus earlier runs grew (target/fuzz/corpus/TARGET, kept between runs). An input
@@ -13,8 +20,16 @@
 # target/fuzz/logs/TARGET.log. Needs `cargo install cargo-fuzz` and the nightly toolchain.
 # Built without a sanitizer (`-s none`): the targets' code and its parsers are safe Rust, and
 # the run then goes about twice as fast. Release code, as shipped (no debug assertions).
+# A stack overflow kills the process before libFuzzer can save the input (SIGSEGV, no
+# artifact): rebuild with the default sanitizer (`cargo +nightly fuzz run TARGET`, address)
+# to catch it with its input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+top_up=0
+if [ "${1:-}" = "--top-up" ]; then
+  top_up=1
+  shift
+fi
 seconds=${1:-1800}
 shift || true
 targets=("$@")
@@ -23,27 +38,51 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 jobs=${FUZZ_JOBS:-1}
 mkdir -p target/fuzz/logs target/fuzz/corpus
+ledger=target/fuzz/ledger.tsv
+[ -f $ledger ] || printf 'date\tcommit\ttarget\tcpu_seconds\tinputs\toutcome\n' >$ledger
 (cd fuzz && cargo +nightly fuzz build -s none -O >/dev/null)
 
+# CPU seconds the ledger holds for a target.
+spent() {
+  awk -F'\t' -v t="$1" '$3 == t { s += $4 } END { printf "%d", s }' target/fuzz/ledger.tsv
+}
+
 run_one() {
-  local t=$1 seconds=$2
+  local t=$1 seconds=$2 top_up=$3
   local corpus=target/fuzz/corpus/$t log=target/fuzz/logs/$t.log
+  local ledger=target/fuzz/ledger.tsv commit
+  commit=$(git rev-parse --short HEAD)
   mkdir -p "$corpus" "fuzz/artifacts/$t"
-  local start end status=0
+  local want=$seconds
+  [ "$top_up" -eq 1 ] && want=$((seconds - $(spent "$t")))
+  local used=0 inputs=0 status=0 start
   start=$(date +%s)
-  (cd fuzz && cargo +nightly fuzz run -s none -O "$t" \
-    "../$corpus" "seeds/$t" -- \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 -max_len=1048576 \
-    -print_final_stats=1 -artifact_prefix="artifacts/$t/") >"$log" 2>&1 || status=$?
-  end=$(date +%s)
-  local execs cov
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  : >"$log"
+  while [ "$used" -lt "$want" ] && [ "$status" -eq 0 ]; do
+    local round=$((want - used)) times
+    [ $round -gt 600 ] && round=600
+    times=$(mktemp)
+    (cd fuzz && /usr/bin/time -f '%U %S' -o "$times" cargo +nightly fuzz run -s none -O "$t" \
+      "../$corpus" "seeds/$t" -- \
+      -max_total_time="$round" -timeout=10 -rss_limit_mb=1024 -max_len=1048576 \
+      -print_final_stats=1 -artifact_prefix="artifacts/$t/") >>"$log" 2>&1 || status=$?
+    local cpu n
+    cpu=$(awk '/^[0-9.]+ [0-9.]+$/ { printf "%d", $1 + $2 }' "$times")
+    rm -f "$times"
+    n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+    used=$((used + ${cpu:-0}))
+    inputs=$((inputs + ${n:-0}))
+    local outcome=ok
+    [ "$status" -eq 0 ] || outcome="failed (exit $status)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$t" "${cpu:-0}" "${n:-0}" "$outcome" >>"$ledger"
+  done
+  local cov
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
   if [ "$status" -eq 0 ]; then
-    echo "$t: ok, $((end - start)) s, $execs inputs, coverage $cov"
+    echo "$t: ok, $used CPU-s in $(($(date +%s) - start)) s, $inputs inputs, coverage $cov; $(spent "$t") CPU-s in the ledger"
   else
-    echo "$t: FAILED (exit $status) after $((end - start)) s: $(ls "fuzz/artifacts/$t" | head -3 | tr '\n' ' ')see $log"
+    echo "$t: FAILED (exit $status) after $used CPU-s: $(ls "fuzz/artifacts/$t" | head -3 | tr '\n' ' ')see $log"
   fi
 }
-export -f run_one
-printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c "run_one {} $seconds"
+export -f run_one spent
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c "run_one {} $seconds $top_up"

@@ -11,12 +11,23 @@
 /// passage embedding in page faults and page clearing. Here blocks up to 1 GiB come from
 /// the heap, and freed memory is kept rather than trimmed. The cost: the process keeps its
 /// peak heap. Measured in BENCHMARKS.md ("Embedding").
+///
+/// That cost multiplies with glibc's arenas: by default a thread that finds the arenas busy
+/// gets one of its own, up to eight per core, and each keeps its own peak. A query node's
+/// readers reopen the index after every batch the follower commits, each on its own
+/// thread, so their freed blocks sat in many arenas none of the others could reuse: in
+/// `bench/soak.sh --nodes` resident memory grew 13% and 28% in 30 minutes, and with writes
+/// every 5 s by 63 MiB in 5 minutes. Capped at one arena per core, the same run stayed
+/// flat (RELIABILITY.md, "Load").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune_malloc() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
     // SAFETY: mallopt only sets allocator parameters.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
     }
 }
 
@@ -34,6 +45,7 @@ mod tests {
         unsafe {
             assert_eq!(libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30), 1);
             assert_eq!(libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30), 1);
+            assert_eq!(libc::mallopt(libc::M_ARENA_MAX, 2), 1);
         }
         super::tune_malloc();
     }

@@ -21,9 +21,11 @@
 //! `catch_unwind`, and after a panic the pages are read again one by one, so such a page is
 //! reported as unreadable and the rest is kept.
 
+mod loops;
+
 use super::{Extracted, Md};
 use situate_core::PlaceUnit;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One glyph: where it starts (x from the left, y from the top, in points), its advance,
 /// its size, and its text.
@@ -148,19 +150,35 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
     if doc.is_encrypted() {
         return Err("encrypted PDF (a password is needed to read it)".into());
     }
-    let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    let page_ids = doc.get_pages();
+    let page_numbers: Vec<u32> = page_ids.keys().copied().collect();
     if page_numbers.is_empty() {
         return Err("damaged PDF: it has no pages".into());
     }
+    // Pages the interpreter would never finish (loops, runaway nesting) are skipped.
+    let mut forms = loops::Forms::default();
+    let looping: BTreeMap<u32, String> = page_ids
+        .iter()
+        .filter_map(|(&n, &id)| Some((n, loops::page_problem(&doc, id, &mut forms)?)))
+        .collect();
     // All pages in one pass (pdf-extract's page lookup is linear per call, so a page at a
-    // time costs O(pages²)); when the interpreter fails somewhere, again page by page, so
-    // one bad page costs only itself.
+    // time costs O(pages²)); when the interpreter fails somewhere, or a page must be
+    // skipped, again page by page, so one bad page costs only itself.
     let mut unreadable = Vec::new();
-    let mut pages = match interpret(&doc, None) {
-        Ok(pages) => pages,
-        Err(_) => {
+    let one_pass = if looping.is_empty() {
+        interpret(&doc, None).ok()
+    } else {
+        None
+    };
+    let mut pages = match one_pass {
+        Some(pages) => pages,
+        None => {
             let mut pages = Vec::with_capacity(page_numbers.len());
             for &n in &page_numbers {
+                if looping.contains_key(&n) {
+                    unreadable.push(n);
+                    continue;
+                }
                 match interpret(&doc, Some(n)) {
                     Ok(p) => pages.extend(p),
                     Err(_) => unreadable.push(n),
@@ -178,8 +196,12 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
         })
         .sum();
     if pages.is_empty() {
+        let why = match looping.iter().next() {
+            Some((n, why)) => format!(" (page {n}: {why})"),
+            None => String::new(),
+        };
         return Err(format!(
-            "damaged PDF: none of its {} pages could be read",
+            "damaged PDF: none of its {} pages could be read{why}",
             page_numbers.len()
         ));
     }
@@ -213,6 +235,13 @@ pub fn read_pdf(bytes: Vec<u8>) -> Result<Extracted, String> {
     if !unreadable.is_empty() {
         metadata.insert("unreadable_pages".into(), unreadable.into());
     }
+    if !looping.is_empty() {
+        let reasons: serde_json::Map<String, serde_json::Value> = looping
+            .into_iter()
+            .map(|(n, why)| (n.to_string(), why.into()))
+            .collect();
+        metadata.insert("unreadable_reasons".into(), reasons.into());
+    }
     let (text, layout) = md.finish();
     Ok(Extracted {
         text,
@@ -243,6 +272,9 @@ fn interpret(doc: &lopdf::Document, n: Option<u32>) -> Result<Vec<Page>, String>
 /// The outline's entries: (page, title as compared) → depth from 1. A damaged outline is no
 /// outline.
 fn outline(doc: &lopdf::Document) -> HashMap<(u32, String), usize> {
+    if !loops::outline_is_sound(doc) {
+        return HashMap::new();
+    }
     quiet_panics::install();
     let Ok(toc) = quiet_panics::run(|| doc.get_toc()) else {
         return HashMap::new();
@@ -788,5 +820,137 @@ mod tests {
     fn garbage_is_a_damaged_pdf() {
         let err = read_pdf(b"%PDF-1.7\nnot really".to_vec()).expect_err("refused");
         assert!(err.starts_with("damaged PDF"), "{err}");
+    }
+
+    // The inputs below once hung the reader or overflowed its stack, which aborts the
+    // process (fuzz/regressions/pdf/, RELIABILITY.md).
+
+    #[test]
+    fn a_form_that_draws_itself_costs_only_its_page() {
+        let pdf = include_bytes!("../../../../fuzz/regressions/pdf/form-draws-itself.pdf");
+        let got = read_pdf(pdf.to_vec()).expect("the sound page is read");
+        assert!(got.text.contains("bearing was replaced"), "{}", got.text);
+        assert!(!got.text.contains("station 7"), "{}", got.text);
+        assert_eq!(got.metadata["unreadable_pages"], serde_json::json!([1]));
+        assert_eq!(
+            got.metadata["unreadable_reasons"]["1"],
+            "a form (5 0 R) draws itself"
+        );
+    }
+
+    #[test]
+    fn a_page_tree_that_loops_is_refused_with_the_reason() {
+        let pdf = include_bytes!("../../../../fuzz/regressions/pdf/parent-loop.pdf");
+        let err = read_pdf(pdf.to_vec()).expect_err("refused");
+        assert_eq!(
+            err,
+            "damaged PDF: none of its 1 pages could be read (page 1: its page tree loops (a \
+             Parent link leads back to itself))"
+        );
+    }
+
+    #[test]
+    fn an_outline_that_loops_is_no_outline() {
+        let pdf = include_bytes!("../../../../fuzz/regressions/pdf/outline-loop.pdf");
+        let got = read_pdf(pdf.to_vec()).expect("read without its outline");
+        assert!(got.text.contains("The pump at station 7"), "{}", got.text);
+    }
+
+    /// A one-page PDF whose page draws form 1 of `forms`; form `i` draws the forms named
+    /// in `calls(i)` (the last form writes the text).
+    fn nested_forms(forms: usize, calls: impl Fn(usize) -> Vec<usize>) -> Vec<u8> {
+        let stream = |dict: &str, body: &str| {
+            format!(
+                "<< {dict} /Length {} >>\nstream\n{body}\nendstream",
+                body.len()
+            )
+        };
+        let text = "BT /F1 12 Tf 72 712 Td (The pump at station 7) Tj ET\n";
+        let xobjects = |named: &[usize]| {
+            named
+                .iter()
+                .map(|i| format!("/X{i} {} 0 R", 5 + i))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut objects = vec![
+            "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".into(),
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+                 /Resources << /Font << /F1 5 0 R >> /XObject << {} >> >> >>",
+                xobjects(&[1])
+            ),
+            stream("", &format!("{text}/X1 Do")),
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".into(),
+        ];
+        for i in 1..=forms {
+            let calls = calls(i);
+            let body: String = calls.iter().map(|c| format!("/X{c} Do\n")).collect();
+            let body = if body.is_empty() {
+                text.to_string()
+            } else {
+                body
+            };
+            objects.push(stream(
+                &format!(
+                    "/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << \
+                     /Font << /F1 5 0 R >> /XObject << {} >> >>",
+                    xobjects(&calls)
+                ),
+                &body,
+            ));
+        }
+        let mut out = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, o) in objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend(format!("{} 0 obj\n{o}\nendobj\n", i + 1).bytes());
+        }
+        let xref = out.len();
+        out.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).bytes());
+        for o in offsets {
+            out.extend(format!("{o:010} 00000 n \n").bytes());
+        }
+        out.extend(
+            format!(
+                "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+                objects.len() + 1
+            )
+            .bytes(),
+        );
+        out
+    }
+
+    #[test]
+    fn forms_nested_deeper_than_any_real_file_are_refused() {
+        let shallow = nested_forms(loops::MAX_FORM_DEPTH, |i| {
+            if i < loops::MAX_FORM_DEPTH {
+                vec![i + 1]
+            } else {
+                vec![]
+            }
+        });
+        let got = read_pdf(shallow).expect("as deep as allowed");
+        assert!(got.text.contains("The pump at station 7"), "{}", got.text);
+
+        // Thousands deep overflowed the stack before.
+        let deep = nested_forms(3000, |i| if i < 3000 { vec![i + 1] } else { vec![] });
+        let err = read_pdf(deep).expect_err("too deep");
+        assert!(
+            err.ends_with("(page 1: its forms nest more than 32 deep)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn forms_that_each_draw_the_next_twice_are_refused() {
+        // 2^30 drawings: no stack overflow, but a hang.
+        let doubling = nested_forms(30, |i| if i < 30 { vec![i + 1, i + 1] } else { vec![] });
+        let err = read_pdf(doubling).expect_err("too many drawings");
+        assert!(
+            err.ends_with("(page 1: it draws forms more than 10000 times)"),
+            "{err}"
+        );
     }
 }
