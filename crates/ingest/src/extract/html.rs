@@ -13,11 +13,7 @@ use markup5ever_rcdom::{Handle, NodeData, RcDom};
 
 /// Reads an HTML page.
 pub fn read_html(html: &str) -> Result<Extracted, String> {
-    use html5ever::tendril::TendrilSink;
-    let dom = html5ever::parse_document(RcDom::default(), Default::default())
-        .from_utf8()
-        .read_from(&mut html.as_bytes())
-        .map_err(|e| format!("HTML could not be read: {e}"))?;
+    let dom = parse(html);
     let root = convert(&dom.document);
     let title = root
         .find("title")
@@ -39,6 +35,134 @@ pub fn read_html(html: &str) -> Result<Extracted, String> {
         layout,
         metadata: Default::default(),
     })
+}
+
+/// The most elements the tree builder may hold open (its stack of open elements and its
+/// list of active formatting elements together) before a start tag is dropped. Browsers
+/// cap the depth too (Blink at 512). html5ever does not: each start tag scans the open
+/// elements, so 20,000 nested `<div>`s took 43 s and a megabyte of them hours, and 200,000
+/// nested `<b>`s overflowed the stack, which aborts the process (found by fuzzing,
+/// RELIABILITY.md).
+pub(crate) const MAX_HTML_DEPTH: usize = 512;
+
+/// Parses a page as html5ever's `parse_document` does, through [`Capped`].
+fn parse(html: &str) -> RcDom {
+    use html5ever::TokenizerResult;
+    use html5ever::tendril::StrTendril;
+    use html5ever::tokenizer::{BufferQueue, Tokenizer};
+    use html5ever::tree_builder::TreeBuilder;
+    let builder = TreeBuilder::new(RcDom::default(), Default::default());
+    let tokenizer = Tokenizer::new(Capped::new(builder), Default::default());
+    let input = BufferQueue::default();
+    input.push_back(StrTendril::from_slice(html));
+    // A script's end pauses the tokenizer (for a browser to run it); carry on.
+    while let TokenizerResult::Script(_) = tokenizer.feed(&input) {}
+    tokenizer.end();
+    tokenizer.sink.builder.sink
+}
+
+/// Stands between html5ever's tokenizer and its tree builder and drops start tags (with
+/// their end tags) while the builder holds [`MAX_HTML_DEPTH`] elements: the text inside
+/// is kept, in the innermost element kept. Written here because html5ever has no such
+/// limit.
+struct Capped<B> {
+    builder: B,
+    /// Start tags dropped and not yet closed, by name.
+    dropped: std::cell::RefCell<std::collections::HashMap<html5ever::LocalName, usize>>,
+}
+
+impl<B> Capped<B> {
+    fn new(builder: B) -> Capped<B> {
+        Capped {
+            builder,
+            dropped: Default::default(),
+        }
+    }
+}
+
+/// Counts the handles the tree builder holds.
+struct Count(std::cell::Cell<usize>);
+
+impl html5ever::tree_builder::Tracer for Count {
+    type Handle = Handle;
+    fn trace_handle(&self, _: &Handle) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+impl html5ever::tokenizer::TokenSink
+    for Capped<html5ever::tree_builder::TreeBuilder<Handle, RcDom>>
+{
+    type Handle = Handle;
+
+    fn process_token(
+        &self,
+        token: html5ever::tokenizer::Token,
+        line_number: u64,
+    ) -> html5ever::tokenizer::TokenSinkResult<Handle> {
+        use html5ever::tokenizer::{TagKind, Token, TokenSinkResult};
+        if let Token::TagToken(tag) = &token {
+            let mut dropped = self.dropped.borrow_mut();
+            match tag.kind {
+                TagKind::StartTag if !tag.self_closing && !opens_nothing(&tag.name) => {
+                    let held = Count(std::cell::Cell::new(0));
+                    self.builder.trace_handles(&held);
+                    if held.0.get() >= MAX_HTML_DEPTH {
+                        *dropped.entry(tag.name.clone()).or_default() += 1;
+                        return TokenSinkResult::Continue;
+                    }
+                }
+                TagKind::EndTag => {
+                    if let Some(n) = dropped.get_mut(&tag.name).filter(|n| **n > 0) {
+                        *n -= 1;
+                        return TokenSinkResult::Continue;
+                    }
+                }
+                TagKind::StartTag => {}
+            }
+        }
+        self.builder.process_token(token, line_number)
+    }
+
+    fn end(&self) {
+        self.builder.end()
+    }
+
+    fn adjusted_current_node_present_but_not_in_html_namespace(&self) -> bool {
+        self.builder
+            .adjusted_current_node_present_but_not_in_html_namespace()
+    }
+}
+
+/// Start tags never dropped: void elements (they hold nothing open) and those whose
+/// content the tokenizer reads as raw text (dropping one would turn a script into text).
+fn opens_nothing(name: &str) -> bool {
+    matches!(
+        name,
+        "area"
+            | "base"
+            | "br"
+            | "col"
+            | "embed"
+            | "hr"
+            | "img"
+            | "input"
+            | "link"
+            | "meta"
+            | "source"
+            | "track"
+            | "wbr"
+            | "script"
+            | "style"
+            | "textarea"
+            | "title"
+            | "xmp"
+            | "iframe"
+            | "noembed"
+            | "noframes"
+            | "noscript"
+            | "plaintext"
+    )
 }
 
 /// The DOM as the shared element tree (elements and text; comments dropped).
@@ -337,5 +461,37 @@ mod tests {
         for gone in ["Home", "Portal banner", "Copyright", "var x", "─", "│"] {
             assert!(!got.text.contains(gone), "{gone:?} left in {:?}", got.text);
         }
+    }
+
+    #[test]
+    fn elements_nested_past_the_cap_keep_their_text_and_the_page_goes_on() {
+        // 20,000 nested divs took html5ever 43 s; the end tags of the dropped ones are
+        // dropped too, so what follows is back at the body's level.
+        let n = 20_000;
+        let html = format!(
+            "<html><body>{}<p>Deep text</p>{}<h2>After</h2><p>Tail <script>var x;</script></p>\
+             </body></html>",
+            "<div>".repeat(n),
+            "</div>".repeat(n)
+        );
+        let got = read_html(&html).expect("reads");
+        assert_eq!(got.text, "Deep text\n\n## After\n\nTail\n");
+
+        // 100,000 nested bold tags, never closed, overflowed the stack.
+        let html = format!(
+            "<p>{}Bold<table><tr><td>cell</td></tr></table>",
+            "<b>".repeat(100_000)
+        );
+        let got = read_html(&html).expect("reads");
+        assert!(got.text.contains("Bold"), "{:?}", got.text);
+        assert!(got.text.contains("cell"), "{:?}", got.text);
+
+        // Below the cap nothing is dropped.
+        let html = format!(
+            "{}<h3>Kept</h3>{}",
+            "<section>".repeat(MAX_HTML_DEPTH - 10),
+            "</section>".repeat(MAX_HTML_DEPTH - 10)
+        );
+        assert_eq!(read_html(&html).expect("reads").text, "### Kept\n");
     }
 }

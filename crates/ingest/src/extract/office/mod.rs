@@ -29,6 +29,11 @@ use std::io::Read;
 const PART_LIMIT: u64 = 64 << 20;
 /// Largest total unpacked per file.
 const TOTAL_LIMIT: u64 = 256 << 20;
+/// Deepest element nesting an XML part may have. Office files nest a few dozen levels
+/// (tables in tables, groups of shapes); the tree's walks and its drop recurse once per
+/// level, so a part nested 100,000 deep overflowed the stack, which aborts the process
+/// (found by fuzzing, RELIABILITY.md).
+pub(crate) const MAX_XML_DEPTH: usize = 256;
 
 /// An element of a parsed XML part: its local name, attributes (qualified names, as
 /// written), and children. XML parts of Office files are small enough (a cap above) to
@@ -149,7 +154,15 @@ pub(crate) fn parse_xml(xml: &str) -> Result<El, String> {
             .read_event()
             .map_err(|e| format!("damaged XML: {e}"))?
         {
-            Event::Start(e) => stack.push(open(&e)?),
+            Event::Start(e) => {
+                // The stack holds the document node below the root element.
+                if stack.len() > MAX_XML_DEPTH {
+                    return Err(format!(
+                        "damaged XML: elements nested more than {MAX_XML_DEPTH} deep"
+                    ));
+                }
+                stack.push(open(&e)?)
+            }
             Event::Empty(e) => {
                 let el = open(&e)?;
                 if let Some(top) = stack.last_mut() {
@@ -362,6 +375,22 @@ mod tests {
         assert_eq!(resolve("ppt/slides", "../media/a.png"), "ppt/media/a.png");
         assert_eq!(resolve("word", "media/image1.png"), "word/media/image1.png");
         assert_eq!(resolve("ppt", "/ppt/slides/s1.xml"), "ppt/slides/s1.xml");
+    }
+
+    #[test]
+    fn xml_nested_deeper_than_any_office_file_is_refused() {
+        let nested = |depth: usize| {
+            let (open, close) = ("<a>".repeat(depth - 1), "</a>".repeat(depth - 1));
+            format!("{open}<t>x</t>{close}")
+        };
+        assert_eq!(xml_text(&nested(MAX_XML_DEPTH)).as_deref(), Ok("x"));
+        // 100,000 deep overflowed the stack before.
+        assert_eq!(
+            xml_text(&nested(100_000)),
+            Err(format!(
+                "damaged XML: elements nested more than {MAX_XML_DEPTH} deep"
+            ))
+        );
     }
 
     #[test]
