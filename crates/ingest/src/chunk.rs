@@ -653,24 +653,33 @@ fn cut(text: &str, start: usize, max: usize, breaks: &[fn(&str) -> Option<usize>
 /// line break, else at a character boundary.
 fn blocks(text: &str, max: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut start = 0;
-    while text.len() - start > max {
-        let end = cut(
-            text,
-            start,
-            max,
-            &[
-                |w| w.rfind("\n\n").map(|p| p + 2),
-                |w| w.rfind('\n').map(|p| p + 1),
-            ],
-        );
-        out.push((start, end));
-        start = end;
-    }
-    if start < text.len() || out.is_empty() {
-        out.push((start, text.len()));
-    }
+    let breaks: [fn(&str) -> Option<usize>; 2] = [
+        |w| w.rfind("\n\n").map(|p| p + 2),
+        |w| w.rfind('\n').map(|p| p + 1),
+    ];
+    cut_all(text, 0, text.len(), max, &breaks, &mut out);
     out
+}
+
+/// Cuts `text[from..to]` into consecutive pieces of at most `max` bytes, each ended by
+/// [`cut`] at `breaks`, and appends them to `out` (one piece, maybe empty, when it fits).
+fn cut_all(
+    text: &str,
+    from: usize,
+    to: usize,
+    max: usize,
+    breaks: &[fn(&str) -> Option<usize>],
+    out: &mut Vec<(usize, usize)>,
+) {
+    let (mut at, first) = (from, out.len());
+    while to - at > max {
+        let c = cut(text, at, max, breaks);
+        out.push((at, c));
+        at = c;
+    }
+    if at < to || out.len() == first {
+        out.push((at, to));
+    }
 }
 
 /// Cuts the lines of `text` longer than `max` bytes into pieces of at most `max` (at the
@@ -682,7 +691,7 @@ fn long_lines(text: &str, max: usize) -> Vec<(usize, usize)> {
     let mut run = 0;
     let mut pos = 0;
     for line in text.split_inclusive('\n') {
-        let (mut at, end) = (pos, pos + line.len());
+        let (at, end) = (pos, pos + line.len());
         pos = end;
         if line.len() <= max {
             continue;
@@ -690,21 +699,12 @@ fn long_lines(text: &str, max: usize) -> Vec<(usize, usize)> {
         if at > run {
             out.push((run, at));
         }
-        while end - at > max {
-            let c = cut(
-                text,
-                at,
-                max,
-                &[
-                    |w| w.rfind(". ").map(|p| p + 2),
-                    |w| w.rfind(' ').map(|p| p + 1),
-                    |w| w.rfind(|c: char| c.is_ascii_punctuation()).map(|p| p + 1),
-                ],
-            );
-            out.push((at, c));
-            at = c;
-        }
-        out.push((at, end));
+        let breaks: [fn(&str) -> Option<usize>; 3] = [
+            |w| w.rfind(". ").map(|p| p + 2),
+            |w| w.rfind(' ').map(|p| p + 1),
+            |w| w.rfind(|c: char| c.is_ascii_punctuation()).map(|p| p + 1),
+        ];
+        cut_all(text, at, end, max, &breaks, &mut out);
         run = end;
     }
     if pos > run || out.is_empty() {

@@ -18,6 +18,7 @@
 
 use lopdf::{Dictionary, Document, Object, ObjectId};
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// Forms drawn inside forms deeper than this make a page unreadable (real files nest a
 /// few levels).
@@ -85,7 +86,7 @@ fn deref_dict<'a>(doc: &'a Document, o: &'a Object) -> Option<&'a Dictionary> {
 /// The names each form's content draws with `Do`, decoded once per document.
 #[derive(Default)]
 pub(super) struct Forms {
-    drawn: HashMap<ObjectId, Vec<Vec<u8>>>,
+    drawn: HashMap<ObjectId, Rc<[Vec<u8>]>>,
 }
 
 /// One page's walk through the forms it draws, as pdf-extract's `Do` would take it.
@@ -131,16 +132,13 @@ impl<'d> FormWalk<'d, '_> {
             if self.calls > MAX_FORM_CALLS {
                 return Err(format!("it draws forms more than {MAX_FORM_CALLS} times"));
             }
-            let own = form.dict.get(b"Resources").ok().and_then(|r| match r {
-                Object::Reference(rid) => self
-                    .doc
-                    .get_object(*rid)
-                    .ok()
-                    .and_then(|o| o.as_dict().ok()),
-                o => o.as_dict().ok(),
-            });
+            let own = form
+                .dict
+                .get(b"Resources")
+                .ok()
+                .and_then(|r| deref_dict(self.doc, r));
             let inner = match self.forms.drawn.get(&id) {
-                Some(names) => names.clone(),
+                Some(names) => Rc::clone(names),
                 None => {
                     let content = if form.filters().is_ok() {
                         form.decompressed_content()
@@ -148,8 +146,8 @@ impl<'d> FormWalk<'d, '_> {
                     } else {
                         form.content.clone()
                     };
-                    let names = drawn_names(&content);
-                    self.forms.drawn.insert(id, names.clone());
+                    let names: Rc<[Vec<u8>]> = drawn_names(&content).into();
+                    self.forms.drawn.insert(id, Rc::clone(&names));
                     names
                 }
             };
