@@ -62,6 +62,10 @@ run_one() {
     local round=$((want - used)) times
     [ $round -gt 600 ] && round=600
     times=$(mktemp)
+    # Built first, untimed: sources changed since the last round are compiled here, and
+    # that work is not fuzzing (the timed run below then only starts the target).
+    (cd fuzz && cargo +nightly fuzz build -s none -O "$t") >>"$log" 2>&1 || status=$?
+    [ "$status" -eq 0 ] || break
     (cd fuzz && /usr/bin/time -f '%U %S' -o "$times" cargo +nightly fuzz run -s none -O "$t" \
       "../$corpus" "seeds/$t" -- \
       -max_total_time="$round" -timeout=10 -rss_limit_mb=1024 -max_len=1048576 \

@@ -88,6 +88,22 @@ class Client(_Api):
             f"{op} is not in the HTTP API: run it where the index is (situate.Index or the situate command)"
         )
 
+    def backup(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """A backup of the service's index, taken while it is searched and written (a
+        ``backup`` job; with keys, an admin key): into the service's backups folder under
+        ``name`` (one plain path segment; default: the time, UTC). Answers as
+        :meth:`situate.Index.backup` does; ``situate restore`` or
+        :meth:`situate.Index.restore` on the server makes an index from it."""
+        body: Dict[str, Any] = {"kind": "backup"}
+        if name is not None:
+            body["name"] = name
+        return self._wait(self._request("POST", "/v1/jobs", body), None)  # type: ignore[no-any-return]
+
+    def rebuild(self) -> Dict[str, Any]:
+        """Rebuilds the service's indexes from the chunk cards, with no LLM call (a
+        ``rebuild`` job; with keys, an admin key)."""
+        return self._wait(self._request("POST", "/v1/jobs", {"kind": "rebuild"}), None)  # type: ignore[no-any-return]
+
     def _wait(self, job: Dict[str, Any], progress: Any) -> Any:
         """Waits for a job to end; its result, or its error as the exception of its kind."""
         started = time.monotonic()

@@ -89,3 +89,36 @@ class Index(_Api):
     def rebuild(self) -> Dict[str, Any]:
         """Rebuilds every index from the chunk cards, with no LLM call."""
         return self._native.rebuild()  # type: ignore[no-any-return]
+
+    def verify(self, *, full: bool = True) -> Dict[str, Any]:
+        """Every file of the index checked, then the cards compared with the indexes
+        (``situate check``): the store with SQLite's ``integrity_check`` (``full=False``:
+        its faster ``quick_check``), BM25's and the vector snapshot's checksums. Each part
+        has a ``state`` (``ok``, ``damaged``, ``reloaded``, ``absent``, ``not-checked``) and
+        what was ``found``; ``healthy`` is ``True`` when every file is sound and the indexes
+        hold exactly the store's cards, else ``fix`` says what to do. Damage is reported
+        here, not raised."""
+        return self._native.verify(full)  # type: ignore[no-any-return]
+
+    def backup(self, dir: Union[str, "PathLike[str]"]) -> Dict[str, Any]:
+        """Copies the index into ``dir`` (a new or empty directory), consistently while it
+        is searched and written (``situate backup``): the store by SQLite's online backup,
+        the indexes at one generation, every file listed with its BLAKE3 hash in
+        ``situate-backup.json``. Answers the backup's ``manifest``, ``bytes`` and
+        ``seconds``; :meth:`restore` makes an index from it."""
+        return self._native.backup(fspath(dir))  # type: ignore[no-any-return]
+
+    @staticmethod
+    def restore(
+        backup: Union[str, "PathLike[str]"],
+        path: Union[str, "PathLike[str]"],
+        *,
+        replace: bool = False,
+    ) -> Dict[str, Any]:
+        """Makes the index at ``path`` from the backup in ``backup`` (``situate restore``):
+        every file is checked against the backup's manifest first (a damaged backup raises
+        :class:`situate.Damaged` and writes nothing), and the restored index is checked
+        after (the answer's ``check``, as :meth:`verify` answers). An index already at
+        ``path`` is refused (:class:`situate.Conflict`) unless ``replace``; it is then moved
+        aside, not deleted (the answer's ``replaced``). Open it with ``Index(path)``."""
+        return _situate.restore(fspath(backup), fspath(path), replace)  # type: ignore[no-any-return]

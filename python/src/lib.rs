@@ -207,6 +207,21 @@ impl NativeIndex {
         self.read(py, |e, _| e.status_checked())
     }
 
+    /// Every file of the index checked (the store with SQLite's `integrity_check`, or its
+    /// `quick_check` when not `full`; BM25's and the vector snapshot's checksums), then the
+    /// cards compared with the indexes → `IntegrityAnswer` (`situate check`). A store too
+    /// damaged to open is reported in the answer, not raised.
+    #[pyo3(signature = (full=true))]
+    fn verify(&self, py: Python<'_>, full: bool) -> PyResult<Py<PyAny>> {
+        self.at(py, |path| Engine::check_at(path, full))
+    }
+
+    /// A copy of the index in `dir` (a new or empty directory), taken while it is searched
+    /// and written → `BackupAnswer` (`situate backup`).
+    fn backup(&self, py: Python<'_>, dir: PathBuf) -> PyResult<Py<PyAny>> {
+        self.at(py, |path| Engine::backup_at(path, &dir))
+    }
+
     /// A person's decision on a context (`accept`, `reject`, `edit` with `text`) →
     /// `DecisionAnswer`.
     #[pyo3(signature = (chunk_id, decision, text=None))]
@@ -342,6 +357,17 @@ impl NativeIndex {
         })
     }
 
+    /// `f` on the index's path (a call that opens the index itself, to read), with the GIL
+    /// released.
+    fn at<T: serde::Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Path) -> situate_engine::Result<T> + Send,
+    ) -> PyResult<Py<PyAny>> {
+        let answer = py.detach(|| f(&self.path)).map_err(|e| raise(py, &e))?;
+        Ok(objects::to_python(py, &answer)?.unbind())
+    }
+
     /// `f` on the index's path (a call that opens it to write itself), with the GIL
     /// released; the readers reopen afterwards.
     fn write_at<T: serde::Serialize + Send>(
@@ -469,6 +495,19 @@ fn schema(name: &str) -> PyResult<String> {
     serde_json::to_string(&s).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// Restores the backup in `backup` as the index `index` (`situate restore`): every file is
+/// checked against the backup's manifest first, and the restored index is checked after →
+/// `RestoreAnswer`. An index already at `index` is refused unless `replace`, which moves
+/// it aside (kept; the answer says where).
+#[pyfunction]
+#[pyo3(signature = (backup, index, replace=false))]
+fn restore(py: Python<'_>, backup: PathBuf, index: PathBuf, replace: bool) -> PyResult<Py<PyAny>> {
+    let answer = py
+        .detach(|| Engine::restore_at(&backup, &index, replace))
+        .map_err(|e| raise(py, &e))?;
+    Ok(objects::to_python(py, &answer)?.unbind())
+}
+
 /// The CPU features the build assumed (`-C target-cpu`), for the package's check on
 /// import.
 #[pyfunction]
@@ -495,6 +534,7 @@ fn _situate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeIndex>()?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(build_features, m)?)?;
+    m.add_function(wrap_pyfunction!(restore, m)?)?;
     m.add_function(wrap_pyfunction!(objects::register_types, m)?)?;
     m.add(
         "__version__",

@@ -94,7 +94,7 @@ def serving(index: Path, tmp_path: Path, settings: str = "") -> Iterator[str]:
     toml = tmp_path / "situate.toml"
     toml.write_text(settings, encoding="utf-8")
     cmd = [situate_bin(), "--json", "serve", "--bind", "127.0.0.1:0", "--index", str(dst)]
-    cmd += ["--evals", str(tmp_path / "evals"), "--settings", str(toml)]
+    cmd += ["--evals", str(tmp_path / "evals"), "--backups", str(tmp_path / "backups"), "--settings", str(toml)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -57,3 +57,16 @@ def test_async_search_over_http(service: str) -> None:
     client = situate.Client(service)
     found = asyncio.run(client.asearch("deploy", 1))
     assert found.hits[0].document_id == "docs/deploy.md"
+
+
+def test_the_client_backs_up_and_rebuilds_the_service_index(service: str, tmp_path: Path) -> None:
+    client = situate.Client(service)
+    made = client.backup("nightly")
+    assert Path(made["backup"]) == tmp_path / "backups" / "nightly"
+    restored = situate.Index.restore(made["backup"], tmp_path / "restored")
+    assert restored["check"]["healthy"] is True
+    assert situate.Index(tmp_path / "restored").search("deploy", k=1).hits[0].document_id == "docs/deploy.md"
+    with pytest.raises(situate.InvalidRequest):
+        client.backup("../elsewhere")
+    assert client.rebuild()["chunks"] > 0
+    assert client.search("deploy", k=1).hits[0].document_id == "docs/deploy.md"

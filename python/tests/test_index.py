@@ -240,9 +240,40 @@ def test_a_damaged_bm25_file_raises_damaged_and_rebuild_repairs_it(built_index: 
     data[len(data) // 2] ^= 0xFF
     term.write_bytes(bytes(data))
     damaged = situate.Index(dst)
+    found = damaged.verify()
+    assert found["healthy"] is False and found["bm25"]["state"] == "damaged"
+    assert found["store"]["state"] == "ok" and "situate rebuild" in found["fix"]
     with pytest.raises(situate.Damaged) as e:
         damaged.search("green tea", k=1)
     assert e.value.code == "damaged" and "situate rebuild" in str(e.value) and term.name in str(e.value)
     report = damaged.rebuild()
     assert report["chunks"] > 0
     assert damaged.search("green tea", k=1).hits
+    assert damaged.verify(full=False)["healthy"] is True
+
+
+def test_a_backup_restores_to_the_same_index_and_a_damaged_one_writes_nothing(index_copy: situate.Index, tmp_path: Path) -> None:
+    checked = index_copy.verify()
+    assert checked["healthy"] is True and checked["full"] is True and checked["fix"] is None
+    assert [checked[p]["state"] for p in ("store", "bm25", "vectors")] == ["ok", "ok", "ok"]
+    made = index_copy.backup(tmp_path / "b")
+    paths = [f["path"] for f in made["manifest"]["files"]]
+    assert "cards.db" in paths and made["bytes"] > 0
+    with pytest.raises(situate.InvalidRequest):
+        index_copy.backup(tmp_path / "b")  # not empty: a backup never overwrites one
+    with pytest.raises(situate.Conflict, match="replace=True"):
+        situate.Index.restore(tmp_path / "b", index_copy.path)
+    restored = situate.Index.restore(tmp_path / "b", tmp_path / "restored")
+    assert restored["check"]["healthy"] is True and restored["replaced"] is None
+    q = "how often are the signing keys rotated?"
+    again = situate.Index(tmp_path / "restored")
+    assert [h.chunk_id for h in again.search(q, k=3).hits] == [h.chunk_id for h in index_copy.search(q, k=3).hits]
+    replaced = situate.Index.restore(tmp_path / "b", tmp_path / "restored", replace=True)
+    assert replaced["replaced"] and Path(replaced["replaced"]).is_dir()
+    store = tmp_path / "b" / "cards.db"
+    data = bytearray(store.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    store.write_bytes(bytes(data))
+    with pytest.raises(situate.Damaged, match="cards.db"):
+        situate.Index.restore(tmp_path / "b", tmp_path / "from-damaged")
+    assert not (tmp_path / "from-damaged").exists()

@@ -391,7 +391,7 @@ impl Engine {
                 .unwrap_or(true);
         if existing && !replace {
             return Err(EngineError::Conflict(format!(
-                "{} is not empty; `--replace` replaces the index there (it is moved aside, not deleted)",
+                "{} is not empty; restoring with replace (`situate restore --replace`, `replace=True` in Python) replaces the index there: it is moved aside, not deleted",
                 index.display()
             )));
         }
