@@ -5,6 +5,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]     # 1800 CPU-seconds (30 CPU-minutes) each, every target
 #   FUZZ_JOBS=2 scripts/fuzz.sh 60             # two targets at a time (one process each)
 #   scripts/fuzz.sh --top-up 1800              # each target only what it lacks of 1800 in the ledger
+#   scripts/fuzz.sh --ledger                   # what the ledger holds, per target
 #
 # Time is CPU time, measured (a niced run on a busy machine takes longer on the clock):
 # each target runs in rounds of at most 10 minutes until it has used SECONDS of CPU. Every
@@ -25,6 +26,19 @@
 # to catch it with its input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `scripts/fuzz.sh --ledger`: the ledger summed per target (CPU-minutes, inputs, rounds,
+# failed rounds, commits), every target listed, those with no round included.
+if [ "${1:-}" = "--ledger" ]; then
+  [ -f target/fuzz/ledger.tsv ] || { echo "no ledger yet: target/fuzz/ledger.tsv" >&2; exit 1; }
+  ls fuzz/fuzz_targets | sed 's/\.rs$//' | awk -F'\t' '
+    FNR == NR { if (FNR > 1) { cpu[$3] += $4; n[$3] += $5; r[$3]++
+                  if ($6 ~ /^failed/) f[$3]++
+                  if (index(" " c[$3] " ", " " $2 " ") == 0) c[$3] = c[$3] (c[$3] ? " " : "") $2 }
+                next }
+    { printf "%-16s %6.1f CPU-min %12d inputs %3d rounds %2d failed  %s\n", $1, cpu[$1] / 60, n[$1], r[$1], f[$1], c[$1] }
+  ' target/fuzz/ledger.tsv -
+  exit 0
+fi
 top_up=0
 if [ "${1:-}" = "--top-up" ]; then
   top_up=1

@@ -1142,10 +1142,12 @@ mod tests {
 
     #[test]
     fn long_lines_are_cut_into_pieces_at_punctuation() {
-        let json = (0..8000)
+        let json = (0..1200)
             .map(|i| format!("{{\"id\":{i},\"v\":[{},{}]}}", i % 7, i % 13))
             .collect::<Vec<_>>()
             .join(",");
+        // Longer than a line may be before `Chunker::chunk` cuts it.
+        assert!(json.len() > LINE_BYTES);
         let text = format!("# Data\n\nShort line.\n[{json}]\nAfter.\n");
         let p = long_lines(&text, 1000);
         assert_eq!(p.first().map(|x| x.0), Some(0));
