@@ -396,7 +396,9 @@ impl Vectors {
         let inner = if flat.is_file() {
             let bytes = read_checked(&flat)?;
             let (dim, n, mut rest) = read_header(&flat, &bytes, b"SITVFLT1")?;
-            if rest.len() != n * 8 + n * dim * 4 {
+            // Checked: a header's count can be anything (a file sealed elsewhere, or a
+            // backup from elsewhere, passes its checksum whatever it holds).
+            if n.checked_mul(8 + dim * 4) != Some(rest.len()) {
                 return Err(VectorError::Corrupt(format!(
                     "{}: wrong size",
                     flat.display()
@@ -419,7 +421,7 @@ impl Vectors {
             let graph = dir.join(format!("{stem}.hnsw"));
             let bytes = read_checked(&keys_path)?;
             let (_, n, rest) = read_header(&keys_path, &bytes, b"SITVHNS1")?;
-            if rest.len() != 64 + n * 8 {
+            if n.checked_mul(8).and_then(|k| k.checked_add(64)) != Some(rest.len()) {
                 return Err(VectorError::Corrupt(format!(
                     "{}: wrong size",
                     keys_path.display()
@@ -496,6 +498,11 @@ fn write_header(w: &mut dyn Write, magic: &[u8; 8], dim: usize, n: usize) -> std
     w.write_all(&(n as u64).to_le_bytes())
 }
 
+/// The largest dimension a snapshot may record: far above any embedder's (3,072 for the
+/// largest hosted ones), so that a header claiming more is damage, not a 16 GiB allocation.
+const MAX_DIM: usize = 1 << 16;
+
+/// A snapshot file's header (magic, dimension, count) and what follows it.
 fn read_header<'a>(
     path: &Path,
     bytes: &'a [u8],
@@ -508,7 +515,14 @@ fn read_header<'a>(
         )));
     }
     let dim = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
-    let n = u64::from_le_bytes(bytes[12..20].try_into().unwrap_or([0; 8])) as usize;
+    if dim > MAX_DIM {
+        return Err(VectorError::Corrupt(format!(
+            "{}: its header records {dim} dimensions (at most {MAX_DIM})",
+            path.display()
+        )));
+    }
+    let n = u64::from_le_bytes(bytes[12..20].try_into().unwrap_or([0; 8]));
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
     Ok((dim, n, &bytes[20..]))
 }
 

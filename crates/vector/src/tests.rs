@@ -108,6 +108,55 @@ fn snapshots_round_trip_and_damage_is_detected() {
     assert!(err.to_string().contains("checksum"), "{err}");
 }
 
+/// `body` with the trailing BLAKE3 checksum the snapshot files carry.
+fn sealed(body: &[u8]) -> Vec<u8> {
+    let mut out = body.to_vec();
+    out.extend_from_slice(blake3::hash(body).as_bytes());
+    out
+}
+
+fn flat_header(dim: u32, n: u64) -> Vec<u8> {
+    let mut h = b"SITVFLT1".to_vec();
+    h.extend_from_slice(&dim.to_le_bytes());
+    h.extend_from_slice(&n.to_le_bytes());
+    h
+}
+
+#[test]
+fn a_header_whose_counts_do_not_fit_its_file_is_refused_even_with_a_right_checksum() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("vectors-1.flat");
+    let load = |body: &[u8]| {
+        std::fs::write(&path, sealed(body)).expect("write");
+        Vectors::load(dir.path(), "vectors-1", Backend::Auto, false)
+            .err()
+            .map(|e| e.to_string())
+    };
+    // Four billion dimensions and no vector: refused, not a 16 GiB buffer.
+    let err = load(&flat_header(u32::MAX, 0)).expect("refused");
+    assert!(err.contains("dimensions"), "{err}");
+    // A count whose size in bytes overflows to the body's length (2^61 + 1 vectors of 2
+    // dimensions, "16 bytes"): refused as the wrong size.
+    let mut body = flat_header(2, (1 << 61) + 1);
+    body.extend_from_slice(&[0; 16]);
+    let err = load(&body).expect("refused");
+    assert!(err.contains("wrong size"), "{err}");
+    // The same for an HNSW snapshot's key list.
+    let keys = dir.path().join("vectors-2.keys");
+    let mut body = b"SITVHNS1".to_vec();
+    body.extend_from_slice(&2u32.to_le_bytes());
+    body.extend_from_slice(&(1u64 << 61).to_le_bytes());
+    body.extend_from_slice(&[b'0'; 64]);
+    std::fs::write(&keys, sealed(&body)).expect("write");
+    let err = Vectors::load(dir.path(), "vectors-2", Backend::Auto, false)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("wrong size"), "{err}");
+    // A sound empty snapshot still loads.
+    assert!(load(&flat_header(16, 0)).is_none());
+}
+
 #[test]
 fn auto_switches_backend_at_the_threshold_and_back() {
     let (mut ix, data) = filled(Backend::Auto, 100);
