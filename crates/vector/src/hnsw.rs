@@ -242,6 +242,7 @@ impl HnswIndex {
     /// Loads a graph saved by [`HnswIndex::save`] with its keys; `view` memory-maps it
     /// read-only instead of copying it in (for searches that change nothing).
     pub fn load(path: &Path, keys: Vec<u64>, view: bool) -> Result<Self, VectorError> {
+        check_file(path)?;
         let p = path_str(path)?;
         let mut index = if view {
             Index::restore_view(p)
@@ -291,6 +292,119 @@ fn use_situate_dot(index: &mut Index, dim: usize) {
         };
         1.0 - dot(a, b)
     }));
+}
+
+/// Checks a saved graph's structure before usearch reads it: usearch (C++) trusts its file,
+/// and a graph whose neighbour lists point past its nodes makes a search read memory it
+/// does not own (found by trying damaged graphs sealed with right checksums: the metric
+/// was called with a null pointer). Written by hand because no crate reads this format:
+/// usearch 2's layout of an `index_dense_gt<u64, u32>` with f32 vectors, as its
+/// `save_to_stream` writes it:
+///
+/// - the vectors: rows and bytes per row (two `u32`), then the rows;
+/// - a 64-byte head: magic `usearch`, version (3 × `u16`), metric, scalar, key and slot
+///   kinds (4 × `u8`), present and deleted counts and dimensions (3 × `u64`), multi;
+/// - the graph's header: size, connectivity, base connectivity, top level, entry slot
+///   (5 × `u64`);
+/// - each node's level (`i16`), then each node: key (`u64`), level (`i16`), then for level
+///   0 and each level above it a neighbour count (`u32`) and that level's capacity of slots
+///   (`u32`).
+///
+/// Every count is checked against its capacity, every neighbour and the entry against the
+/// node count, every level against the top level, and the lengths against the file's.
+fn check_file(path: &Path) -> Result<(), VectorError> {
+    use std::io::{BufReader, Read, Seek, SeekFrom};
+    let corrupt = |what: &str| VectorError::Corrupt(format!("{}: {what}", path.display()));
+    let file = std::fs::File::open(path).map_err(crate::io("cannot read", path))?;
+    let len = file
+        .metadata()
+        .map_err(crate::io("cannot read", path))?
+        .len();
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    let take = |r: &mut BufReader<std::fs::File>, n: usize| -> Result<Vec<u8>, VectorError> {
+        let mut b = vec![0u8; n];
+        r.read_exact(&mut b)
+            .map_err(|_| corrupt("the HNSW graph is truncated"))?;
+        Ok(b)
+    };
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let u64_at = |b: &[u8], at: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(x)
+    };
+    let matrix = take(&mut r, 8)?;
+    let (rows, row_bytes) = (u64::from(u32_at(&matrix, 0)), u64::from(u32_at(&matrix, 4)));
+    let vectors = rows
+        .checked_mul(row_bytes)
+        .and_then(|v| i64::try_from(v).ok())
+        .filter(|&v| v as u64 <= len)
+        .ok_or_else(|| corrupt("its vectors are longer than the file"))?;
+    r.seek(SeekFrom::Current(vectors))
+        .map_err(crate::io("cannot read", path))?;
+    let head = take(&mut r, 64)?;
+    if &head[..7] != b"usearch" {
+        return Err(corrupt("not a usearch graph"));
+    }
+    let dims = u64_at(&head, 33);
+    if u64_at(&head, 17).checked_add(u64_at(&head, 25)) != Some(rows)
+        || dims.checked_mul(4) != Some(row_bytes)
+    {
+        return Err(corrupt("its counts do not match its vectors"));
+    }
+    let g = take(&mut r, 40)?;
+    let (size, m, m0, top, entry) = (
+        u64_at(&g, 0),
+        u64_at(&g, 8),
+        u64_at(&g, 16),
+        u64_at(&g, 24),
+        u64_at(&g, 32),
+    );
+    if size != rows || !(2..=4096).contains(&m) || !(m..=8192).contains(&m0) || top > 64 {
+        return Err(corrupt("its graph header is out of range"));
+    }
+    if size > 0 {
+        if entry >= size {
+            return Err(corrupt("its entry point is past its nodes"));
+        }
+        // Each node takes at least its level, key, level again and base list: a count the
+        // file cannot hold is refused before anything that size is allocated.
+        if size.saturating_mul(2 + 8 + 2 + 4 + 4 * m0) > len {
+            return Err(corrupt("it records more nodes than the file holds"));
+        }
+        let levels: Vec<i16> = take(&mut r, size as usize * 2)?
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        if levels.iter().any(|&l| l < 0 || l as u64 > top) || levels[entry as usize] as u64 != top {
+            return Err(corrupt("a node's level is out of range"));
+        }
+        let (m, m0) = (m as usize, m0 as usize);
+        for &level in &levels {
+            let node = take(&mut r, 8 + 2 + (4 + 4 * m0) + level as usize * (4 + 4 * m))?;
+            if i16::from_le_bytes([node[8], node[9]]) != level {
+                return Err(corrupt("a node's level differs from the level list"));
+            }
+            let mut at = 10;
+            for cap in std::iter::once(m0).chain(std::iter::repeat_n(m, level as usize)) {
+                let count = u32_at(&node, at) as usize;
+                if count > cap {
+                    return Err(corrupt("a node has more neighbours than it has room for"));
+                }
+                if (0..count).any(|i| u64::from(u32_at(&node, at + 4 + 4 * i)) >= size) {
+                    return Err(corrupt("a neighbour is past the graph's nodes"));
+                }
+                at += 4 + 4 * cap;
+            }
+        }
+    }
+    if r.stream_position()
+        .map_err(crate::io("cannot read", path))?
+        != len
+    {
+        return Err(corrupt("bytes follow the graph"));
+    }
+    Ok(())
 }
 
 fn path_str(path: &Path) -> Result<&str, VectorError> {

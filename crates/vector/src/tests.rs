@@ -253,3 +253,72 @@ fn a_batch_is_inserted_concurrently_replaces_keys_and_keeps_a_repeated_keys_last
     ));
     assert_eq!(batched.len(), 2000, "a refused batch changes nothing");
 }
+
+/// Damaged graphs sealed with right checksums (a file from elsewhere): usearch trusts its
+/// file, so before `hnsw::check_file` a neighbour list pointing past the nodes made a
+/// search read memory it did not own (the metric was called with a null pointer, and the
+/// process aborted). Each must now load and search, or be refused as damaged.
+#[test]
+fn a_damaged_graph_with_right_checksums_is_refused_or_searched_never_a_crash() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (ix, data) = filled(Backend::Hnsw, 300);
+    let stem = ix.save(dir.path(), 1).expect("save");
+    let graph = std::fs::read(dir.path().join(format!("{stem}.hnsw"))).expect("graph");
+    let keys = std::fs::read(dir.path().join(format!("{stem}.keys"))).expect("keys");
+    let body = &keys[..keys.len() - 32];
+    let mut s = 12345u64;
+    let mut r = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s as usize
+    };
+    let mut refused = std::collections::BTreeSet::new();
+    let mut loaded = 0;
+    for i in 0..400 {
+        let mut g = graph.clone();
+        match i % 3 {
+            0 => g.truncate(r() % g.len()),
+            1 => {
+                for _ in 0..1 + r() % 8 {
+                    let at = r() % g.len();
+                    g[at] ^= (r() as u8) | 1;
+                }
+            }
+            // The graph's part: past the vectors (rows × bytes + 8) and their 64-byte head.
+            _ => {
+                let start = 8 + 300 * 16 * 4 + 64;
+                for _ in 0..1 + r() % 4 {
+                    let at = start + r() % (g.len() - start);
+                    g[at] = r() as u8;
+                }
+            }
+        }
+        let mut b = body[..20].to_vec();
+        b.extend_from_slice(blake3::hash(&g).to_hex().as_bytes());
+        b.extend_from_slice(&body[84..]);
+        std::fs::write(dir.path().join("vectors-9.hnsw"), &g).expect("write");
+        std::fs::write(dir.path().join("vectors-9.keys"), sealed(&b)).expect("write");
+        for view in [false, true] {
+            match Vectors::load(dir.path(), "vectors-9", Backend::Auto, view) {
+                Ok(v) => {
+                    loaded += 1;
+                    let _ = v.search_vec(&data[i % data.len()], 5, None);
+                }
+                Err(VectorError::Corrupt(e)) => {
+                    refused.insert(e.split(": ").nth(1).unwrap_or_default().to_string());
+                }
+                Err(VectorError::Ann(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    assert!(
+        loaded > 0,
+        "some damage (inside the vectors) leaves a graph that loads"
+    );
+    assert!(
+        refused.contains("a neighbour is past the graph's nodes"),
+        "{refused:?}"
+    );
+}
