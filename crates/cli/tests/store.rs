@@ -1162,8 +1162,9 @@ fn workers_and_a_query_node_ride_out_postgresql_restarts_and_cut_connections() {
         serde_json::json!([["verified", 80]]),
         "{status:#}"
     );
-    // Paid at most twice: a context is asked for again only when a cut lost it before it
-    // reached the shared cache.
+    // A context is asked for again only when a fault lost its answer before it reached the
+    // shared cache: at most once per fault (two cuts and a restart), so at most 4 times.
+    // (Twice is usual; one CI run saw a context lost to two faults in a row.)
     let mut asked: std::collections::HashMap<String, usize> = Default::default();
     for r in llm_server.requests() {
         let chunk = chunk_of(&r.json());
@@ -1175,7 +1176,7 @@ fn workers_and_a_query_node_ride_out_postgresql_restarts_and_cut_connections() {
     let most = asked.values().max().copied().unwrap_or(0);
     let again: usize = asked.values().map(|n| n - 1).sum();
     eprintln!("cuts {cut1} and {cut2} connections, one restart: {again} contexts asked for again");
-    assert!(most <= 2, "a context was paid {most} times");
+    assert!(most <= 1 + 3, "a context was paid {most} times");
     // The query node, cut off and restarted under too, catches up with every context.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
