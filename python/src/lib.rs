@@ -375,10 +375,9 @@ impl NativeIndex {
         py: Python<'_>,
         f: impl FnOnce(&Path) -> situate_engine::Result<T> + Send,
     ) -> PyResult<Py<PyAny>> {
-        let out = py.detach(|| f(&self.path));
+        let out = self.at(py, f);
         self.readers.forget();
-        let answer = out.map_err(|e| raise(py, &e))?;
-        Ok(objects::to_python(py, &answer)?.unbind())
+        out
     }
 }
 

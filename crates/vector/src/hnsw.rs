@@ -380,8 +380,12 @@ fn check_file(path: &Path) -> Result<(), VectorError> {
             return Err(corrupt("a node's level is out of range"));
         }
         let (m, m0) = (m as usize, m0 as usize);
+        // One buffer for every node: a large graph has millions.
+        let mut node = Vec::new();
         for &level in &levels {
-            let node = take(&mut r, 8 + 2 + (4 + 4 * m0) + level as usize * (4 + 4 * m))?;
+            node.resize(8 + 2 + (4 + 4 * m0) + level as usize * (4 + 4 * m), 0);
+            r.read_exact(&mut node)
+                .map_err(|_| corrupt("the HNSW graph is truncated"))?;
             if i16::from_le_bytes([node[8], node[9]]) != level {
                 return Err(corrupt("a node's level differs from the level list"));
             }
