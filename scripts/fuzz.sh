@@ -69,6 +69,12 @@ run_one() {
   mkdir -p "$corpus" "fuzz/artifacts/$t"
   local want=$seconds
   [ "$top_up" -eq 1 ] && want=$((seconds - $(spent "$t")))
+  # A target the ledger already has its time for is left alone, its log (and the coverage
+  # its last run reached) kept.
+  if [ "$want" -le 0 ]; then
+    echo "$t: has its time already, $(spent "$t") CPU-s in the ledger"
+    return 0
+  fi
   local used=0 inputs=0 status=0 start
   start=$(date +%s)
   : >"$log"
