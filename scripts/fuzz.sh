@@ -51,6 +51,9 @@ if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(ls fuzz/fuzz_targets | sed 's/\.rs$//')
 fi
 jobs=${FUZZ_JOBS:-1}
+# How much longer than its CPU time a round takes on the clock, in percent (see run_one).
+cores=$(nproc)
+export FUZZ_SHARE=$((jobs > cores ? jobs * 100 / cores : 100))
 mkdir -p target/fuzz/logs target/fuzz/corpus
 ledger=target/fuzz/ledger.tsv
 [ -f $ledger ] || printf 'date\tcommit\ttarget\tcpu_seconds\tinputs\toutcome\n' >$ledger
@@ -79,7 +82,12 @@ run_one() {
   start=$(date +%s)
   : >"$log"
   while [ "$used" -lt "$want" ] && [ "$status" -eq 0 ]; do
-    local round=$((want - used)) times
+    # A round is clock time (libFuzzer's -max_total_time), the goal CPU time: with more
+    # jobs than cores each target gets a share of a core, so the round asks for the CPU
+    # time left stretched by that share (else the last rounds shrink one after another,
+    # each paying for a start), and at least 30 s.
+    local round=$(((want - used) * FUZZ_SHARE / 100)) times
+    [ $round -lt 30 ] && round=30
     [ $round -gt 600 ] && round=600
     times=$(mktemp)
     # Built first, untimed: sources changed since the last round are compiled here, and
