@@ -519,14 +519,20 @@ impl Encoder {
     }
 }
 
-/// `name` in the Hugging Face model directory `dir`, or why it cannot be read; `kind` names
 /// A model folder's `tokenizer.json`, or why not. The tokenizers crate panics on some
-/// malformed files (a decoder whose JSON does not parse, found by fuzzing); the panic is
-/// caught here and becomes the error, so a damaged or foreign model folder is refused
-/// rather than stopping the process. Every local embedder and cross-encoder loads its
-/// tokenizer through this.
+/// malformed files: its decoder reader `expect`s the decoder's JSON to parse, so a syntax
+/// error inside the decoder (found by fuzzing, twice) is a panic, not an error. The file is
+/// therefore parsed as plain JSON first, and a syntax error is refused with its line and
+/// column; any other panic is caught and becomes the error, so a damaged or foreign model
+/// folder is refused rather than stopping the process. Every local embedder and
+/// cross-encoder loads its tokenizer through this.
 pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer, String> {
-    match std::panic::catch_unwind(|| tokenizers::Tokenizer::from_file(path)) {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        // Callers prefix the file's name: "tokenizer.json: not JSON (… at line 1 column 301)".
+        return Err(format!("not JSON ({e})"));
+    }
+    match std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(&bytes)) {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(
@@ -535,6 +541,7 @@ pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer, S
     }
 }
 
+/// `name` in the Hugging Face model directory `dir`, or why it cannot be read; `kind` names
 /// such a directory in the message ("model", "cross-encoder").
 pub fn model_file(
     dir: &std::path::Path,

@@ -859,14 +859,22 @@ const BOUND_MPNET: f32 = 0.993;
 
 #[test]
 fn a_tokenizer_file_that_panics_the_tokenizers_crate_is_refused() {
-    // The input the `tokenizer_json` fuzz target found (fuzz/regressions/).
+    // The inputs the `tokenizer_json` fuzz target found (fuzz/regressions/): refused by the
+    // JSON check before the tokenizers crate can panic on them.
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("tokenizer.json");
-    std::fs::write(
-        &path,
-        include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json"),
-    )
-    .expect("write");
-    let err = crate::encoder::load_tokenizer(&path).expect_err("refused");
-    assert!(err.contains("not a tokenizer.json"), "{err}");
+    for bytes in [
+        &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json")[..],
+        &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-syntax-panic.json")[..],
+    ] {
+        std::fs::write(&path, bytes).expect("write");
+        let err = crate::encoder::load_tokenizer(&path).expect_err("refused");
+        assert!(
+            err.starts_with("not JSON (") && err.contains("column"),
+            "{err}"
+        );
+    }
+    let missing = crate::encoder::load_tokenizer(&dir.path().join("absent.json"))
+        .expect_err("a missing file is refused");
+    assert!(missing.contains("cannot read"), "{missing}");
 }

@@ -52,10 +52,16 @@ impl Default for ChunkerConfig {
 }
 
 /// A tokenizer from the bytes of a `tokenizer.json`, or why not. The tokenizers crate
-/// panics on some malformed files (found by the `tokenizer_json` fuzz target: a decoder
-/// whose JSON does not parse); the panic is caught here and becomes the error, so a bad
-/// `--tokenizer` file is refused rather than stopping the process.
+/// panics on some malformed files: its decoder reader `expect`s the decoder's JSON to parse,
+/// so a syntax error inside the decoder (found twice by the `tokenizer_json` fuzz target)
+/// is a panic, not an error. The bytes are therefore parsed as plain JSON first (a valid
+/// document leaves that reader nothing to panic on: its last resort is any JSON value), and
+/// a syntax error is refused with its line and column; any other panic is caught and becomes
+/// the error, so a bad `--tokenizer` file is refused rather than stopping the process.
 pub fn tokenizer_from_bytes(bytes: &[u8]) -> Result<tokenizers::Tokenizer, String> {
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        return Err(format!("not a tokenizer.json: not JSON ({e})"));
+    }
     match std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes)) {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(e.to_string()),
@@ -827,12 +833,20 @@ fn spans_from_ranges(
 mod tests {
     #[test]
     fn a_tokenizer_file_that_panics_the_tokenizers_crate_is_an_error() {
-        // Found by the `tokenizer_json` fuzz target: a WordPiece decoder whose JSON does
-        // not parse made the tokenizers crate panic while reading the file.
+        // Found by the `tokenizer_json` fuzz target, twice: a decoder whose JSON does not
+        // parse made the tokenizers crate panic while reading the file. Refused by the JSON
+        // check before the crate sees it (a caught panic would say "this build can read"),
+        // so even a panic hook that aborts, as libFuzzer's does, never runs.
+        for bytes in [
+            &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json")[..],
+            &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-syntax-panic.json")[..],
+        ] {
+            let err = tokenizer_from_bytes(bytes).expect_err("refused");
+            assert!(err.starts_with("not a tokenizer.json: not JSON ("), "{err}");
+            assert!(err.contains("line 1 column"), "{err}");
+        }
         let bytes =
             include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json");
-        let err = tokenizer_from_bytes(bytes).expect_err("refused");
-        assert!(err.contains("not a tokenizer.json"), "{err}");
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("tokenizer.json");
         std::fs::write(&path, bytes).expect("write");
