@@ -837,19 +837,18 @@ mod tests {
         // parse made the tokenizers crate panic while reading the file. Refused by the JSON
         // check before the crate sees it (a caught panic would say "this build can read"),
         // so even a panic hook that aborts, as libFuzzer's does, never runs.
-        for bytes in [
-            &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json")[..],
-            &include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-syntax-panic.json")[..],
-        ] {
+        let json_panic: &[u8] =
+            include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json");
+        let syntax_panic: &[u8] =
+            include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-syntax-panic.json");
+        for bytes in [json_panic, syntax_panic] {
             let err = tokenizer_from_bytes(bytes).expect_err("refused");
             assert!(err.starts_with("not a tokenizer.json: not JSON ("), "{err}");
             assert!(err.contains("line 1 column"), "{err}");
         }
-        let bytes =
-            include_bytes!("../../../fuzz/regressions/tokenizer_json/decoder-json-panic.json");
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("tokenizer.json");
-        std::fs::write(&path, bytes).expect("write");
+        std::fs::write(&path, json_panic).expect("write");
         let refused = Chunker::new(ChunkerConfig {
             tokenizer: Some(path),
             ..ChunkerConfig::default()
