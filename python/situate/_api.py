@@ -174,7 +174,9 @@ class _Api:
         ``vector``. ``filters``: ``documents``, ``paths``, ``languages``, ``kinds``,
         ``meta``. ``rerank``: ``none``, ``cross-encoder``, ``llm``, a hosted reranker.
         Other ``[search]`` settings by their ``situate.toml`` names (``context_weight``,
-        ``fusion``, ``rerank_depth``, …).
+        ``fusion`` (``rrf``, ``minmax``, ``tm2c2``, ``zscore``), ``alpha`` (the vector
+        leg's share, 0 to 1), ``rrf_k``, ``rerank_depth``, …); unset, a hybrid search
+        fuses as the index records for its embedder.
         """
         body = _drop_none(
             {"query": query, "k": k, "mode": mode, "rerank": rerank, **settings}
@@ -281,6 +283,44 @@ class _Api:
         ``matching``, ``max_tokens``, ``overlap``, ``embedder``, ``rerank_depth``."""
         body = _drop_none({"dataset": str(dataset), "name": name, **options})
         return EvalResult.from_wire(self._call("eval", body))
+
+    def tune(
+        self,
+        questions: PathArg,
+        *,
+        controls: Optional[PathArg] = None,
+        queries: Optional[int] = None,
+        test_rest: bool = False,
+        folds: Optional[int] = None,
+        metric: Optional[str] = None,
+        grid: Optional[Dict[str, Any]] = None,
+        write: Optional[PathArg] = None,
+        **options: Any,
+    ) -> Dict[str, Any]:
+        """Chooses the search settings on your own questions (``situate tune``): a grid of
+        fusion × α × RRF k × context weight × fetch depth (``grid``: ``fusions``,
+        ``alphas``, ``rrf_ks``, ``context_weights``, ``fetches``), scored by ``folds``-fold
+        cross-validation on ``metric`` (``ndcg@10``). ``questions``: a question file of
+        ``situate eval-set``, a BEIR folder or Anthropic's folder; ``controls``: questions
+        the documents cannot answer, for ``[answer] min_score``. The answer's ``decision``
+        is ``change`` only when the gain holds on questions it was not chosen on;
+        ``settings`` is what to set. ``write`` (an ``Index`` only): a settings file the
+        choice is written into when it is a change."""
+        body = _drop_none(
+            {
+                "questions": str(questions),
+                "controls": None if controls is None else str(controls),
+                "queries": queries,
+                "test_rest": test_rest or None,
+                "folds": folds,
+                "metric": metric,
+                "grid": grid,
+                **options,
+            }
+        )
+        if write is not None:
+            body["write"] = write
+        return self._call("tune", body)  # type: ignore[no-any-return]
 
     # Async variants: the same calls on a worker thread (the engine releases the GIL, so
     # the event loop and other threads run meanwhile).

@@ -84,6 +84,15 @@ class Client(_Api):
         if op == "eval":
             job = self._request("POST", "/v1/jobs", {"kind": "eval", **body})
             return self._wait(job, None)
+        if op == "tune":
+            if body.pop("write", None) is not None:
+                raise SituateError(
+                    "the service does not write its settings file: apply the answer's `settings` to it, or tune with situate.Index where the index is",
+                    code="invalid-request",
+                    field="write",
+                )
+            job = self._request("POST", "/v1/jobs", {"kind": "tune", **body})
+            return self._wait(job, None)
         raise NotImplementedError(
             f"{op} is not in the HTTP API: run it where the index is (situate.Index or the situate command)"
         )

@@ -77,6 +77,9 @@ class Index(_Api):
             out = n.remove(body["document_id"])
         elif op == "eval":
             out = n.eval(json.dumps(body), fspath(self._reports))
+        elif op == "tune":
+            write = body.pop("write", None)
+            out = n.tune(json.dumps(body), None if write is None else fspath(write))
         else:  # pragma: no cover - every op of _Api is above
             raise NotImplementedError(op)
         return out

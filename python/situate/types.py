@@ -59,6 +59,9 @@ class LegScore:
     leg: str
     rank: int
     score: float
+    normalized: Optional[float] = None
+    """The leg's value as the fusion used it (``1/(k+rank)`` under RRF, the score scaled
+    to [0, 1] under ``minmax``, ``tm2c2`` and ``zscore``); ``None`` outside a fused search."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,10 @@ class SearchResult(Sequence[Hit]):
     took_ms: float
     hits: List[Hit]
     reranker: Optional[str] = None
+    fusion: Optional[Dict[str, Any]] = None
+    """How a hybrid search fused its legs: ``fusion``, ``rrf_k``, ``bm25_weight``,
+    ``vector_weight`` and ``from`` (``index``: the index's choice for its embedder, or
+    ``settings``)."""
 
     @overload
     def __getitem__(self, i: int) -> Hit: ...

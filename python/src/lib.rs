@@ -311,6 +311,25 @@ impl NativeIndex {
         }
     }
 
+    /// Search settings chosen on questions by cross-validation (a `TuneRequest`'s fields,
+    /// as `situate tune`) → `TuneAnswer`; with `write`, a choice to change is written into
+    /// that settings file (`situate tune --write`).
+    #[pyo3(signature = (body, write=None))]
+    fn tune(&self, py: Python<'_>, body: &str, write: Option<PathBuf>) -> PyResult<Py<PyAny>> {
+        self.read(py, |e, settings| {
+            let req: situate_engine::TuneRequest = from_json(body)?;
+            let checked = req.check(settings)?;
+            let mut answer = situate_eval::tune::tune(e, &checked, &mut |_, _| {})?;
+            if let Some(path) = write
+                && answer.decision == "change"
+            {
+                situate_engine::write_tuned(&path, &answer)?;
+                answer.written = Some(path);
+            }
+            Ok(answer)
+        })
+    }
+
     /// An evaluation (an `eval` job's fields) → `EvalAnswer`; its reports go to
     /// `reports/NAME`.
     fn eval(&self, py: Python<'_>, body: &str, reports: PathBuf) -> PyResult<Py<PyAny>> {

@@ -24,6 +24,7 @@ mod evalset;
 mod models;
 mod output;
 mod shared;
+mod tune;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -170,6 +171,10 @@ enum Command {
         #[arg(long)]
         replace: bool,
     },
+    /// Choose the search settings (fusion, α, RRF k, context weight, fetch depth) on your
+    /// own questions by cross-validation, and `[answer] min_score` on control questions;
+    /// changes nothing unless the gain holds on questions it was not chosen on
+    Tune(tune::TuneArgs),
     /// Evaluate retrieval on a data set: Pass@k, recall, MRR, nDCG, MAP per configuration
     Eval(eval::EvalArgs),
     /// Build and check a team's own evaluation set against this index
@@ -340,13 +345,19 @@ pub struct TuningArgs {
     /// Hits each leg contributes to the fusion [default: 150]
     #[arg(long)]
     fetch: Option<usize>,
-    /// Fusion: rrf (weighted reciprocal rank, ranks from 1) or minmax (weighted sum of
-    /// min-max normalised scores) [default: rrf]
+    /// Fusion: rrf (weighted reciprocal rank, ranks from 1), minmax (scores scaled by
+    /// their observed range), tm2c2 (scaled from the scoring function's minimum: 0 for
+    /// BM25, -1 for a cosine) or zscore (mean ± 3σ) [default: the index's, chosen for its
+    /// embedder]
     #[arg(long)]
     fusion: Option<String>,
     /// RRF's k [default: 60]
     #[arg(long)]
     rrf_k: Option<f32>,
+    /// The vector leg's share of the fusion, 0 (BM25 alone) to 1 (vectors alone); sets
+    /// both weights (not with --bm25-weight or --vector-weight)
+    #[arg(long)]
+    alpha: Option<f32>,
     /// Weight of the BM25 leg [default: 1]
     #[arg(long)]
     bm25_weight: Option<f32>,
@@ -367,6 +378,7 @@ impl TuningArgs {
             fetch: self.fetch,
             fusion: self.fusion.clone(),
             rrf_k: self.rrf_k,
+            alpha: self.alpha,
             bm25_weight: self.bm25_weight,
             vector_weight: self.vector_weight,
             rerank_depth: self.rerank_depth,
@@ -570,6 +582,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Salvage { into } => commands::salvage(out, &index, &into),
         Command::Restore { backup, replace } => commands::restore(out, &index, &backup, replace),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
+        Command::Tune(a) => tune::run(a, &index, &settings, cli.global.settings.as_deref(), out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
         Command::Store(StoreCommand::Migrate { store }) => commands::migrate(out, &settings, store),

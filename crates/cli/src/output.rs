@@ -171,7 +171,10 @@ pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
                 .iter()
                 .filter(|l| mode == situate_engine::Mode::Hybrid || mode.to_string() == **l)
                 .map(|l| match h.legs.iter().find(|x| x.leg == *l) {
-                    Some(x) => format!("{l} #{} ({:.4})", x.rank, x.score),
+                    Some(x) => match x.normalized {
+                        Some(n) => format!("{l} #{} ({:.4} → {n:.4})", x.rank, x.score),
+                        None => format!("{l} #{} ({:.4})", x.rank, x.score),
+                    },
                     None => format!("{l} —"),
                 })
                 .collect();
@@ -212,7 +215,25 @@ pub fn hits(json: bool, r: &SearchResponse, explain: bool) -> Result<()> {
     let how = match mode {
         situate_engine::Mode::Bm25 => format!("{match_on} BM25"),
         situate_engine::Mode::Vector => "vectors".to_string(),
-        situate_engine::Mode::Hybrid => format!("hybrid ({match_on} BM25 + vectors, fused)"),
+        situate_engine::Mode::Hybrid => match (&r.fusion, explain) {
+            // With --explain, how the legs were fused and whose choice it was.
+            (Some(f), true) => {
+                let how = match f.rrf_k {
+                    Some(k) => format!("{} k {k}", f.fusion),
+                    None => f.fusion.clone(),
+                };
+                let whose = if f.from == "index" {
+                    "the index's"
+                } else {
+                    "your settings'"
+                };
+                format!(
+                    "hybrid ({match_on} BM25 + vectors, fused by {how}, weights bm25 {:.2} vector {:.2}: {whose})",
+                    f.bm25_weight, f.vector_weight
+                )
+            }
+            _ => format!("hybrid ({match_on} BM25 + vectors, fused)"),
+        },
     };
     let how = match reranker {
         Some(r) => format!("{how}, reranked by {r}"),

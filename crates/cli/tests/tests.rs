@@ -20,6 +20,7 @@ mod search;
 mod security;
 mod serve;
 mod store;
+mod tune;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -620,6 +620,11 @@ pub struct LegScore {
     pub rank: usize,
     /// The leg's score.
     pub score: f32,
+    /// The leg's value as the fusion used it, before the leg's weight: `1 / (k + rank)`
+    /// under RRF, the score normalised to [0, 1] under min-max, TM2C2 and z-score fusion
+    /// (`situate_search::fusion`). Absent outside a fused hybrid search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalized: Option<f32>,
 }
 
 /// One search result. The context and the original are kept apart; an answer quotes

@@ -13,6 +13,7 @@ mod contexts;
 mod page;
 mod search;
 mod state;
+mod tune;
 
 pub use ask::*;
 pub use card::*;
@@ -20,6 +21,7 @@ pub use contexts::*;
 pub use page::*;
 pub use search::*;
 pub use state::*;
+pub use tune::*;
 
 /// Refuses the first of `unknown` (the fields serde collected beside a flattened struct)
 /// by name, listing the fields `T` takes (`what`: "a search").

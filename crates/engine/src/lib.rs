@@ -84,6 +84,7 @@ mod context_run;
 mod contexts;
 pub mod contextualizers;
 mod error;
+pub mod fusion_defaults;
 mod ingest;
 mod ingest_request;
 mod integrity;
@@ -96,10 +97,15 @@ mod query;
 mod review;
 pub mod settings;
 mod stats;
+pub mod tuning;
 mod vectors;
 mod view;
 
-pub use api::{AskRequest, CheckedAsk, CheckedSearch, SearchRequest};
+pub use api::{
+    AskRequest, CheckedAsk, CheckedSearch, CheckedTune, HeldOut, MinScore, OutOfSample,
+    ScoredPoint, SearchRequest, TuneAnswer, TuneGrid, TuneMetric, TunePoint, TuneRequest,
+    tune_defaults, write_tuned,
+};
 pub use ask::{Abstention, AnswerCost, AnswerModels, AnswerResponse};
 pub use backup::{BackupAnswer, BackupFile, MANIFEST, Manifest, RestoreAnswer};
 pub use context_file::{ContextRecord, ExportAnswer, ImportReport};
@@ -117,7 +123,7 @@ pub use maintain::RebuildReport;
 pub use malloc::tune_malloc;
 #[cfg(test)]
 use open::{STORE_FILE, take_lock};
-pub use query::{Rerank, SearchResponse};
+pub use query::{FusionUsed, Rerank, SearchResponse};
 pub use review::{Decision, ReverifyReport};
 pub use settings::{
     AnswerMode, AnswerPlan, AnswerSettings, FilterSettings, SearchPlan, SearchSettings, Settings,

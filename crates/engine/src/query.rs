@@ -33,10 +33,46 @@ pub struct SearchResponse {
     pub bm25: MatchOn,
     /// The reranker's id, when one re-scored the hits.
     pub reranker: Option<String>,
+    /// How the legs were fused, in hybrid mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<FusionUsed>,
     /// Milliseconds from the call to the answer (the reranker's load excluded).
     pub took_ms: f64,
     /// The hits, best first: context and original apart, each leg's rank and score.
     pub hits: Vec<Hit>,
+}
+
+/// The fusion a hybrid search ran with, and where it came from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct FusionUsed {
+    /// `rrf`, `minmax`, `tm2c2` or `zscore`.
+    pub fusion: String,
+    /// RRF's k, for `rrf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrf_k: Option<f32>,
+    /// The BM25 leg's weight.
+    pub bm25_weight: f32,
+    /// The vector leg's weight.
+    pub vector_weight: f32,
+    /// `settings` (a setting of the user's: `situate.toml`, a flag, the request) or `index`
+    /// (the fusion the index records for its embedder).
+    pub from: String,
+}
+
+impl FusionUsed {
+    fn of(plan: &SearchPlan, from: &str) -> FusionUsed {
+        let (fusion, rrf_k) = match plan.fusion {
+            situate_search::fusion::Fusion::Rrf { k } => ("rrf", Some(k)),
+            other => (other.name(), None),
+        };
+        FusionUsed {
+            fusion: fusion.into(),
+            rrf_k,
+            bm25_weight: plan.bm25_weight,
+            vector_weight: plan.vector_weight,
+            from: from.into(),
+        }
+    }
 }
 
 /// Rerankers loaded by an engine, by (spec, default LLM).
@@ -55,6 +91,7 @@ impl Engine {
         filter: &DocumentFilter,
     ) -> Result<SearchResponse> {
         let mode = self.mode_for(plan.mode)?;
+        let plan = &plan.with_fusion(&self.index_fusion()?)?;
         let reranker = match plan.rerank.as_deref() {
             Some(spec) => Some(self.reranker(spec, &plan.default_llm)?),
             None => None,
@@ -74,6 +111,16 @@ impl Engine {
             mode,
             bm25: plan.match_on,
             reranker: reranker.map(|r| r.id().to_string()),
+            fusion: (mode == Mode::Hybrid).then(|| {
+                FusionUsed::of(
+                    plan,
+                    if plan.fusion_given {
+                        "settings"
+                    } else {
+                        "index"
+                    },
+                )
+            }),
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
             hits,
         })

@@ -20,9 +20,10 @@
 //! context_weight = 0.5
 //! mode = "hybrid"             # bm25 | vector | hybrid
 //! fetch = 150                 # hits per leg before fusion
-//! fusion = "rrf"              # rrf | minmax
+//! fusion = "rrf"              # rrf | minmax | tm2c2 | zscore (else the index's own)
 //! rrf_k = 60
-//! bm25_weight = 1.0
+//! alpha = 0.5                 # the vector leg's share: bm25 1 − alpha, vector alpha
+//! bm25_weight = 1.0           # or the two weights apart (not with alpha)
 //! vector_weight = 1.0
 //! rerank = "none"             # none | cross-encoder:DIR | llm | llm:LLM | cohere:MODEL | ...
 //! rerank_depth = 150          # fused hits the reranker re-scores
@@ -425,11 +426,16 @@ pub struct SearchSettings {
     pub mode: Option<String>,
     /// Hits each leg contributes to the fusion (default 150).
     pub fetch: Option<usize>,
-    /// `rrf` or `minmax` (default rrf).
-    #[schemars(extend("enum" = ["rrf", "minmax", null]))]
+    /// `rrf` (reciprocal rank), `minmax` (scores scaled by their observed range), `tm2c2`
+    /// (scaled from the scoring function's own minimum) or `zscore` (mean ± 3σ) (default:
+    /// the fusion the index records for its embedder, else rrf).
+    #[schemars(extend("enum" = ["rrf", "minmax", "tm2c2", "zscore", null]))]
     pub fusion: Option<String>,
     /// RRF's k (default 60).
     pub rrf_k: Option<f32>,
+    /// The vector leg's share of the fusion, from 0 (BM25 alone) to 1 (vectors alone):
+    /// the weights `1 − alpha` and `alpha`. Not with `bm25_weight` or `vector_weight`.
+    pub alpha: Option<f32>,
     /// Weight of the BM25 leg (default 1).
     pub bm25_weight: Option<f32>,
     /// Weight of the vector leg (default 1).
@@ -462,6 +468,10 @@ pub struct SearchPlan {
     pub bm25_weight: f32,
     /// Weight of the vector leg.
     pub vector_weight: f32,
+    /// Whether a layer (`situate.toml`, flags, a request) set any of the fusion settings
+    /// (`fusion`, `rrf_k`, `alpha`, `bm25_weight`, `vector_weight`). When none did, a search
+    /// uses the fusion its index records for its embedder ([`SearchPlan::with_fusion`]).
+    pub fusion_given: bool,
     /// The reranker spec, `None` for no reranking.
     pub rerank: Option<String>,
     /// How many fused hits the reranker re-scores; hits ranked below follow in fused order.
@@ -482,8 +492,23 @@ impl SearchSettings {
             fetch: self.fetch.or(b.fetch),
             fusion: self.fusion.or(b.fusion),
             rrf_k: self.rrf_k.or(b.rrf_k),
-            bm25_weight: self.bm25_weight.or(b.bm25_weight),
-            vector_weight: self.vector_weight.or(b.vector_weight),
+            // `alpha` and the weights are two ways to say one thing: a layer that says it
+            // one way replaces what the layers under it said either way.
+            alpha: if self.bm25_weight.is_some() || self.vector_weight.is_some() {
+                self.alpha
+            } else {
+                self.alpha.or(b.alpha)
+            },
+            bm25_weight: if self.alpha.is_some() {
+                self.bm25_weight
+            } else {
+                self.bm25_weight.or(b.bm25_weight)
+            },
+            vector_weight: if self.alpha.is_some() {
+                self.vector_weight
+            } else {
+                self.vector_weight.or(b.vector_weight)
+            },
             rerank: self.rerank.or(b.rerank),
             rerank_depth: self.rerank_depth.or(b.rerank_depth),
         }
@@ -534,25 +559,7 @@ impl SearchSettings {
         if fetch == 0 || fetch > MAX_K {
             return bad("fetch", format!("must be from 1 to {MAX_K}, not {fetch}"));
         }
-        let rrf_k = number("rrf_k", self.rrf_k.unwrap_or(60.0))?;
-        let fusion = match self.fusion.as_deref() {
-            None | Some("rrf") => Fusion::Rrf { k: rrf_k },
-            Some("minmax") => Fusion::MinMax,
-            Some(f) => {
-                return bad(
-                    "fusion",
-                    format!("unknown fusion {f:?}: expected rrf or minmax"),
-                );
-            }
-        };
-        let bm25_weight = number("bm25_weight", self.bm25_weight.unwrap_or(1.0))?;
-        let vector_weight = number("vector_weight", self.vector_weight.unwrap_or(1.0))?;
-        if bm25_weight == 0.0 && vector_weight == 0.0 {
-            return bad(
-                "vector_weight",
-                "bm25_weight and vector_weight are both 0: no leg would count".into(),
-            );
-        }
+        let (fusion, bm25_weight, vector_weight) = self.fusion_part()?;
         let rerank = match self.rerank.as_deref().map(str::trim) {
             None | Some("none") => None,
             Some("") => return bad("rerank", "is empty: give none or a reranker".into()),
@@ -576,14 +583,122 @@ impl SearchSettings {
             fusion,
             bm25_weight,
             vector_weight,
+            fusion_given: self.has_fusion(),
             rerank,
             rerank_depth,
             default_llm: default_llm.to_string(),
         })
     }
+
+    /// Whether any fusion setting is set: `fusion`, `rrf_k`, `alpha`, `bm25_weight` or
+    /// `vector_weight`.
+    pub fn has_fusion(&self) -> bool {
+        self.fusion.is_some()
+            || self.rrf_k.is_some()
+            || self.alpha.is_some()
+            || self.bm25_weight.is_some()
+            || self.vector_weight.is_some()
+    }
+
+    /// The fusion settings alone (the layer an index records for its embedder).
+    pub fn fusion_layer(&self) -> SearchSettings {
+        SearchSettings {
+            fusion: self.fusion.clone(),
+            rrf_k: self.rrf_k,
+            alpha: self.alpha,
+            bm25_weight: self.bm25_weight,
+            vector_weight: self.vector_weight,
+            ..SearchSettings::default()
+        }
+    }
+
+    /// The checked fusion function and the two legs' weights.
+    pub fn fusion_part(&self) -> Result<(Fusion, f32, f32)> {
+        let number = |field: &str, v: f32| -> Result<f32> {
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(EngineError::field_error(
+                    field,
+                    format!("must be a number >= 0, not {v}"),
+                ))
+            }
+        };
+        let rrf_k = number("rrf_k", self.rrf_k.unwrap_or(60.0))?;
+        let fusion = match self.fusion.as_deref().map(str::trim) {
+            None | Some("rrf") => Fusion::Rrf { k: rrf_k },
+            Some("minmax") => Fusion::MinMax,
+            Some("tm2c2") => Fusion::Tm2c2,
+            Some("zscore") => Fusion::ZScore,
+            Some(f) => {
+                return Err(EngineError::field_error(
+                    "fusion",
+                    format!("unknown fusion {f:?}: expected {}", Fusion::NAMES),
+                ));
+            }
+        };
+        let (bm25_weight, vector_weight) = match self.alpha {
+            Some(a) => {
+                if self.bm25_weight.is_some() || self.vector_weight.is_some() {
+                    return Err(EngineError::field_error(
+                        "alpha",
+                        "alpha sets both legs' weights (1 − alpha and alpha): give it or bm25_weight/vector_weight, not both",
+                    ));
+                }
+                if !(a.is_finite() && (0.0..=1.0).contains(&a)) {
+                    return Err(EngineError::field_error(
+                        "alpha",
+                        format!("must be from 0 (BM25 alone) to 1 (vectors alone), not {a}"),
+                    ));
+                }
+                (1.0 - a, a)
+            }
+            None => (
+                number("bm25_weight", self.bm25_weight.unwrap_or(1.0))?,
+                number("vector_weight", self.vector_weight.unwrap_or(1.0))?,
+            ),
+        };
+        if bm25_weight == 0.0 && vector_weight == 0.0 {
+            return Err(EngineError::field_error(
+                "vector_weight",
+                "bm25_weight and vector_weight are both 0: no leg would count",
+            ));
+        }
+        Ok((fusion, bm25_weight, vector_weight))
+    }
 }
 
 impl SearchPlan {
+    /// This plan with the fusion of `layer` (an index's recorded fusion) when no layer of
+    /// the plan set a fusion setting; as it is otherwise.
+    pub fn with_fusion(&self, layer: &SearchSettings) -> Result<SearchPlan> {
+        if self.fusion_given || !layer.has_fusion() {
+            return Ok(self.clone());
+        }
+        let (fusion, bm25_weight, vector_weight) = layer.fusion_part()?;
+        Ok(SearchPlan {
+            fusion,
+            bm25_weight,
+            vector_weight,
+            ..self.clone()
+        })
+    }
+
+    /// The fusion settings this plan searches with, by their `situate.toml` names.
+    pub fn fusion_settings(&self) -> SearchSettings {
+        let (fusion, rrf_k) = match self.fusion {
+            Fusion::Rrf { k } => ("rrf", Some(k)),
+            other => (other.name(), None),
+        };
+        SearchSettings {
+            fusion: Some(fusion.into()),
+            rrf_k,
+            bm25_weight: Some(self.bm25_weight),
+            vector_weight: Some(self.vector_weight),
+            ..SearchSettings::default()
+        }
+    }
+
     /// The request the search stage takes for `text`, analysed in `languages` (empty: every
     /// language of the index).
     pub fn request<'a>(&self, text: &'a str, languages: &'a [Language]) -> SearchRequest<'a> {
@@ -726,7 +841,17 @@ mod tests {
         bad(
             with(|s| s.fusion = Some("borda".into())),
             "fusion",
-            "rrf or minmax",
+            "rrf, minmax, tm2c2 or zscore",
+        );
+        bad(with(|s| s.alpha = Some(1.5)), "alpha", "from 0");
+        bad(with(|s| s.alpha = Some(f32::NAN)), "alpha", "from 0");
+        bad(
+            with(|s| {
+                s.alpha = Some(0.5);
+                s.vector_weight = Some(2.0);
+            }),
+            "alpha",
+            "not both",
         );
         bad(
             with(|s| {
@@ -752,6 +877,61 @@ mod tests {
             "plain or contextual",
         );
         bad(with(|s| s.rerank = Some(" ".into())), "rerank", "is empty");
+    }
+
+    /// `alpha` and the two weights are one setting said two ways: a later layer that says it
+    /// either way replaces the earlier layers' word; and an index's fusion applies only when
+    /// no layer set any fusion setting.
+    #[test]
+    fn alpha_and_weights_layer_as_one_setting() {
+        let file = SearchSettings {
+            alpha: Some(0.7),
+            fusion: Some("tm2c2".into()),
+            ..Default::default()
+        };
+        let plan = SearchSettings::default()
+            .over(&file)
+            .plan("m")
+            .expect("valid");
+        assert_eq!(plan.fusion, Fusion::Tm2c2);
+        assert!((plan.bm25_weight - 0.3).abs() < 1e-6 && plan.vector_weight == 0.7);
+        // Flags give a weight: the file's alpha no longer counts (no conflict).
+        let flags = SearchSettings {
+            vector_weight: Some(2.0),
+            ..Default::default()
+        };
+        let plan = flags.over(&file).plan("m").expect("valid");
+        assert_eq!((plan.bm25_weight, plan.vector_weight), (1.0, 2.0));
+        // And the other way round.
+        let file = SearchSettings {
+            bm25_weight: Some(3.0),
+            ..Default::default()
+        };
+        let flags = SearchSettings {
+            alpha: Some(0.25),
+            ..Default::default()
+        };
+        let plan = flags.over(&file).plan("m").expect("valid");
+        assert_eq!((plan.bm25_weight, plan.vector_weight), (0.75, 0.25));
+        assert!(plan.fusion_given);
+        // An index's fusion: used when nothing was set, ignored otherwise.
+        let index = SearchSettings {
+            fusion: Some("zscore".into()),
+            alpha: Some(0.8),
+            ..Default::default()
+        };
+        let none = SearchSettings::default().plan("m").expect("valid");
+        assert!(!none.fusion_given);
+        let used = none.with_fusion(&index).expect("valid");
+        assert_eq!(used.fusion, Fusion::ZScore);
+        assert!((used.vector_weight - 0.8).abs() < 1e-6);
+        assert_eq!(plan.with_fusion(&index).expect("valid"), plan);
+        // The plan's fusion said back as settings plans to the same fusion.
+        let again = used.fusion_settings().plan("m").expect("valid");
+        assert_eq!(
+            (again.fusion, again.bm25_weight, again.vector_weight),
+            (used.fusion, used.bm25_weight, used.vector_weight)
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@ use situate_vector::{Backend, Vectors};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// The store meta that holds the fusion an index records ([`Engine::index_fusion`]).
+pub(crate) const FUSION_META: &str = "fusion";
+
 pub use crate::late::{LateDocument, embed_late, late_document, text_hash};
 pub(crate) use crate::late::{late_key, reassemble};
 
@@ -122,6 +125,23 @@ impl Engine {
         })
     }
 
+    /// The fusion this index searches with when no setting says otherwise: the one it
+    /// recorded when its embedder was fixed, or (an index written before the record
+    /// existed, or with no embedder) [`crate::fusion_defaults::for_embedder`] of its
+    /// embedder.
+    pub fn index_fusion(&self) -> Result<crate::settings::SearchSettings> {
+        match self.store.meta(FUSION_META)? {
+            Some(json) => serde_json::from_str(&json).map_err(|e| {
+                EngineError::Invalid(format!(
+                    "the index's recorded fusion ({json}) cannot be read: {e}"
+                ))
+            }),
+            None => Ok(crate::fusion_defaults::for_embedder(
+                &self.embed_settings()?.spec,
+            )),
+        }
+    }
+
     /// The embedder and vector index settings the index was created with (the embedder as
     /// chosen, once `auto` has chosen).
     pub fn embed_creation_settings(&self) -> Result<(String, String)> {
@@ -179,9 +199,15 @@ impl Engine {
             .map_err(|e| EngineError::Invalid(format!("cannot set up the embedder: {e}")))?;
         // Model and dimension together: an index with one and not the other (a kill between
         // two writes) would never build its vectors.
+        // The fusion the index searches with unless told otherwise: the table's choice for
+        // this embedder now, kept whatever the table says later.
+        let spec = self.embed_settings()?.spec;
+        let fusion = serde_json::to_string(&crate::fusion_defaults::for_embedder(&spec))
+            .map_err(|e| EngineError::Internal(format!("the fusion record: {e}")))?;
         self.store.set_metas(&[
             ("embed_model", embedder.model_id()),
             ("embed_dim", &dim.to_string()),
+            (FUSION_META, &fusion),
         ])?;
         if self.store.generation()? > 0 {
             // Cards committed while the setting was incomplete (an index written by a

@@ -14,6 +14,7 @@ pub mod plot;
 pub mod questions;
 pub mod report;
 pub mod run;
+pub mod tune;
 
 pub use questions::read_questions;
 

@@ -193,25 +193,35 @@ pub fn search(
                     Ok::<_, IndexError>((b?, vector(index, &q, fetch)?))
                 })?,
             };
-            let fused = fuse(
-                &[
-                    RankedList {
-                        leg: "bm25",
-                        hits: &b,
-                        weight: req.bm25_weight,
-                    },
-                    RankedList {
-                        leg: "vector",
-                        hits: &v,
-                        weight: req.vector_weight,
-                    },
-                ],
-                req.fusion,
-                fetch,
-            );
+            let fused = fuse_legs(&b, &v, req);
             build_fused_hits(&fused, cards, req.k)
         }
     }
+}
+
+/// The two legs' lists fused as `req` says (its fusion, weights and `fetch`): each list cut
+/// to its first `fetch`, the fused list `fetch` long. [`search`] fuses with it, and so does
+/// `situate tune`, which reads each leg once and fuses it many ways.
+pub fn fuse_legs(bm25: &[IndexHit], vector: &[IndexHit], req: &SearchRequest<'_>) -> Vec<Fused> {
+    let fetch = req.fetch.max(req.k);
+    fuse(
+        &[
+            RankedList {
+                leg: "bm25",
+                hits: &bm25[..bm25.len().min(fetch)],
+                weight: req.bm25_weight,
+                floor: fusion::BM25_FLOOR,
+            },
+            RankedList {
+                leg: "vector",
+                hits: &vector[..vector.len().min(fetch)],
+                weight: req.vector_weight,
+                floor: fusion::COSINE_FLOOR,
+            },
+        ],
+        req.fusion,
+        fetch,
+    )
 }
 
 /// Turns fused results into at most `k` [`Hit`]s (score = fused score; every leg's rank
@@ -302,6 +312,7 @@ fn build(
                     leg: leg_name.to_string(),
                     rank: i + 1,
                     score: h.score,
+                    normalized: None,
                 }],
             });
             if hits.len() == k {

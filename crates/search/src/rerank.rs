@@ -63,6 +63,7 @@ pub fn apply(hits: Vec<Hit>, scores: &[f32], k: usize, mode: Mode) -> Result<Vec
                 leg: FUSED_LEG.to_string(),
                 rank: h.rank,
                 score: h.score,
+                normalized: None,
             });
         }
         h.rank = out.len() + 1;
@@ -71,6 +72,7 @@ pub fn apply(hits: Vec<Hit>, scores: &[f32], k: usize, mode: Mode) -> Result<Vec
             leg: RERANK_LEG.to_string(),
             rank: h.rank,
             score: h.score,
+            normalized: None,
         });
         out.push(h);
     }
@@ -102,6 +104,7 @@ mod tests {
                 leg: "bm25".into(),
                 rank,
                 score: 1.0,
+                normalized: None,
             }],
         }
     }

@@ -263,7 +263,10 @@ impl Jobs {
     /// Queues a job; returns its status.
     pub fn submit(&self, spec: JobSpec) -> Result<JobStatus, Problem> {
         if let Some(store) = &self.node_of
-            && !matches!(spec, JobSpec::Eval(_) | JobSpec::Backup { .. })
+            && !matches!(
+                spec,
+                JobSpec::Eval(_) | JobSpec::Backup { .. } | JobSpec::Tune(_)
+            )
         {
             return Err(Problem::new(
                 axum::http::StatusCode::CONFLICT,
@@ -280,6 +283,12 @@ impl Jobs {
             }
             (JobSpec::Eval(job), Some(roots)) => {
                 confined("dataset", std::slice::from_ref(&job.dataset), roots)?;
+            }
+            (JobSpec::Tune(t), Some(roots)) => {
+                confined("questions", std::slice::from_ref(&t.questions), roots)?;
+                if let Some(c) = &t.controls {
+                    confined("controls", std::slice::from_ref(c), roots)?;
+                }
             }
             _ => {}
         }
@@ -327,7 +336,7 @@ impl Jobs {
         forget_old(&mut t);
         drop(t);
         let queue = match spec {
-            JobSpec::Backup { .. } => &self.backup_tx,
+            JobSpec::Backup { .. } | JobSpec::Tune(_) => &self.backup_tx,
             _ => &self.tx,
         };
         queue

@@ -46,6 +46,7 @@ pub(super) fn run_job(
             serde_json::to_value(answer).map_err(Problem::internal)
         }),
         JobSpec::Eval(job) => eval(index, settings, evals, job, status),
+        JobSpec::Tune(req) => tune(index, settings, &req, status),
         JobSpec::Backup { name } => {
             let name = name.unwrap_or_else(|| situate_core::now_rfc3339().replace([':', '-'], ""));
             Engine::backup_at(index, &dirs.backups.join(name))
@@ -166,6 +167,29 @@ fn eval(
         })
         .map_err(Problem::internal)
     })
+}
+
+/// A `tune` job: the index read as it is, the questions' legs read once, the grid scored.
+fn tune(
+    index: &Path,
+    settings: &Settings,
+    req: &situate_engine::TuneRequest,
+    status: &watch::Sender<JobStatus>,
+) -> Result<serde_json::Value, Problem> {
+    let checked = req.check(settings)?;
+    let engine = Engine::open(index, Access::Read)?;
+    let answer = situate_eval::tune::tune(&engine, &checked, &mut |done, total| {
+        status.send_modify(|s| {
+            s.progress.insert(
+                "questions",
+                Stage {
+                    done,
+                    total: Some(total),
+                },
+            );
+        })
+    })?;
+    serde_json::to_value(answer).map_err(Problem::internal)
 }
 
 pub(super) fn contextualize(

@@ -28,6 +28,10 @@ pub enum JobSpec {
     /// An evaluation, as `situate eval`: its reports go to the service's evaluations
     /// folder under `name` (`GET /v1/evals/{name}`).
     Eval(EvalJob),
+    /// Search settings chosen on questions by cross-validation, as `situate tune` (the
+    /// answer says what to set; the service's own settings file is not written). Run
+    /// beside the writer: it only reads.
+    Tune(situate_engine::TuneRequest),
     /// A copy of the index taken while it is searched and written, as `situate backup`:
     /// into the service's backups folder under `name` (default: the time, UTC). Run beside
     /// the writer, not after it: a backup does not wait for an ingest job.
@@ -102,6 +106,7 @@ impl JobSpec {
             JobSpec::Review { .. } => "review",
             JobSpec::Eval(_) => "eval",
             JobSpec::Backup { .. } => "backup",
+            JobSpec::Tune(_) => "tune",
         }
     }
 
@@ -112,6 +117,11 @@ impl JobSpec {
         }
         if let JobSpec::Eval(EvalJob { name, .. }) = self {
             eval_name(name)?;
+        }
+        if let JobSpec::Tune(t) = self {
+            // Its fields (folds, metric, grid) checked now, so a bad one is a 400, not a
+            // failed job; the settings it is measured against are the service's, at run time.
+            t.check(&situate_engine::Settings::default())?;
         }
         if let JobSpec::Backup { name: Some(name) } = self {
             EvalJob::check_name(name).map_err(|e| {

@@ -49,6 +49,9 @@ impl SituateMcp {
             settings: SearchSettings {
                 k: Some((depth + 1).min(s.limits.max_k)),
                 mode: p.mode,
+                fusion: p.fusion,
+                alpha: p.alpha,
+                rrf_k: p.rrf_k,
                 ..SearchSettings::default()
             },
             filter: p.filter,
@@ -155,6 +158,9 @@ impl SituateMcp {
         let plan = SearchSettings {
             k: Some(situate_engine::settings::MAX_K.min(1_000)),
             mode: p.mode,
+            fusion: p.fusion,
+            alpha: p.alpha,
+            rrf_k: p.rrf_k,
             ..SearchSettings::default()
         }
         .over(&s.settings.search)

@@ -13,6 +13,13 @@ pub struct SearchParams {
     pub k: Option<usize>,
     /// `bm25`, `vector` or `hybrid` (default: hybrid when the index has vectors).
     pub mode: Option<String>,
+    /// How the legs of a hybrid search are fused: `rrf`, `minmax`, `tm2c2` or `zscore`
+    /// (default: the index's, chosen for its embedder).
+    pub fusion: Option<String>,
+    /// The vector leg's share of the fusion, 0 (BM25 alone) to 1 (vectors alone).
+    pub alpha: Option<f32>,
+    /// RRF's k (default 60).
+    pub rrf_k: Option<f32>,
     /// Each hit's whole chunk text instead of a snippet of about 300 characters.
     #[serde(default)]
     pub full_text: bool,
@@ -49,6 +56,13 @@ pub struct ExplainParams {
     pub chunk_id: String,
     /// `bm25`, `vector` or `hybrid` (default: the index's).
     pub mode: Option<String>,
+    /// How the legs of a hybrid search are fused: `rrf`, `minmax`, `tm2c2` or `zscore`
+    /// (default: the index's, chosen for its embedder).
+    pub fusion: Option<String>,
+    /// The vector leg's share of the fusion, 0 (BM25 alone) to 1 (vectors alone).
+    pub alpha: Option<f32>,
+    /// RRF's k (default 60).
+    pub rrf_k: Option<f32>,
 }
 
 /// Parameters of `ask`.

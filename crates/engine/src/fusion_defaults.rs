@@ -1,0 +1,68 @@
+//! The fusion an index searches with when nobody says otherwise, per embedder family.
+//!
+//! Chosen by leave-one-set-out over the four shared sets (EVALUATION.md, "Fusion"): for
+//! each family the fusion and α that score best on three sets, reported on the fourth, and
+//! then the choice made on all four. An index records its family's choice when its
+//! embedder is fixed (its first ingest: [`crate::Engine::index_fusion`]), so a later change
+//! of this table does not move an existing index's ranking; a setting of the user's
+//! (`situate.toml`, a flag, a request) overrides the record ([`crate::SearchPlan::with_fusion`]).
+
+use crate::settings::SearchSettings;
+
+/// The family of an embedder spec: the catalog name before any `:` option
+/// (`embeddinggemma-300m:q8` → `embeddinggemma-300m`); a directory or hosted model is its
+/// own family, with no table entry.
+pub fn family(spec: &str) -> &str {
+    spec.split(':').next().unwrap_or(spec)
+}
+
+/// One row of the table: a family, its fusion, RRF's k (for `rrf`) and α (the vector
+/// leg's share).
+struct Row {
+    family: &'static str,
+    fusion: &'static str,
+    rrf_k: Option<f32>,
+    alpha: f32,
+}
+
+/// The leave-one-set-out choices (EVALUATION.md, "Fusion: the defaults"); a family not
+/// listed searches with RRF, k = 60, equal weights.
+const TABLE: &[Row] = &[];
+
+/// The fusion settings an index whose embedder is `spec` records.
+pub fn for_embedder(spec: &str) -> SearchSettings {
+    let family = family(spec);
+    match TABLE.iter().find(|r| r.family == family) {
+        Some(r) => SearchSettings {
+            fusion: Some(r.fusion.into()),
+            rrf_k: r.rrf_k,
+            alpha: Some(r.alpha),
+            ..SearchSettings::default()
+        },
+        None => SearchSettings {
+            fusion: Some("rrf".into()),
+            rrf_k: Some(60.0),
+            alpha: Some(0.5),
+            ..SearchSettings::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_is_a_valid_fusion_and_families_ignore_options() {
+        for r in TABLE {
+            let s = for_embedder(r.family);
+            s.plan("m").expect("a valid fusion");
+            assert_eq!(for_embedder(&format!("{}:q8", r.family)), s);
+        }
+        assert_eq!(family("embeddinggemma-300m:256:q8"), "embeddinggemma-300m");
+        let unknown = for_embedder("/models/mine");
+        let plan = unknown.plan("m").expect("valid");
+        assert_eq!(plan.fusion, situate_search::fusion::Fusion::Rrf { k: 60.0 });
+        assert_eq!(plan.bm25_weight, plan.vector_weight);
+    }
+}
