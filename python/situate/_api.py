@@ -284,6 +284,14 @@ class _Api:
         body = _drop_none({"dataset": str(dataset), "name": name, **options})
         return EvalResult.from_wire(self._call("eval", body))
 
+    def reembed(self, embedder: str, *, batch: Optional[int] = None) -> Dict[str, Any]:
+        """Moves the index to another embedder while it serves (``situate reembed``): every
+        chunk embedded by ``embedder`` beside the live vectors (no LLM call; embeddings
+        cached for that model reused), then one atomic switch. Searches answer from the
+        old vectors until then; a run stopped midway resumes where it was. Answers
+        ``previous``, ``embedder``, ``vectors``, ``embedded``, ``reused``, ``switched``."""
+        return self._call("reembed", _drop_none({"embedder": embedder, "batch": batch}))  # type: ignore[no-any-return]
+
     def tune(
         self,
         questions: PathArg,

@@ -84,6 +84,9 @@ class Client(_Api):
         if op == "eval":
             job = self._request("POST", "/v1/jobs", {"kind": "eval", **body})
             return self._wait(job, None)
+        if op == "reembed":
+            job = self._request("POST", "/v1/jobs", {"kind": "reembed", **body})
+            return self._wait(job, None)
         if op == "tune":
             if body.pop("write", None) is not None:
                 raise SituateError(

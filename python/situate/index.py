@@ -77,6 +77,8 @@ class Index(_Api):
             out = n.remove(body["document_id"])
         elif op == "eval":
             out = n.eval(json.dumps(body), fspath(self._reports))
+        elif op == "reembed":
+            out = n.reembed(json.dumps(body))
         elif op == "tune":
             write = body.pop("write", None)
             out = n.tune(json.dumps(body), None if write is None else fspath(write))

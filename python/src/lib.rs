@@ -311,6 +311,15 @@ impl NativeIndex {
         }
     }
 
+    /// The index moved to another embedder while it serves (a `ReembedRequest`'s fields,
+    /// as `situate reembed`) → `ReembedAnswer`.
+    fn reembed(&self, py: Python<'_>, body: &str) -> PyResult<Py<PyAny>> {
+        self.write(py, |e| {
+            let req: situate_engine::ReembedRequest = from_json(body)?;
+            e.reembed(&req.check()?, &mut |_| {})
+        })
+    }
+
     /// Search settings chosen on questions by cross-validation (a `TuneRequest`'s fields,
     /// as `situate tune`) → `TuneAnswer`; with `write`, a choice to change is written into
     /// that settings file (`situate tune --write`).

@@ -164,6 +164,46 @@ pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `situate reembed --embedder NAME`: the index moved to another embedder while it
+/// serves (`Engine::reembed`), with a progress bar and an estimate of the time left.
+pub(crate) fn reembed(
+    out: Out,
+    index: &Path,
+    embedder: String,
+    batch: Option<usize>,
+) -> Result<ExitCode> {
+    let req = situate_engine::ReembedRequest { embedder, batch }.check()?;
+    let mut e = Engine::open(index, Access::Write)?;
+    let bar = output::progress_bar(out.quiet || out.json, Some(0), "embedding");
+    let a = e.reembed(&req, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+    })?;
+    bar.finish_and_clear();
+    let text = if a.switched {
+        format!(
+            "switched from {} to {} in {:.1} s: {} vectors ({} embedded now, {} reused from the cache){}; searches now use {} ({} fusion)",
+            a.previous,
+            a.embedder,
+            a.seconds,
+            a.vectors,
+            a.embedded,
+            a.reused,
+            if a.cut > 0 {
+                format!(", {} inputs longer than it reads", a.cut)
+            } else {
+                String::new()
+            },
+            a.model,
+            a.fusion.fusion.as_deref().unwrap_or("rrf"),
+        )
+    } else {
+        format!("the index uses {} already: nothing to do", a.embedder)
+    };
+    output::message(out.json, &text, &a)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `situate backup DIR`.
 pub(crate) fn backup(out: Out, index: &Path, dir: &Path) -> Result<ExitCode> {
     let a = Engine::backup_at(index, dir)?;

@@ -171,6 +171,18 @@ enum Command {
         #[arg(long)]
         replace: bool,
     },
+    /// Move the index to another embedder while it serves: every chunk embedded by the new
+    /// model beside the live vectors (no LLM call; cached embeddings reused), then one
+    /// atomic switch; a run stopped midway resumes where it was
+    Reembed {
+        /// The embedder to move to (embeddinggemma-300m, all-minilm-l6-v2:q8, a model
+        /// directory, a hosted model)
+        #[arg(long)]
+        embedder: String,
+        /// Inputs embedded and committed at a time [default: 256]
+        #[arg(long)]
+        batch: Option<usize>,
+    },
     /// Choose the search settings (fusion, α, RRF k, context weight, fetch depth) on your
     /// own questions by cross-validation, and `[answer] min_score` on control questions;
     /// changes nothing unless the gain holds on questions it was not chosen on
@@ -582,6 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Salvage { into } => commands::salvage(out, &index, &into),
         Command::Restore { backup, replace } => commands::restore(out, &index, &backup, replace),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
+        Command::Reembed { embedder, batch } => commands::reembed(out, &index, embedder, batch),
         Command::Tune(a) => tune::run(a, &index, &settings, cli.global.settings.as_deref(), out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),

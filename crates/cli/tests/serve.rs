@@ -670,7 +670,7 @@ impl Server {
 }
 
 /// `n` small text documents under `dir/name`.
-fn many_documents(dir: &Path, name: &str, n: usize) -> PathBuf {
+pub fn many_documents(dir: &Path, name: &str, n: usize) -> PathBuf {
     let root = dir.join(name);
     std::fs::create_dir_all(&root).expect("mkdir");
     for i in 0..n {

@@ -15,6 +15,7 @@ mod ingest;
 mod integrity;
 mod mcp;
 mod models;
+mod reembed;
 mod rerank;
 mod search;
 mod security;

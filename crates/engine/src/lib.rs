@@ -94,6 +94,7 @@ mod malloc;
 pub mod node;
 mod open;
 mod query;
+mod reembed;
 mod review;
 pub mod settings;
 mod stats;
@@ -124,6 +125,7 @@ pub use malloc::tune_malloc;
 #[cfg(test)]
 use open::{STORE_FILE, take_lock};
 pub use query::{FusionUsed, Rerank, SearchResponse};
+pub use reembed::{CheckedReembed, ReembedAnswer, ReembedProgress, ReembedRequest};
 pub use review::{Decision, ReverifyReport};
 pub use settings::{
     AnswerMode, AnswerPlan, AnswerSettings, FilterSettings, SearchPlan, SearchSettings, Settings,

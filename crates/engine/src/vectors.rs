@@ -232,8 +232,22 @@ impl Engine {
         let Some(model) = self.embed_settings()?.model else {
             return Ok(Embedded::default());
         };
+        self.embed_missing_with(&|| self.embedder(), &model, runtime, texts, progress)
+    }
+
+    /// [`Engine::embed_missing`] with another embedder than the index's (`situate
+    /// reembed`): `model` is its id in the cache, `embedder` loads it when anything is
+    /// left to embed.
+    pub(crate) fn embed_missing_with(
+        &self,
+        embedder: &dyn Fn() -> Result<Arc<dyn Embedder>>,
+        model: &str,
+        runtime: &tokio::runtime::Runtime,
+        texts: Vec<(String, PassageInput)>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Embedded> {
         let hashes: Vec<&str> = texts.iter().map(|(h, _)| h.as_str()).collect();
-        let cached = self.store.embeddings(&model, &hashes)?;
+        let cached = self.store.embeddings(model, &hashes)?;
         let mut todo: Vec<(String, PassageInput)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (h, t) in texts {
@@ -244,7 +258,7 @@ impl Engine {
         if todo.is_empty() {
             return Ok(Embedded::default());
         }
-        let embedder = self.embedder()?;
+        let embedder = embedder()?;
         if embedder.late() {
             // Ingest, new contexts and the repair read whole documents instead; what is
             // left (a query node of the shared store) has only the chunks.

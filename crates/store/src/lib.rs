@@ -345,6 +345,33 @@ impl Store {
         Ok(())
     }
 
+    /// Writes `pairs` and advances the generation, in one transaction; returns the new
+    /// generation. A change every reader must see (`situate reembed`'s switch of
+    /// embedder): readers reopen on a new generation.
+    pub fn set_metas_advancing(&self, pairs: &[(&str, &str)]) -> Result<u64> {
+        let tx = self.conn.unchecked_transaction().op("writing settings")?;
+        for (key, value) in pairs {
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .op("writing settings")?;
+        }
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+            [],
+        )
+        .op("advancing the generation")?;
+        let g: String = tx
+            .query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| {
+                r.get(0)
+            })
+            .op("advancing the generation")?;
+        tx.commit().op("writing settings")?;
+        g.parse()
+            .map_err(|_| StoreError::Format(format!("generation {g:?} is not a number")))
+    }
+
     /// The number of committed batches so far.
     pub fn generation(&self) -> Result<u64> {
         Ok(self

@@ -47,6 +47,7 @@ pub(super) fn run_job(
         }),
         JobSpec::Eval(job) => eval(index, settings, evals, job, status),
         JobSpec::Tune(req) => tune(index, settings, &req, status),
+        JobSpec::Reembed(req) => reembed(index, &req, status, cancel),
         JobSpec::Backup { name } => {
             let name = name.unwrap_or_else(|| situate_core::now_rfc3339().replace([':', '-'], ""));
             Engine::backup_at(index, &dirs.backups.join(name))
@@ -167,6 +168,31 @@ fn eval(
         })
         .map_err(Problem::internal)
     })
+}
+
+/// A `reembed` job: the switch of embedder, its progress as `embedding` (done, total),
+/// cancellable between batches (what was embedded is kept for the next run).
+fn reembed(
+    index: &Path,
+    req: &situate_engine::ReembedRequest,
+    status: &watch::Sender<JobStatus>,
+    cancel: &Arc<AtomicBool>,
+) -> Result<serde_json::Value, Problem> {
+    let checked = req.check()?;
+    let mut e = Engine::open(index, Access::Write)?;
+    e.cancel_on(Arc::clone(cancel));
+    let answer = e.reembed(&checked, &mut |p| {
+        status.send_modify(|s| {
+            s.progress.insert(
+                "embedding",
+                Stage {
+                    done: p.done,
+                    total: Some(p.total),
+                },
+            );
+        })
+    })?;
+    serde_json::to_value(answer).map_err(Problem::internal)
 }
 
 /// A `tune` job: the index read as it is, the questions' legs read once, the grid scored.

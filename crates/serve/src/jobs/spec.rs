@@ -28,6 +28,8 @@ pub enum JobSpec {
     /// An evaluation, as `situate eval`: its reports go to the service's evaluations
     /// folder under `name` (`GET /v1/evals/{name}`).
     Eval(EvalJob),
+    /// The index moved to another embedder while it serves, as `situate reembed`.
+    Reembed(situate_engine::ReembedRequest),
     /// Search settings chosen on questions by cross-validation, as `situate tune` (the
     /// answer says what to set; the service's own settings file is not written). Run
     /// beside the writer: it only reads.
@@ -107,6 +109,7 @@ impl JobSpec {
             JobSpec::Eval(_) => "eval",
             JobSpec::Backup { .. } => "backup",
             JobSpec::Tune(_) => "tune",
+            JobSpec::Reembed(_) => "reembed",
         }
     }
 
@@ -117,6 +120,9 @@ impl JobSpec {
         }
         if let JobSpec::Eval(EvalJob { name, .. }) = self {
             eval_name(name)?;
+        }
+        if let JobSpec::Reembed(r) = self {
+            r.check()?;
         }
         if let JobSpec::Tune(t) = self {
             // Its fields (folds, metric, grid) checked now, so a bad one is a 400, not a
