@@ -70,3 +70,18 @@ def test_the_client_backs_up_and_rebuilds_the_service_index(service: str, tmp_pa
         client.backup("../elsewhere")
     assert client.rebuild()["chunks"] > 0
     assert client.search("deploy", k=1).hits[0].document_id == "docs/deploy.md"
+
+
+def test_the_client_tunes_as_a_job_and_refuses_to_write(service: str, tmp_path: Path) -> None:
+    import json
+
+    from test_index import QUESTIONS
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(json.dumps(q) for q in QUESTIONS))
+    client = situate.Client(service)
+    a = client.tune(questions, folds=2, grid={"fusions": ["rrf", "zscore"], "alphas": [0.5]})
+    assert a["questions"] == len(QUESTIONS) and a["decision"] in ("keep", "change")
+    with pytest.raises(situate.SituateError) as e:
+        client.tune(questions, write=tmp_path / "situate.toml")
+    assert e.value.field == "write"

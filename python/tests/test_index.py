@@ -277,3 +277,61 @@ def test_a_backup_restores_to_the_same_index_and_a_damaged_one_writes_nothing(in
     with pytest.raises(situate.Damaged, match="cards.db"):
         situate.Index.restore(tmp_path / "b", tmp_path / "from-damaged")
     assert not (tmp_path / "from-damaged").exists()
+
+
+QUESTIONS = [
+    {"query": "how often are signing keys rotated", "relevant": ["docs/keys.md"]},
+    {"query": "when do production deploys run", "relevant": ["docs/deploy.md"]},
+    {"query": "how long does a refund take", "relevant": ["docs/refunds.md"]},
+    {"query": "what temperature for green tea", "relevant": ["docs/tea.md"]},
+    {"query": "how do I replace the bulb", "relevant": ["docs/lamp.md"]},
+    {"query": "revoke a leaked key", "relevant": ["docs/keys.md"]},
+]
+
+
+def write_questions(path: Path) -> Path:
+    path.write_text("\n".join(json.dumps(q) for q in QUESTIONS))
+    return path
+
+
+def test_fusion_settings_by_name_and_the_fusion_the_index_records(index: situate.Index) -> None:
+    default = index.search("rotate keys", k=3)
+    assert default.fusion is not None and default.fusion["from"] == "index"
+    tm2c2 = index.search("rotate keys", k=3, fusion="tm2c2", alpha=0.3)
+    assert tm2c2.fusion is not None and tm2c2.fusion["fusion"] == "tm2c2" and tm2c2.fusion["from"] == "settings"
+    assert abs(tm2c2.fusion["vector_weight"] - 0.3) < 1e-6
+    fused = [leg for h in tm2c2.hits for leg in h.legs]
+    assert fused and all(leg.normalized is not None and 0.0 <= leg.normalized <= 1.0 for leg in fused)
+    with pytest.raises(situate.InvalidRequest) as e:
+        index.search("x", fusion="borda")
+    assert e.value.field == "fusion"
+    with pytest.raises(situate.InvalidRequest) as e:
+        index.search("x", alpha=0.5, vector_weight=2.0)
+    assert e.value.field == "alpha"
+
+
+def test_tune_scores_a_grid_by_cross_validation_and_writes_only_a_change(index: situate.Index, tmp_path: Path) -> None:
+    questions = write_questions(tmp_path / "questions.jsonl")
+    toml = tmp_path / "situate.toml"
+    a = index.tune(questions, folds=3, grid={"fusions": ["rrf", "tm2c2"], "alphas": [0.3, 0.5, 0.7]}, write=toml)
+    assert a["questions"] == len(QUESTIONS) and a["folds"] == 3 and a["metric"] == "ndcg@10"
+    assert a["decision"] in ("keep", "change") and a["reason"]
+    assert len(a["out_of_sample"]["fold_gains"]) == 3
+    assert a["best"]["score"] >= a["current"]["score"]
+    # A file is written only for a change, and then it reads back as settings.
+    assert toml.exists() == (a["decision"] == "change")
+    with pytest.raises(situate.InvalidRequest) as e:
+        index.tune(questions, folds=1)
+    assert e.value.field == "folds"
+
+
+def test_reembed_moves_the_index_to_another_embedder(small: situate.Index) -> None:
+    small.ingest(texts=["Refunds take 30 days.", "Deploys run on Tuesdays."], ids=["a", "b"])
+    a = small.reembed("hash:32")
+    assert a["switched"] and a["previous"] == "hash:64" and a["embedder"] == "hash:32"
+    assert a["vectors"] == 2 and a["embedded"] == 2
+    assert small.status().stats["embed_model"] == "hash:32"
+    assert small.search("refunds", k=1).hits[0].document_id == "a"
+    with pytest.raises(situate.InvalidRequest) as e:
+        small.reembed("no-such-model")
+    assert e.value.field == "embedder"

@@ -137,7 +137,7 @@ fn bad_configurations_are_refused_clearly() {
     for (flags, says) in [
         (["--context-weight=-1", "--split=test"], "--context-weight"),
         (["--rerank-depth=0", "--split=test"], "--rerank-depth"),
-        (["--fusion=borda", "--split=test"], "rrf or minmax"),
+        (["--fusion=borda", "--split=test"], "rrf, minmax, tm2c2 or zscore"),
     ] {
         let out = run(
             situate(&tmp.path().join("i"))

@@ -314,3 +314,42 @@ fn the_service_takes_fusion_settings_and_runs_tune_as_a_job() {
     assert_eq!(bad.status, 400, "{:#}", bad.body);
     assert_eq!(bad.body["field"], "folds", "{:#}", bad.body);
 }
+
+#[test]
+fn an_agent_chooses_the_fusion_over_mcp() {
+    use crate::mcp::{call, mcp_command, runtime};
+    use rmcp::ServiceExt;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (beir, _) = synthetic(tmp.path(), 20, true);
+    let index = index_of(tmp.path(), &beir);
+    let q = format!("{} {}", rare(6), COMMON[0]);
+    runtime().block_on(async {
+        let transport = TokioChildProcess::new(mcp_command(&index, false).configure(|c| {
+            c.stderr(std::process::Stdio::null());
+        }))
+        .expect("spawn");
+        let client = ().serve(transport).await.expect("initialize");
+        let (r, err) = call(
+            &client,
+            "search",
+            json!({"query": q, "k": 3, "fusion": "tm2c2", "alpha": 0.2}),
+        )
+        .await;
+        assert!(!err, "{r}");
+        assert_eq!(r["hits"][0]["document_id"], "g6", "{r:#}");
+        let (why, err) = call(
+            &client,
+            "explain",
+            json!({"query": q, "chunk_id": "g6#0", "fusion": "zscore", "alpha": 0.3}),
+        )
+        .await;
+        assert!(!err, "{why}");
+        let legs = why["legs"].as_array().expect("legs");
+        assert!(legs.iter().all(|l| l["normalized"].is_number()), "{why:#}");
+        let (bad, err) = call(&client, "search", json!({"query": q, "fusion": "borda"})).await;
+        assert!(err, "{bad}");
+        assert!(bad.to_string().contains("fusion"), "{bad}");
+        client.cancel().await.expect("close");
+    });
+}

@@ -396,7 +396,9 @@ impl CardSource for StoreCards<'_> {
 /// would, with no cleanup) when it reaches that point. Points: `index-create` (a new store
 /// written under its temporary name, not yet renamed), `store-commit` (after a batch is
 /// committed to the store, before the index has it), `index-commit` (before the index
-/// commits), `rebuild-switch` (a new index written, not yet switched to), `vector-switch`.
+/// commits), `rebuild-switch` (a new index written, not yet switched to), `vector-switch`,
+/// `reembed-batch` (a switch of embedder's batch committed to the cache) and
+/// `reembed-switch` (its new snapshot written, the index not yet switched).
 pub fn crash_point(name: &str) {
     if std::env::var("SITUATE_CRASH_AT").is_ok_and(|v| v == name) {
         std::process::abort();
