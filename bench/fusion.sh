@@ -2,7 +2,7 @@
 # Fusion across the shared sets and the catalog's embedders (issue 60). For each set and
 # embedder:
 #  1. `situate eval` with the configurations bm25+none, vector+none and hybrid+none: builds
-#     (or reuses) the evaluation index with no context in bench/out/fusion/indexes, and
+#     (or reuses) the evaluation index with no context in bench/out/fusion/indexes/SET, and
 #     reports each leg and hybrid search at the index's default fusion
 #     (bench/out/fusion/SET-EMBEDDER/report.json);
 #  2. `situate tune --report-grid` on that index (fetch 150, the grid's fusions × α × RRF
@@ -28,8 +28,6 @@ if [ -z "${SITUATE:-}" ]; then
   SITUATE="${CARGO_TARGET_DIR:-target}/release/situate"
 fi
 out=bench/out/fusion
-work=$out/indexes
-mkdir -p "$work"
 for embedder in $embedders; do
   "$SITUATE" models install "${embedder%%:*}" >/dev/null
   for set in $sets; do
@@ -41,7 +39,10 @@ for embedder in $embedders; do
       *) echo "unknown set $set (codebase, xquad-en, xquad-ru, scifact)" >&2; exit 2 ;;
     esac
     dir="$out/$set-${embedder//:/-}"
-    mkdir -p "$dir"
+    # A work folder per set: eval names an index after its set's folder, and XQuAD-R's
+    # English and Russian folders are both `sentence`.
+    work=$out/indexes/$set
+    mkdir -p "$dir" "$work"
     echo "== $set $embedder"
     start=$(date +%s)
     if [ ! -f "$dir/report.json" ]; then

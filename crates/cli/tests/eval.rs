@@ -137,7 +137,10 @@ fn bad_configurations_are_refused_clearly() {
     for (flags, says) in [
         (["--context-weight=-1", "--split=test"], "--context-weight"),
         (["--rerank-depth=0", "--split=test"], "--rerank-depth"),
-        (["--fusion=borda", "--split=test"], "rrf, minmax, tm2c2 or zscore"),
+        (
+            ["--fusion=borda", "--split=test"],
+            "rrf, minmax, tm2c2 or zscore",
+        ),
     ] {
         let out = run(
             situate(&tmp.path().join("i"))
@@ -363,4 +366,42 @@ fn sentences_with_a_parent_are_judged_as_chunks_of_their_paragraph() {
         "{r:#}"
     );
     assert!(metric(&r, "bm25+none+none", "mrr@10") < 1.0, "{r:#}");
+}
+
+/// Two sets whose folders share a name (XQuAD-R's `en/sentence` and `ru/sentence`) are not
+/// ingested into one evaluation index: the second is refused, naming `--work`, and the
+/// first one's index is left as it was.
+#[test]
+fn two_sets_of_one_name_in_one_work_folder_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let beir = fixtures().join("beir");
+    let mut sets = Vec::new();
+    for lang in ["en", "ru"] {
+        let set = tmp.path().join(lang).join("sentence");
+        std::fs::create_dir_all(set.join("qrels")).expect("dirs");
+        for f in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"] {
+            std::fs::copy(beir.join(f), set.join(f)).expect("copy");
+        }
+        sets.push(set);
+    }
+    let work = tmp.path().join("work");
+    let run_on = |set: &Path, code: i32| {
+        run(
+            situate(&tmp.path().join("unused"))
+                .arg("eval")
+                .arg("--dataset")
+                .arg(set)
+                .arg("--out")
+                .arg(tmp.path().join("out"))
+                .arg("--work")
+                .arg(&work)
+                .args(["--config", "bm25+none"]),
+            code,
+        )
+    };
+    run_on(&sets[0], 0);
+    run_on(&sets[0], 0); // the same set again reuses its index
+    let out = run_on(&sets[1], 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("same name") && err.contains("--work"), "{err}");
 }

@@ -46,6 +46,7 @@ pub(super) fn build_index(
         "{set}-{context}-{tag}-{}-{}",
         req.max_tokens, req.overlap
     ));
+    built_from(&dir, input)?;
     let create = CreateSettings {
         embedder: embedder.to_string(),
         ..CreateSettings::default()
@@ -82,4 +83,33 @@ pub(super) fn build_index(
         ));
     }
     Ok(engine)
+}
+
+/// The file in an evaluation index that names the corpus it was built from.
+const BUILT_FROM: &str = "eval-corpus.txt";
+
+/// Refuses to ingest `input` into the evaluation index `dir` when that index was built from
+/// another corpus with the same set name (XQuAD-R's `en/sentence` and `ru/sentence` share a
+/// `--work` folder): an ingest there would replace documents of one corpus by the other's
+/// with the same ids, silently. Records `input` in a new (or older, unmarked) index.
+fn built_from(dir: &Path, input: &Path) -> Result<()> {
+    let input = std::fs::canonicalize(input).map_err(io("cannot read", input))?;
+    let shown = input.display().to_string();
+    let marker = dir.join(BUILT_FROM);
+    match std::fs::read_to_string(&marker) {
+        Ok(recorded) if recorded.trim() != shown => Err(EngineError::field_error(
+            "work",
+            format!(
+                "the evaluation index {} was built from {}, not {shown}: the two sets have the same name; give each its own --work folder",
+                dir.display(),
+                recorded.trim()
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+            std::fs::write(&marker, format!("{shown}\n")).map_err(io("cannot write", &marker))
+        }
+        Err(e) => Err(io("cannot read", &marker)(e)),
+    }
 }
