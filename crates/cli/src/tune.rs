@@ -145,11 +145,13 @@ fn report(a: &TuneAnswer, write: bool) -> Result<()> {
     );
     if let Some(h) = &a.held_out {
         outln!(
-            "  held out  {} questions: current {:.4}, chosen {:.4} ({:+.4})",
+            "  held out  {} questions: current {:.4}, chosen {:.4} ({:+.4}); the best in sample {:.4} ({:+.4})",
             h.questions,
             h.current,
             h.chosen,
-            h.chosen - h.current
+            h.chosen - h.current,
+            h.best,
+            h.best - h.current
         );
     }
     if let Some(m) = &a.min_score {

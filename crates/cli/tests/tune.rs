@@ -153,6 +153,10 @@ fn tune_recovers_a_known_good_setting_writes_it_and_the_search_uses_it() {
         "{held:#}"
     );
     assert!(held["current"].as_f64().expect("current") < 0.5, "{held:#}");
+    assert_eq!(
+        held["best"], held["chosen"],
+        "the choice is the best point: {held:#}"
+    );
     // min_score from the controls: none of them is answered at it, and at most 5% of the
     // answerable questions are lost.
     let m = &a["min_score"];

@@ -285,6 +285,7 @@ pub fn tune(
             questions: rest.len(),
             current: on(&current),
             chosen: on(&chosen_point),
+            best: on(&points[best]),
         }
     });
     let single = |leg: Option<&Vec<IndexHit>>, q: &Question| -> f64 {

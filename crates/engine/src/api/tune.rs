@@ -396,6 +396,9 @@ pub struct HeldOut {
     pub current: f64,
     /// The choice's score on them.
     pub chosen: f64,
+    /// The best point in sample's score on them (what `change` would have given, when the
+    /// decision was to keep).
+    pub best: f64,
 }
 
 /// What tuning found and decided.
