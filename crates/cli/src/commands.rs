@@ -175,9 +175,15 @@ pub(crate) fn reembed(
     let req = situate_engine::ReembedRequest { embedder, batch }.check()?;
     let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, Some(0), "embedding");
+    let mut first = true;
     let a = e.reembed(&req, &mut |p| {
         bar.set_length(p.total);
         bar.set_position(p.done);
+        if first {
+            // What the cache held is not this run's rate: the estimate starts after it.
+            bar.reset_eta();
+            first = false;
+        }
     })?;
     bar.finish_and_clear();
     let text = if a.switched {

@@ -364,6 +364,19 @@ pub fn stats(json: bool, a: &CheckAnswer) -> Result<()> {
         )?,
         _ => writeln!(out, "vectors     none (embedder {})", s.embedder)?,
     }
+    if s.embed_model.is_some() {
+        let f = &s.fusion;
+        let name = f.fusion.as_deref().unwrap_or("rrf");
+        let k = match (name, f.rrf_k) {
+            ("rrf", Some(k)) => format!(" k {k}"),
+            _ => String::new(),
+        };
+        let alpha = f.alpha.map_or(String::new(), |a| format!(", alpha {a}"));
+        writeln!(
+            out,
+            "fusion      {name}{k}{alpha} (the index's, for its embedder; settings override it)"
+        )?;
+    }
     if let Some(n) = s.chunk_tokens {
         writeln!(
             out,

@@ -233,12 +233,20 @@ fn hybrid_search_finds_paraphrases_and_explains_each_leg() {
     // No word in common with the answer: BM25 finds nothing, the real MiniLM finds it.
     let q = "I cannot remember my login credentials";
     assert!(search_ids(&index, q, &[]).is_empty());
-    // Hybrid (the default): fused score = sum of 1/(60 + rank) over the legs that found it.
-    let v = json(
+    // Hybrid (the default) fuses as the index records for its embedder.
+    let d = json(
         situate(&index).args(["search", "forgotten password settings"]),
         0,
     );
-    assert_eq!(v["mode"], "hybrid");
+    assert_eq!(d["mode"], "hybrid");
+    assert_eq!(d["fusion"]["from"], "index", "{:#}", d["fusion"]);
+    assert_eq!(d["hits"][0]["chunk_id"], "help/account.md#0");
+    // RRF: fused score = sum of 1/(60 + rank) over the legs that found it.
+    let v = json(
+        situate(&index).args(["search", "forgotten password settings", "--fusion", "rrf"]),
+        0,
+    );
+    assert_eq!(v["fusion"]["from"], "settings");
     let top = &v["hits"][0];
     assert_eq!(top["chunk_id"], "help/account.md#0");
     let legs = top["legs"].as_array().expect("legs");

@@ -39,10 +39,13 @@ pub fn for_embedder(spec: &str) -> SearchSettings {
             alpha: Some(r.alpha),
             ..SearchSettings::default()
         },
+        // The fusion every index had before the table (RRF, k = 60, both weights 1), so
+        // that its fused scores, and any `min_score` set on them, stay as they were.
         None => SearchSettings {
             fusion: Some("rrf".into()),
             rrf_k: Some(60.0),
-            alpha: Some(0.5),
+            bm25_weight: Some(1.0),
+            vector_weight: Some(1.0),
             ..SearchSettings::default()
         },
     }
@@ -63,6 +66,6 @@ mod tests {
         let unknown = for_embedder("/models/mine");
         let plan = unknown.plan("m").expect("valid");
         assert_eq!(plan.fusion, situate_search::fusion::Fusion::Rrf { k: 60.0 });
-        assert_eq!(plan.bm25_weight, plan.vector_weight);
+        assert_eq!((plan.bm25_weight, plan.vector_weight), (1.0, 1.0));
     }
 }

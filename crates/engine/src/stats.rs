@@ -18,6 +18,7 @@ impl Engine {
                 None => EmbedCut::default(),
             },
             chunk_tokens: self.chunk_tokens()?,
+            fusion: self.index_fusion()?,
             embedder: embed.spec,
             embed_model: embed.model,
             vectors: self.vectors.as_ref().map_or(0, |v| v.len() as u64),
@@ -160,6 +161,10 @@ pub struct EngineStats {
     /// first ingested into so that context and chunk fit the embedder's window; `null` for
     /// an index made before sizes were chosen per embedder (256 tokens).
     pub chunk_tokens: Option<usize>,
+    /// The fusion a hybrid search uses when no setting says otherwise: the one the index
+    /// recorded for its embedder (`situate_engine::fusion_defaults`), by `situate.toml`
+    /// names.
+    pub fusion: crate::settings::SearchSettings,
 }
 
 pub(crate) fn dir_size(dir: &Path) -> u64 {
