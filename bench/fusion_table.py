@@ -113,3 +113,20 @@ print("\nTable rows for crates/engine/src/fusion_defaults.rs:")
 for fam, (k, _) in sorted(defaults.items()):
     f, rrf_k, a = k
     print(f'    Row {{ family: "{fam}", fusion: "{f}", rrf_k: {"Some(%g.0)" % rrf_k if rrf_k else "None"}, alpha: {a} }},')
+
+# One default for every family (chosen on the other sets of every family), for comparison:
+# does a fusion per family pay?
+pairs = {(fam, s): rs[s] for fam, rs in fams.items() for s in rs}
+if len({s for _, s in pairs}) >= 2:
+    print("\n## One default for every family, leave one set out\n")
+    print("| set left out | chosen on the other sets (every family) | mean vs better leg on it | worst |")
+    print("|---|---|---|---|")
+    for h in SETS:
+        train = {k: v for k, v in pairs.items() if k[1] != h}
+        test = {k: v for k, v in pairs.items() if k[1] == h}
+        if not train or not test:
+            continue
+        keyed = {f"{f}/{s}": r for (f, s), r in train.items()}
+        k = choose(list(keyed), keyed)
+        diffs = [r["grid"][k] - max(r["bm25"], r["vector"]) for r in test.values() if k in r["grid"]]
+        print(f"| {h} | {label(k)} | {sum(diffs) / len(diffs):+.4f} | {min(diffs):+.4f} |")
