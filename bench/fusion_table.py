@@ -52,7 +52,7 @@ for d in sorted(os.listdir(out)):
     }
 
 print("## The fusion table (nDCG@10; each fusion at its best α on the set itself, an oracle)\n")
-print("| set | embedder | BM25 | vector | hybrid, index default | rrf k 60 α 0.5 | best rrf | best minmax | best tm2c2 | best zscore |")
+print("| set | embedder | BM25 | vector | `situate eval` hybrid (RRF k 60, the default then) | grid: rrf k 60 α 0.5 | best rrf | best minmax | best tm2c2 | best zscore |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for (s, emb), r in sorted(runs.items(), key=lambda x: (x[0][1], SETS.index(x[0][0]))):
     g = r["grid"]

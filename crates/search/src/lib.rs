@@ -2,8 +2,9 @@
 //!
 //! Two legs: BM25 (plain or contextual, [`LexicalIndex`]) and vectors ([`VectorIndex`]).
 //! [`Mode::Hybrid`] asks each leg for its best `fetch` (150 by default, as in the paper),
-//! fuses the two lists with [`fusion`] (weighted RRF by default) and keeps `k`. A metadata
-//! filter ([`CardSet`]) is applied *inside* each leg, so both return `fetch` allowed hits
+//! fuses the two lists with [`fusion`] (the request's function and weights, which the
+//! engine fills from the index's recorded fusion) and keeps `k`. A metadata filter
+//! ([`CardSet`]) is applied *inside* each leg, so both return `fetch` allowed hits
 //! and `k` survive however selective the filter. Hits are built from the chunk cards, so
 //! every hit carries the card's context and original text apart, each leg's rank and
 //! score, and the fused score. [`rerank`] orders the fused top hits by a reranker's scores
