@@ -6,6 +6,8 @@
 //! embedder is fixed (its first ingest: [`crate::Engine::index_fusion`]), so a later change
 //! of this table does not move an existing index's ranking; a setting of the user's
 //! (`situate.toml`, a flag, a request) overrides the record ([`crate::SearchPlan::with_fusion`]).
+//! An index whose embedder was fixed before indexes recorded a fusion keeps the fusion it
+//! was built for, [`before_records`].
 
 use crate::settings::SearchSettings;
 
@@ -60,15 +62,21 @@ pub fn for_embedder(spec: &str) -> SearchSettings {
             alpha: Some(r.alpha),
             ..SearchSettings::default()
         },
-        // The fusion every index had before the table (RRF, k = 60, both weights 1), so
-        // that its fused scores, and any `min_score` set on them, stay as they were.
-        None => SearchSettings {
-            fusion: Some("rrf".into()),
-            rrf_k: Some(60.0),
-            bm25_weight: Some(1.0),
-            vector_weight: Some(1.0),
-            ..SearchSettings::default()
-        },
+        None => before_records(),
+    }
+}
+
+/// The fusion every index had before indexes recorded one (RRF, k = 60, both weights 1):
+/// what an index made then was built for, so it keeps searching with it (its fused
+/// scores, and any `[answer] min_score` set on them, stay as they were); and what a
+/// family without a row gets.
+pub fn before_records() -> SearchSettings {
+    SearchSettings {
+        fusion: Some("rrf".into()),
+        rrf_k: Some(60.0),
+        bm25_weight: Some(1.0),
+        vector_weight: Some(1.0),
+        ..SearchSettings::default()
     }
 }
 

@@ -933,3 +933,61 @@ fn texts_are_ingested_with_their_ids_titles_and_metadata_and_read_again_unchange
     let err = nothing.expect_err("nothing to ingest is refused");
     assert_eq!(err.field(), Some("paths"), "{err}");
 }
+
+/// The fusion an index searches with: the family's row until its embedder is fixed, then
+/// the record written then; an index fixed before records existed keeps the old default,
+/// and a setting of the user's wins over any of them.
+#[test]
+fn an_index_searches_with_the_fusion_it_records() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let idx = tmp.path().join("i");
+    let minilm = CreateSettings {
+        embedder: "all-minilm-l6-v2".into(),
+        ..CreateSettings::default()
+    };
+    let e = Engine::create(&idx, minilm).expect("create");
+    let row = fusion_defaults::for_embedder("all-minilm-l6-v2");
+    assert_eq!(
+        e.index_fusion().expect("fusion"),
+        row,
+        "not fixed yet: the family's row"
+    );
+    // Fixed before records existed (a model, no record): the fusion it was built for.
+    e.store
+        .set_meta("embed_model", "all-minilm-l6-v2@0.1.0")
+        .expect("meta");
+    assert_eq!(
+        e.index_fusion().expect("fusion"),
+        fusion_defaults::before_records()
+    );
+    // A record wins over both, and is what a plan without fusion settings searches with.
+    let recorded = SearchSettings {
+        fusion: Some("zscore".into()),
+        alpha: Some(0.35),
+        ..SearchSettings::default()
+    };
+    e.store
+        .set_meta(
+            vectors::FUSION_META,
+            &serde_json::to_string(&recorded).expect("json"),
+        )
+        .expect("meta");
+    assert_eq!(e.index_fusion().expect("fusion"), recorded);
+    let plan = SearchSettings::default().plan("m").expect("plan");
+    let used = plan
+        .with_fusion(&e.index_fusion().expect("fusion"))
+        .expect("with");
+    assert_eq!(used.fusion, situate_search::fusion::Fusion::ZScore);
+    assert!((used.vector_weight - 0.35).abs() < 1e-6);
+    let mine = SearchSettings {
+        rrf_k: Some(20.0),
+        ..SearchSettings::default()
+    }
+    .plan("m")
+    .expect("plan");
+    let used = mine.with_fusion(&recorded).expect("with");
+    assert_eq!(used.fusion, situate_search::fusion::Fusion::Rrf { k: 20.0 });
+    // A record that cannot be read is said, not guessed at.
+    e.store.set_meta(vectors::FUSION_META, "{").expect("meta");
+    assert!(e.index_fusion().is_err());
+}

@@ -126,9 +126,10 @@ impl Engine {
     }
 
     /// The fusion this index searches with when no setting says otherwise: the one it
-    /// recorded when its embedder was fixed, or (an index written before the record
-    /// existed, or with no embedder) [`crate::fusion_defaults::for_embedder`] of its
-    /// embedder.
+    /// recorded when its embedder was fixed; for an index whose embedder was fixed before
+    /// indexes recorded one, the fusion it was built for
+    /// ([`crate::fusion_defaults::before_records`]); with no embedder fixed yet, the one
+    /// it will record ([`crate::fusion_defaults::for_embedder`]).
     pub fn index_fusion(&self) -> Result<crate::settings::SearchSettings> {
         match self.store.meta(FUSION_META)? {
             Some(json) => serde_json::from_str(&json).map_err(|e| {
@@ -136,9 +137,13 @@ impl Engine {
                     "the index's recorded fusion ({json}) cannot be read: {e}"
                 ))
             }),
-            None => Ok(crate::fusion_defaults::for_embedder(
-                &self.embed_settings()?.spec,
-            )),
+            None => {
+                let s = self.embed_settings()?;
+                Ok(match s.model {
+                    Some(_) => crate::fusion_defaults::before_records(),
+                    None => crate::fusion_defaults::for_embedder(&s.spec),
+                })
+            }
         }
     }
 
