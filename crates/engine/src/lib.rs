@@ -198,6 +198,12 @@ pub struct Engine {
     languages: Vec<Language>,
     embedder: OnceLock<std::result::Result<Arc<dyn Embedder>, vectors::EmbedderLoad>>,
     vectors: Option<Vectors>,
+    /// The embedder spec the loaded vectors were made with, which [`Engine::embedder`]
+    /// loads: fixed when the vectors are loaded, so a reader keeps a consistent pair across
+    /// a switch of embedder until it reopens.
+    vectors_spec: Option<String>,
+    /// The model id those vectors are of ([`Engine::share_embedder`] takes only that one).
+    vectors_model: Option<String>,
     /// The store generation the in-memory vectors reflect.
     vector_gen: u64,
     /// The generation of the vector snapshot on disk.

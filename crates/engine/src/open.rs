@@ -113,6 +113,8 @@ impl Engine {
             chinese,
             languages,
             embedder: OnceLock::new(),
+            vectors_spec: None,
+            vectors_model: None,
             vectors: None,
             vector_gen: 0,
             vector_saved: None,
@@ -170,12 +172,19 @@ impl Engine {
     /// Loads the vector snapshot (if the index has vectors): memory-mapped when it is
     /// current and this engine only reads, so a search touches only the pages it needs.
     pub(crate) fn load_vectors(&mut self) -> Result<()> {
-        let s = self.embed_settings()?;
-        let (Some(_), Some(_)) = (s.model, s.dim) else {
+        // The embedder's settings and the snapshot that goes with them, read at once: a
+        // switch of embedder (`reembed`) changes them together.
+        let (s, mut also) = self.embed_settings_with(&["vector_file", "generation"])?;
+        let (Some(model), Some(_)) = (s.model, s.dim) else {
             return Ok(());
         };
-        let store_gen = self.store.generation()?;
-        let snapshot = self.store.meta("vector_file")?;
+        self.vectors_spec = Some(s.spec);
+        self.vectors_model = Some(model);
+        let store_gen: u64 = also
+            .remove("generation")
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
+        let snapshot = also.remove("vector_file");
         let gen_of = |stem: &str| stem.trim_start_matches("vectors-").parse::<u64>().ok();
         match snapshot
             .as_deref()

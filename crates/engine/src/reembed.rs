@@ -255,6 +255,8 @@ impl Engine {
         // This engine follows: the new vectors and embedder, BM25 committed at the new
         // generation (nothing in it changed), the old snapshot removed.
         self.vectors = Some(fresh);
+        self.vectors_spec = Some(req.embedder.clone());
+        self.vectors_model = Some(model.clone());
         self.vector_gen = generation;
         self.vector_saved = Some(generation);
         self.embedder = OnceLock::new();

@@ -991,3 +991,44 @@ fn an_index_searches_with_the_fusion_it_records() {
     e.store.set_meta(vectors::FUSION_META, "{").expect("meta");
     assert!(e.index_fusion().is_err());
 }
+
+/// A reader that loaded its vectors before a switch of embedder and catches up after it
+/// (as opening does when the index is behind) reloads the new model's vectors instead of
+/// replaying the journal onto the old ones (whose snapshot it would then have saved under
+/// the new embedder's name), and searches with the new embedder. (Two things make it
+/// reload: the model it loaded is not the index's any more, and the switch trimmed the
+/// journal past it.)
+#[test]
+fn a_reader_behind_a_switch_of_embedder_takes_the_new_vectors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let idx = tmp.path().join("i");
+    let mut w = Engine::create(&idx, hashed(Backend::Exact)).expect("create");
+    w.ingest(&[corpus(tmp.path())], opts("none"), &mut |_| {})
+        .expect("ingest");
+    drop(w);
+    let mut r = Engine::open(&idx, Access::Read).expect("reader");
+    let hits = search_mode(&r, "penguins", Mode::Hybrid, &DocumentFilter::default());
+    assert!(!hits.is_empty());
+    let mut w = Engine::open(&idx, Access::Write).expect("writer");
+    let req = ReembedRequest {
+        embedder: "hash:32".into(),
+        batch: Some(2),
+    }
+    .check()
+    .expect("check");
+    let a = w.reembed(&req, &mut |_| {}).expect("reembed");
+    assert!(a.switched);
+    drop(w);
+    assert!(
+        r.is_stale().expect("stale"),
+        "the switch advanced the generation"
+    );
+    r.sync_vectors().expect("catch up");
+    assert_eq!(r.vectors_model.as_deref(), Some("hash:32"));
+    assert_eq!(r.embedder().expect("embedder").model_id(), "hash:32");
+    let hits = search_mode(&r, "penguins", Mode::Hybrid, &DocumentFilter::default());
+    assert!(
+        !hits.is_empty(),
+        "a search with the new embedder and vectors"
+    );
+}

@@ -12,7 +12,7 @@ use crate::{Engine, EngineError, Result};
 use situate_core::{EmbedKind, Embedder, Language, PassageInput, content_hash, indexed_text};
 use situate_vector::{Backend, Vectors};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The store meta that holds the fusion an index records ([`Engine::index_fusion`]).
 pub(crate) const FUSION_META: &str = "fusion";
@@ -115,14 +115,24 @@ impl Engine {
     /// The index's embedder settings as stored: the spec, and once chosen the model and
     /// its dimension.
     pub fn embed_settings(&self) -> Result<EmbedSettings> {
-        Ok(EmbedSettings {
-            spec: self
-                .store
-                .meta("embedder")?
-                .unwrap_or_else(|| "none".to_string()),
-            model: self.store.meta("embed_model")?,
-            dim: self.store.meta("embed_dim")?.and_then(|d| d.parse().ok()),
-        })
+        Ok(self.embed_settings_with(&[])?.0)
+    }
+
+    /// [`Engine::embed_settings`] and the settings `also` names, read at once (one
+    /// snapshot of the store: a switch of embedder changes them together).
+    pub(crate) fn embed_settings_with(
+        &self,
+        also: &[&str],
+    ) -> Result<(EmbedSettings, HashMap<String, String>)> {
+        let mut keys = vec!["embedder", "embed_model", "embed_dim"];
+        keys.extend_from_slice(also);
+        let mut m = self.store.metas(&keys)?;
+        let s = EmbedSettings {
+            spec: m.remove("embedder").unwrap_or_else(|| "none".to_string()),
+            model: m.remove("embed_model"),
+            dim: m.remove("embed_dim").and_then(|d| d.parse().ok()),
+        };
+        Ok((s, m))
     }
 
     /// The fusion this index searches with when no setting says otherwise: the one it
@@ -170,9 +180,13 @@ impl Engine {
     /// The index's embedder, loaded on first use.
     pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
         let loaded = self.embedder.get_or_init(|| {
-            let spec = match self.embed_settings() {
-                Ok(s) => s.spec,
-                Err(e) => return Err(EmbedderLoad::Failed(e.to_string())),
+            // The embedder the loaded vectors were made with: a reader opened before a
+            // switch of embedder searches its old vectors with the old model, not with the
+            // model the store names now.
+            let spec = match (&self.vectors_spec, self.embed_settings()) {
+                (Some(spec), _) => spec.clone(),
+                (None, Ok(s)) => s.spec,
+                (None, Err(e)) => return Err(EmbedderLoad::Failed(e.to_string())),
             };
             if spec == "none" || spec == "auto" {
                 return Err(EmbedderLoad::Failed("this index has no embedder (created with --embedder none, or nothing ingested yet)".into()));
@@ -221,6 +235,8 @@ impl Engine {
             return self.reload_vectors();
         }
         self.vectors = Some(Vectors::new(dim, self.vector_backend)?);
+        self.vectors_spec = Some(spec);
+        self.vectors_model = Some(embedder.model_id().to_string());
         self.vector_gen = self.store.generation()?;
         Ok(())
     }
@@ -440,6 +456,11 @@ impl Engine {
         if self.vectors.is_none() || self.vector_gen == store_gen {
             return Ok(());
         }
+        // The index switched embedder since these vectors were loaded (`reembed`): the
+        // journal says nothing of it; the new model's vectors come from the cache.
+        if self.vectors_model.as_deref() != Some(model.as_str()) {
+            return self.reload_vectors();
+        }
         if self.vector_gen > store_gen || self.vector_gen < self.journal_trimmed_to()? {
             return self.reload_vectors();
         }
@@ -473,11 +494,17 @@ impl Engine {
     /// Rebuilds the in-memory vector index from the cache alone (cards without a cached
     /// embedding are left out; `rebuild` embeds them first).
     pub(crate) fn reload_vectors(&mut self) -> Result<()> {
-        let late = self.late_chunking()?;
         let s = self.embed_settings()?;
+        let late = s.spec.ends_with(situate_embed::LATE);
         let (Some(model), Some(dim)) = (s.model, s.dim) else {
             return Ok(());
         };
+        if self.vectors_spec.as_deref() != Some(s.spec.as_str()) {
+            // Another embedder than the one loaded (a switch): load it afresh when asked.
+            self.embedder = OnceLock::new();
+        }
+        self.vectors_spec = Some(s.spec);
+        self.vectors_model = Some(model.clone());
         let mut rows = Vec::new();
         self.store.for_each_index_row(|row| {
             rows.push((row.card, text_hash(&row, late)));

@@ -243,7 +243,11 @@ impl Engine {
     /// so that several readers share one model in memory. Returns whether it was taken: not
     /// when this engine has loaded its own already, nor when the index's model is another.
     pub fn share_embedder(&self, embedder: Arc<dyn situate_core::Embedder>) -> Result<bool> {
-        if self.embed_settings()?.model.as_deref() != Some(embedder.model_id()) {
+        let model = match &self.vectors_model {
+            Some(m) => Some(m.clone()),
+            None => self.embed_settings()?.model,
+        };
+        if model.as_deref() != Some(embedder.model_id()) {
             return Ok(false);
         }
         Ok(self.embedder.set(Ok(embedder)).is_ok())

@@ -312,6 +312,30 @@ impl Store {
             .op("reading settings")
     }
 
+    /// Several settings read in one statement, so from one snapshot of the store: values
+    /// a writer changes together (a switch of embedder) are never seen half old, half new.
+    pub fn metas(&self, keys: &[&str]) -> Result<std::collections::HashMap<String, String>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT key, value FROM meta WHERE key IN (SELECT value FROM json_each(?1))",
+            )
+            .op("reading settings")?;
+        let keys = serde_json::to_string(keys)
+            .map_err(|e| StoreError::Format(format!("setting names: {e}")))?;
+        let rows = st
+            .query_map([keys], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .op("reading settings")?;
+        let mut out = std::collections::HashMap::new();
+        for row in rows {
+            let (k, v) = row.op("reading settings")?;
+            out.insert(k, v);
+        }
+        Ok(out)
+    }
+
     /// Sets a value in the settings table (its own transaction).
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
         self.conn
