@@ -87,7 +87,7 @@ def choose(sets, rs):
 
 
 print(f"\n## Leave one set out (chosen on the other sets by the {RULE} gain over the better leg, reported on the one left out)\n")
-print("| embedder family | set left out | chosen on the other three | nDCG@10 | better leg | vs better leg | RRF k 60 (eval) vs better leg |")
+print("| embedder family | set left out | chosen on the other sets | nDCG@10 | better leg | vs better leg | RRF k 60 (eval) vs better leg |")
 print("|---|---|---|---|---|---|---|")
 defaults = {}
 for fam, rs in sorted(fams.items()):
