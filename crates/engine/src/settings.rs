@@ -446,6 +446,18 @@ pub struct SearchSettings {
     pub rerank_depth: Option<usize>,
 }
 
+/// `v` when it is a number >= 0, else the error naming `field`.
+fn non_negative(field: &str, v: f32) -> Result<f32> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(EngineError::field_error(
+            field,
+            format!("must be a number >= 0, not {v}"),
+        ))
+    }
+}
+
 /// The most hits one search may ask for.
 pub const MAX_K: usize = 10_000;
 
@@ -533,16 +545,7 @@ impl SearchSettings {
                 );
             }
         };
-        let number = |field: &str, v: f32| -> Result<f32> {
-            if v.is_finite() && v >= 0.0 {
-                Ok(v)
-            } else {
-                Err(EngineError::field_error(
-                    field,
-                    format!("must be a number >= 0, not {v}"),
-                ))
-            }
-        };
+        let number = non_negative;
         let context_weight = number(
             "context_weight",
             self.context_weight
@@ -614,16 +617,7 @@ impl SearchSettings {
 
     /// The checked fusion function and the two legs' weights.
     pub fn fusion_part(&self) -> Result<(Fusion, f32, f32)> {
-        let number = |field: &str, v: f32| -> Result<f32> {
-            if v.is_finite() && v >= 0.0 {
-                Ok(v)
-            } else {
-                Err(EngineError::field_error(
-                    field,
-                    format!("must be a number >= 0, not {v}"),
-                ))
-            }
-        };
+        let number = non_negative;
         let rrf_k = number("rrf_k", self.rrf_k.unwrap_or(60.0))?;
         let fusion = match self.fusion.as_deref().map(str::trim) {
             None | Some("rrf") => Fusion::Rrf { k: rrf_k },

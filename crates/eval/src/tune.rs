@@ -11,7 +11,7 @@
 
 use crate::dataset::{EvalQuery, EvalSet, Level, Matching};
 use crate::report::pass_at;
-use crate::{mrr_at, ndcg_at, read_questions, recall_at};
+use crate::{mrr_at, ndcg_at, recall_at};
 use situate_core::IndexHit;
 use situate_engine::tuning::{CardIds, TuningLegs};
 use situate_engine::{
@@ -51,18 +51,7 @@ pub fn tune(
         set.queries.into_iter().partition(|q| !q.unanswerable);
     let rest: Vec<EvalQuery> = rest.into_iter().filter(|q| !q.unanswerable).collect();
     if let Some(path) = &req.controls {
-        controls.extend(
-            read_questions(path)?
-                .into_iter()
-                .map(|(id, text)| EvalQuery {
-                    id: format!("control:{id}"),
-                    text,
-                    judgments: Default::default(),
-                    golden_texts: vec![],
-                    unanswerable: true,
-                    answers: vec![],
-                }),
-        );
+        controls.extend(crate::run::read_controls(path)?);
     }
     if answerable.len() < c.folds {
         return Err(EngineError::field_error(

@@ -72,6 +72,18 @@ impl StoreError {
     }
 }
 
+/// Writes each `(key, value)` into the settings table within `tx`.
+fn insert_metas(tx: &rusqlite::Transaction<'_>, pairs: &[(&str, &str)]) -> Result<()> {
+    for (key, value) in pairs {
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )
+        .op("writing settings")?;
+    }
+    Ok(())
+}
+
 /// Whether SQLite's error means the file is damaged: malformed pages, a header that is not
 /// SQLite's, or a NULL where the schema has `NOT NULL` (only a damaged page gives one; the
 /// store reads such columns as non-optional values).
@@ -358,13 +370,7 @@ impl Store {
     /// Writes several settings in one transaction: all of them or none.
     pub fn set_metas(&self, pairs: &[(&str, &str)]) -> Result<()> {
         let tx = self.conn.unchecked_transaction().op("writing settings")?;
-        for (key, value) in pairs {
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )
-            .op("writing settings")?;
-        }
+        insert_metas(&tx, pairs)?;
         tx.commit().op("writing settings")?;
         Ok(())
     }
@@ -374,13 +380,7 @@ impl Store {
     /// embedder): readers reopen on a new generation.
     pub fn set_metas_advancing(&self, pairs: &[(&str, &str)]) -> Result<u64> {
         let tx = self.conn.unchecked_transaction().op("writing settings")?;
-        for (key, value) in pairs {
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )
-            .op("writing settings")?;
-        }
+        insert_metas(&tx, pairs)?;
         tx.execute(
             "INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
             [],

@@ -209,7 +209,7 @@ pub struct EvalOutcome {
 }
 
 /// Unanswerable control questions from any question file.
-fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
+pub(crate) fn read_controls(path: &Path) -> Result<Vec<EvalQuery>> {
     Ok(read_questions(path)?
         .into_iter()
         .map(|(id, text)| EvalQuery {
