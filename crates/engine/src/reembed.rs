@@ -151,31 +151,29 @@ impl Engine {
             .block_on(embedder.probe_dim())
             .map_err(|e| EngineError::Invalid(format!("cannot set up {}: {e}", req.embedder)))?;
         let model = embedder.model_id().to_string();
-        // Every card's input, by its cache hash (chunk by chunk: `check` refused `:late`).
-        let mut rows: Vec<(u64, String, PassageInput)> = Vec::new();
+        // Every card's cache hash, and each distinct input once (chunk by chunk: `check`
+        // refused `:late`).
+        let mut rows: Vec<(u64, String)> = Vec::new();
+        let mut unique: Vec<(String, PassageInput)> = Vec::new();
+        let mut seen = HashSet::new();
         self.store.for_each_index_row(|row| {
             let h = text_hash(&row, false);
-            rows.push((
-                row.card,
-                h,
-                PassageInput::new(row.context.as_deref(), &row.original),
-            ));
+            if seen.insert(h.clone()) {
+                unique.push((
+                    h.clone(),
+                    PassageInput::new(row.context.as_deref(), &row.original),
+                ));
+            }
+            rows.push((row.card, h));
             Ok(())
         })?;
         let total = rows.len() as u64;
-        let mut unique: Vec<(String, PassageInput)> = Vec::new();
-        let mut seen = HashSet::new();
-        for (_, h, input) in &rows {
-            if seen.insert(h.clone()) {
-                unique.push((h.clone(), input.clone()));
-            }
-        }
         let hashes: Vec<&str> = unique.iter().map(|(h, _)| h.as_str()).collect();
         let mut cached: HashSet<String> = HashSet::new();
         for part in hashes.chunks(4096) {
             cached.extend(self.store.cached(&model, part)?);
         }
-        let reused = rows.iter().filter(|(_, h, _)| cached.contains(h)).count() as u64;
+        let reused = rows.iter().filter(|(_, h)| cached.contains(h)).count() as u64;
         let todo: Vec<(String, PassageInput)> = unique
             .into_iter()
             .filter(|(h, _)| !cached.contains(h))
@@ -222,22 +220,12 @@ impl Engine {
             progress(report(done_inputs, embedded));
         }
         // The new vectors, from the cache alone.
-        let mut fresh = Vectors::new(dim, Backend::Exact)?;
-        for part in rows.chunks(4096) {
-            let hashes: Vec<&str> = part.iter().map(|(_, h, _)| h.as_str()).collect();
-            let vecs = self.store.embeddings(&model, &hashes)?;
-            for (key, h, _) in part {
-                match vecs.get(h) {
-                    Some(v) => fresh.add(*key, v)?,
-                    None => {
-                        return Err(EngineError::Internal(format!(
-                            "the embedding of card {key} is not in the cache after it was embedded"
-                        )));
-                    }
-                }
-            }
+        let (fresh, missing) = self.vectors_from_cache(&model, dim, &rows)?;
+        if missing > 0 {
+            return Err(EngineError::Internal(format!(
+                "{missing} embeddings of {model} are not in the cache after they were embedded"
+            )));
         }
-        fresh.set_backend(self.vector_backend)?;
         // Saved as the next generation's snapshot, beside the live one.
         let next = self.store.generation()? + 1;
         let stem = fresh.save(&self.dir, next)?;

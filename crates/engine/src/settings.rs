@@ -603,18 +603,6 @@ impl SearchSettings {
             || self.vector_weight.is_some()
     }
 
-    /// The fusion settings alone (the layer an index records for its embedder).
-    pub fn fusion_layer(&self) -> SearchSettings {
-        SearchSettings {
-            fusion: self.fusion.clone(),
-            rrf_k: self.rrf_k,
-            alpha: self.alpha,
-            bm25_weight: self.bm25_weight,
-            vector_weight: self.vector_weight,
-            ..SearchSettings::default()
-        }
-    }
-
     /// The checked fusion function and the two legs' weights.
     pub fn fusion_part(&self) -> Result<(Fusion, f32, f32)> {
         let number = non_negative;

@@ -510,21 +510,35 @@ impl Engine {
             rows.push((row.card, text_hash(&row, late)));
             Ok(())
         })?;
+        let (fresh, _) = self.vectors_from_cache(&model, dim, &rows)?;
+        self.vectors = Some(fresh);
+        self.vector_gen = self.store.generation()?;
+        Ok(())
+    }
+
+    /// A vector index of `model`'s cached embeddings of `rows` (card key, cache hash), in
+    /// the index's backend, and how many rows the cache had no embedding for (left out).
+    pub(crate) fn vectors_from_cache(
+        &self,
+        model: &str,
+        dim: usize,
+        rows: &[(u64, String)],
+    ) -> Result<(Vectors, usize)> {
         let mut fresh = Vectors::new(dim, Backend::Exact)?;
+        let mut missing = 0;
         for part in rows.chunks(4096) {
             let hashes: Vec<&str> = part.iter().map(|(_, h)| h.as_str()).collect();
-            let cache = self.store.embeddings(&model, &hashes)?;
+            let cache = self.store.embeddings(model, &hashes)?;
             for (key, h) in part {
-                if let Some(v) = cache.get(h) {
-                    fresh.add(*key, v)?;
+                match cache.get(h) {
+                    Some(v) => fresh.add(*key, v)?,
+                    None => missing += 1,
                 }
             }
         }
         // Built exact (fast to fill), then switched to the configured backend.
         fresh.set_backend(self.vector_backend)?;
-        self.vectors = Some(fresh);
-        self.vector_gen = self.store.generation()?;
-        Ok(())
+        Ok((fresh, missing))
     }
 
     /// Saves the vector index if it is ahead of its last snapshot, switches to the new

@@ -77,13 +77,10 @@ pub fn tune(
     let current = TunePoint::of_plan(&current_plan);
     let context_weights = match &c.context_weights {
         Some(w) => w.clone(),
-        None if engine.has_indexed_contexts()? => {
-            let mut w = situate_engine::tune_defaults::CONTEXT_WEIGHTS.to_vec();
-            if !w.iter().any(|x| (x - current.context_weight).abs() < 1e-6) {
-                w.push(current.context_weight);
-            }
-            w
-        }
+        None if engine.has_indexed_contexts()? => with_weight(
+            situate_engine::tune_defaults::CONTEXT_WEIGHTS.to_vec(),
+            current.context_weight,
+        ),
         None => vec![current.context_weight],
     };
     let mut points = grid(c, &context_weights);
@@ -91,13 +88,7 @@ pub fn tune(
         points.insert(0, current);
     }
     // Every context weight a point may ask for, and the current one's (for BM25 alone).
-    let mut weights = context_weights.clone();
-    if !weights
-        .iter()
-        .any(|x| (x - current.context_weight).abs() < 1e-6)
-    {
-        weights.push(current.context_weight);
-    }
+    let weights = with_weight(context_weights.clone(), current.context_weight);
     let depth = points
         .iter()
         .map(|p| p.fetch)
@@ -174,9 +165,11 @@ pub fn tune(
         best
     };
     let best = best_on(&all);
+    // Each point's mean over every tuning question.
+    let overall: Vec<f64> = scores.iter().map(|s| mean(s, &all)).collect();
     let in_sample = |i: usize| ScoredPoint {
         point: points[i],
-        score: mean(&scores[i], &all),
+        score: overall[i],
     };
 
     // Cross-validation: folds by a hash of the question id.
@@ -210,7 +203,7 @@ pub fn tune(
     let gain = diffs.iter().sum::<f64>() / n;
     let sd = (diffs.iter().map(|d| (d - gain).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
     let standard_error = sd / n.sqrt();
-    let in_sample_gain = mean(&scores[best], &all) - mean(&scores[current_index], &all);
+    let in_sample_gain = overall[best] - overall[current_index];
     let (change, reason) = if best == current_index || in_sample_gain <= 1e-12 {
         (
             false,
@@ -302,11 +295,7 @@ pub fn tune(
                 / n
         });
     let mut ranked: Vec<usize> = (0..points.len()).collect();
-    ranked.sort_by(|&a, &b| {
-        mean(&scores[b], &all)
-            .total_cmp(&mean(&scores[a], &all))
-            .then(a.cmp(&b))
-    });
+    ranked.sort_by(|&a, &b| overall[b].total_cmp(&overall[a]).then(a.cmp(&b)));
     let mut settings = chosen_point.settings();
     if !change {
         settings = current_plan.fusion_settings();
@@ -344,6 +333,14 @@ pub fn tune(
             .then(|| (0..points.len()).map(in_sample).collect()),
         written: None,
     })
+}
+
+/// `weights` with `w` among them.
+fn with_weight(mut weights: Vec<f32>, w: f32) -> Vec<f32> {
+    if !weights.iter().any(|x| (x - w).abs() < 1e-6) {
+        weights.push(w);
+    }
+    weights
 }
 
 /// How golden chunks are matched: as `situate eval` does.

@@ -190,7 +190,9 @@ impl Normaliser {
 
 /// Fuses `lists` and keeps the best `limit`.
 pub fn fuse(lists: &[RankedList<'_>], fusion: Fusion, limit: usize) -> Vec<Fused> {
-    let mut by_card: HashMap<u64, Fused> = HashMap::new();
+    // Each card's fused hit and a bit per list that returned it (a search fuses two).
+    debug_assert!(lists.len() <= 64, "at most 64 lists");
+    let mut by_card: HashMap<u64, (Fused, u64)> = HashMap::new();
     // Per leg: the value a chunk it did not return gets, and its weight.
     let mut absent: Vec<(usize, f32)> = Vec::new();
     for (li, list) in lists.iter().enumerate() {
@@ -224,11 +226,17 @@ pub fn fuse(lists: &[RankedList<'_>], fusion: Fusion, limit: usize) -> Vec<Fused
                 Fusion::Rrf { k } => 1.0 / (k + rank as f32),
                 _ => norm.apply(h.score),
             };
-            let e = by_card.entry(h.card).or_insert_with(|| Fused {
-                card: h.card,
-                score: 0.0,
-                legs: Vec::new(),
+            let (e, found) = by_card.entry(h.card).or_insert_with(|| {
+                (
+                    Fused {
+                        card: h.card,
+                        score: 0.0,
+                        legs: Vec::new(),
+                    },
+                    0,
+                )
             });
+            *found |= 1 << li;
             e.score += list.weight * normalized;
             e.legs.push(LegScore {
                 leg: list.leg.to_string(),
@@ -240,16 +248,15 @@ pub fn fuse(lists: &[RankedList<'_>], fusion: Fusion, limit: usize) -> Vec<Fused
     }
     // Chunks a leg did not return: that leg's lowest returned value (score fusions only).
     if !absent.is_empty() {
-        for f in by_card.values_mut() {
+        for (f, found) in by_card.values_mut() {
             for &(li, value) in &absent {
-                let list = &lists[li];
-                if !f.legs.iter().any(|l| l.leg == list.leg) {
-                    f.score += list.weight * value;
+                if *found & (1 << li) == 0 {
+                    f.score += lists[li].weight * value;
                 }
             }
         }
     }
-    let mut out: Vec<Fused> = by_card.into_values().collect();
+    let mut out: Vec<Fused> = by_card.into_values().map(|(f, _)| f).collect();
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.card.cmp(&b.card)));
     out.truncate(limit);
     out
