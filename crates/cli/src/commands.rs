@@ -168,15 +168,32 @@ pub(crate) fn rebuild(out: Out, index: &Path) -> Result<ExitCode> {
 /// serves (`Engine::reembed`), with a progress bar and an estimate of the time left.
 pub(crate) fn reembed(
     out: Out,
+    settings: &situate_engine::Settings,
     index: &Path,
     embedder: String,
     batch: Option<usize>,
+    store: Option<String>,
 ) -> Result<ExitCode> {
     let req = situate_engine::ReembedRequest { embedder, batch }.check()?;
+    // A query node (`--store`) must exist already: the switch moves it, not builds it.
+    let follower = match &store {
+        Some(given) => {
+            let url = situate_scale::store::store_url(Some(given), settings)?;
+            if !Engine::exists(index) {
+                anyhow::bail!(
+                    "no query node at {}: `situate search|serve --store … --index {}` builds one",
+                    index.display(),
+                    index.display()
+                );
+            }
+            Some(situate_scale::follow::Follower::connect(&url)?)
+        }
+        None => None,
+    };
     let mut e = Engine::open(index, Access::Write)?;
     let bar = output::progress_bar(out.quiet || out.json, Some(0), "embedding");
     let mut first = true;
-    let a = e.reembed(&req, &mut |p| {
+    let mut progress = |p: situate_engine::ReembedProgress| {
         bar.set_length(p.total);
         bar.set_position(p.done);
         if first {
@@ -184,7 +201,14 @@ pub(crate) fn reembed(
             bar.reset_eta();
             first = false;
         }
-    })?;
+    };
+    let (a, from_store) = match follower {
+        Some(mut f) => {
+            let n = f.reembed(&mut e, &req, &mut progress)?;
+            (n.switch, Some(n.from_store))
+        }
+        None => (e.reembed(&req, &mut progress)?, None),
+    };
     bar.finish_and_clear();
     let text = if a.switched {
         format!(
@@ -206,7 +230,17 @@ pub(crate) fn reembed(
     } else {
         format!("the index uses {} already: nothing to do", a.embedder)
     };
-    output::message(out.json, &text, &a)?;
+    match from_store {
+        Some(from_store) => {
+            let node = situate_scale::follow::NodeReembedAnswer {
+                switch: a,
+                from_store,
+            };
+            let text = format!("{text}; {from_store} vectors read from the store");
+            output::message(out.json, &text, &node)?;
+        }
+        None => output::message(out.json, &text, &a)?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 

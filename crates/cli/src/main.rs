@@ -66,6 +66,23 @@ enum StoreCommand {
         #[arg(long)]
         store: Option<String>,
     },
+    /// Fill the store with another embedder's vectors of every card while the nodes keep
+    /// searching with theirs; then each node switches with `situate reembed --store`.
+    /// Workers with `--embedder` of the same model help; a killed run resumes
+    Reembed {
+        /// postgres://USER@HOST:PORT/DATABASE [default: `[store] url`]
+        #[arg(long)]
+        store: Option<String>,
+        /// The embedder to fill (embeddinggemma-300m, all-minilm-l6-v2:q8, a model directory)
+        #[arg(long)]
+        embedder: String,
+        /// Items claimed and embedded at a time [default: 256]
+        #[arg(long)]
+        batch: Option<usize>,
+        /// Only queue the work, for `situate worker --role embed --embedder …` to do
+        #[arg(long)]
+        queue_only: bool,
+    },
 }
 
 #[derive(Args)]
@@ -182,6 +199,10 @@ enum Command {
         /// Inputs embedded and committed at a time [default: 256]
         #[arg(long)]
         batch: Option<usize>,
+        /// The index is a query node of this shared store (postgres://…): the new vectors
+        /// are read from the store (`situate store reembed` filled it), the rest embedded here
+        #[arg(long)]
+        store: Option<String>,
     },
     /// Choose the search settings (fusion, α, RRF k, context weight, fetch depth) on your
     /// own questions by cross-validation, and `[answer] min_score` on control questions;
@@ -594,7 +615,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Salvage { into } => commands::salvage(out, &index, &into),
         Command::Restore { backup, replace } => commands::restore(out, &index, &backup, replace),
         Command::Eval(a) => eval::run(a, &index, &settings, out),
-        Command::Reembed { embedder, batch } => commands::reembed(out, &index, embedder, batch),
+        Command::Reembed {
+            embedder,
+            batch,
+            store,
+        } => commands::reembed(out, &settings, &index, embedder, batch, store),
         Command::Tune(a) => tune::run(a, &index, &settings, cli.global.settings.as_deref(), out),
         Command::EvalSet(c) => evalset::run(c, &index),
         Command::Models(c) => models::run(c, out.json),
@@ -602,6 +627,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Store(StoreCommand::Check { store }) => {
             shared::check(out, &settings, &index, store)
         }
+        Command::Store(StoreCommand::Reembed {
+            store,
+            embedder,
+            batch,
+            queue_only,
+        }) => shared::fill(out, &settings, store, embedder, batch, queue_only),
         Command::Serve(a) => commands::serve(out, settings, index, a),
         Command::Mcp { allow_write, evals } => commands::mcp(settings, index, allow_write, evals),
     }

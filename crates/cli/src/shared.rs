@@ -337,6 +337,36 @@ pub fn node(
     Ok((e, f, r))
 }
 
+/// `situate store reembed`: the store filled with another embedder's vectors.
+pub fn fill(
+    out: Out,
+    settings: &Settings,
+    store: Option<String>,
+    embedder: String,
+    batch: Option<usize>,
+    queue_only: bool,
+) -> Result<ExitCode> {
+    let req = situate_engine::ReembedRequest { embedder, batch }.check()?;
+    let url = situate_scale::store::store_url(store.as_deref(), settings)?;
+    let bar = output::progress_bar(out.quiet || out.json, Some(0), "embedding");
+    let a = situate_scale::reembed::fill_store(&url, &req, queue_only, &mut |e| match e {
+        situate_scale::reembed::FillEvent::Queueing { cards } => {
+            bar.set_message(format!("{cards} cards read"))
+        }
+        situate_scale::reembed::FillEvent::Embedding { done, total } => {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    })?;
+    bar.finish_and_clear();
+    let text = format!(
+        "{}: {} of {} cards had a vector of {} already; {} queued, {} embedded by this run, {} left open ({:.1} s). Switch each query node with `situate reembed --store … --embedder {}`.",
+        a.store, a.kept, a.cards, a.model, a.queued, a.embedded, a.open, a.seconds, a.embedder
+    );
+    output::message(out.json, &text, &a)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `situate store check`: the node at `index` against the store, card by card.
 pub fn check(
     out: Out,

@@ -1191,3 +1191,245 @@ fn workers_and_a_query_node_ride_out_postgresql_restarts_and_cut_connections() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The model ids and counts `status --store` reports kept in the store.
+fn kept_embeddings(index: &std::path::Path, url: &str) -> std::collections::BTreeMap<String, i64> {
+    let v = json(situate(index).args(["status", "--store", url]), 0);
+    v["embeddings"]
+        .as_array()
+        .expect("embeddings")
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_str().expect("model").to_string(),
+                p[1].as_i64().expect("count"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_switch_of_embedder_fills_the_store_then_moves_a_serving_node_and_a_stopped_one() {
+    use crate::serve::Server;
+    let db = Database::new("reembed");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = tmp.path();
+    let mut rng = Lcg(11);
+    write_words(&base.join("docs"), 8, 4, &mut rng);
+    write_words(&base.join("later"), 3, 2, &mut rng);
+    let index = base.join("idx");
+    let url = db.url.as_str();
+    run(
+        situate(&index).args(["store", "migrate", "--store", url]),
+        0,
+    );
+    let chunking = ["--max-tokens", "40", "--overlap", "0"];
+    let v = json(
+        situate(&index)
+            .args(["ingest", "--store", url, "--context", "none"])
+            .args(chunking)
+            .arg("docs"),
+        0,
+    );
+    let chunks = v["report"]["chunks"].as_i64().expect("chunks");
+    assert!(chunks > 20, "{v:#}");
+    let worker = |embedder: &str| {
+        let mut c = situate(&index);
+        c.args([
+            "worker",
+            "--store",
+            url,
+            "--role",
+            "embed",
+            "--embedder",
+            embedder,
+        ])
+        .args(["--until-idle", "--quiet"]);
+        c
+    };
+    run(&mut worker("hash:64"), 0);
+    // Two query nodes on the fleet's model: one serving, one stopped.
+    let serving = base.join("node-a");
+    let stopped = base.join("node-b");
+    let s = Server::start(
+        &serving,
+        &["--store", url, "--node-embedder", "hash:64"],
+        &[],
+    );
+    json(
+        situate(&stopped).args([
+            "search",
+            "harbour",
+            "--store",
+            url,
+            "--node-embedder",
+            "hash:64",
+        ]),
+        0,
+    );
+    let info = s.get("/v1/info");
+    assert_eq!(
+        info.body["stats"]["embed_model"], "hash:64",
+        "{:#}",
+        info.body
+    );
+    // Refusals first: nothing is queued or recorded.
+    for (args, field) in [
+        (vec!["--embedder", "none"], "embedder"),
+        (vec!["--embedder", "no-such-model"], "embedder"),
+        (vec!["--embedder", "hash:96", "--batch", "0"], "batch"),
+    ] {
+        let out = run(
+            situate(&index)
+                .args(["store", "reembed", "--store", url])
+                .args(&args),
+            1,
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(field), "{args:?}: {err}");
+    }
+    let st = json(situate(&index).args(["status", "--store", url]), 0);
+    assert!(
+        st["work"]
+            .as_array()
+            .expect("work")
+            .iter()
+            .all(|w| !w["role"].as_str().unwrap_or("").starts_with("embed:")),
+        "{st:#}"
+    );
+    // The store filled with the new model, queue only: every final card queued once.
+    let q = json(
+        situate(&index).args([
+            "store",
+            "reembed",
+            "--store",
+            url,
+            "--embedder",
+            "hash:96",
+            "--queue-only",
+        ]),
+        0,
+    );
+    assert_eq!(q["cards"], chunks, "{q:#}");
+    assert_eq!(q["queued"], q["cards"], "{q:#}");
+    assert_eq!(q["embedded"], 0, "{q:#}");
+    assert_eq!(q["open"], q["queued"], "{q:#}");
+    let model = q["model"].as_str().expect("model").to_string();
+    assert!(
+        q["filling"]
+            .as_array()
+            .expect("filling")
+            .iter()
+            .any(|m| m == model.as_str())
+    );
+    // An ingest during the fill queues its embeddings for the new model too.
+    let later = json(
+        situate(&index)
+            .args(["ingest", "--store", url, "--context", "none"])
+            .args(chunking)
+            .arg("later"),
+        0,
+    );
+    let added = later["report"]["chunks"].as_i64().expect("chunks");
+    let position = later["report"]["position"].as_u64().expect("position");
+    // A worker of the fleet's model leaves the new model's items alone; one of the new
+    // model does them (here the command itself, which also finds nothing left to queue).
+    run(&mut worker("hash:64"), 0);
+    let kept = kept_embeddings(&index, url);
+    assert_eq!(kept.get(&model), None, "{kept:?}");
+    let f = json(
+        situate(&index).args(["store", "reembed", "--store", url, "--embedder", "hash:96"]),
+        0,
+    );
+    assert_eq!(f["cards"], chunks + added, "{f:#}");
+    assert_eq!(f["queued"], 0, "every card was queued already: {f:#}");
+    assert_eq!(f["open"], 0, "{f:#}");
+    assert_eq!(f["embedded"], chunks + added, "{f:#}");
+    let kept = kept_embeddings(&index, url);
+    assert_eq!(kept.get(&model), Some(&(chunks + added)), "{kept:?}");
+    // Once more: everything kept, nothing queued or embedded.
+    let again = json(
+        situate(&index).args(["store", "reembed", "--store", url, "--embedder", "hash:96"]),
+        0,
+    );
+    assert_eq!(again["kept"], chunks + added, "{again:#}");
+    assert_eq!(
+        (again["queued"].clone(), again["embedded"].clone()),
+        (0.into(), 0.into())
+    );
+    // The serving node switches through its job: every vector read from the store, none
+    // embedded on the node; searches answer throughout.
+    let r = s.post(
+        "/v1/jobs",
+        &serde_json::json!({"kind": "reembed", "embedder": "hash:96"}),
+    );
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let id = r.body["id"].as_str().expect("job id").to_string();
+    loop {
+        let a = s.post(
+            "/v1/search",
+            &serde_json::json!({"query": "harbour glacier", "k": 3}),
+        );
+        assert_eq!(a.status, 200, "a search during the switch: {:#}", a.body);
+        let j = s.get(&format!("/v1/jobs/{id}"));
+        if ["succeeded", "failed", "cancelled"].contains(&j.body["state"].as_str().unwrap_or("")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let j = s.wait_job(&id);
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    let result = &j["result"];
+    assert_eq!(result["switched"], true, "{j:#}");
+    assert_eq!(result["embedded"], 0, "{j:#}");
+    assert_eq!(result["from_store"], chunks + added, "{j:#}");
+    assert_eq!(result["model"], model.as_str(), "{j:#}");
+    let info = s.get("/v1/info");
+    assert_eq!(
+        info.body["stats"]["embed_model"], "hash:96",
+        "{:#}",
+        info.body
+    );
+    // The node went on following: the later documents are found by the vector leg.
+    let a = s.post(
+        "/v1/search",
+        &serde_json::json!({"query": "harbour glacier", "mode": "vector", "k": 100, "after": position}),
+    );
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    let docs: std::collections::BTreeSet<String> = a.body["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .filter_map(|h| h["document_id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(docs.len(), 11, "{docs:?}");
+    drop(s);
+    // The stopped node switches from the command line, and agrees with the store after.
+    let v = json(
+        situate(&stopped).args(["reembed", "--store", url, "--embedder", "hash:96"]),
+        0,
+    );
+    assert_eq!(v["embedded"], 0, "{v:#}");
+    assert_eq!(v["from_store"], chunks + added, "{v:#}");
+    let c = json(
+        situate(&stopped).args(["store", "check", "--store", url]),
+        0,
+    );
+    assert_eq!(c["indexes_consistent"], true, "{c:#}");
+    assert_eq!(c["documents"], 11, "{c:#}");
+    let st = json(situate(&stopped).arg("stats"), 0);
+    assert_eq!(st["stats"]["embed_model"], "hash:96", "{st:#}");
+    // A model the store was not filled with is embedded on the node itself.
+    let v = json(
+        situate(&stopped).args(["reembed", "--store", url, "--embedder", "hash:48"]),
+        0,
+    );
+    assert_eq!(v["from_store"], 0, "{v:#}");
+    assert_eq!(v["embedded"], chunks + added, "{v:#}");
+    // A node that does not exist is not built by a switch.
+    let out = run(
+        situate(&base.join("nowhere")).args(["reembed", "--store", url, "--embedder", "hash:96"]),
+        1,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no query node"));
+}

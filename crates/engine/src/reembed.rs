@@ -124,6 +124,18 @@ impl Engine {
         req: &CheckedReembed,
         progress: &mut dyn FnMut(ReembedProgress),
     ) -> Result<ReembedAnswer> {
+        self.reembed_with(req, None, progress)
+    }
+
+    /// [`Engine::reembed`] with the new embedder already loaded (`loaded`, for
+    /// `req.embedder`): a query node loads it first to learn its model id and fill the
+    /// cache from the shared store.
+    pub fn reembed_with(
+        &mut self,
+        req: &CheckedReembed,
+        loaded: Option<Arc<dyn Embedder>>,
+        progress: &mut dyn FnMut(ReembedProgress),
+    ) -> Result<ReembedAnswer> {
         self.require_writer()?;
         self.require_sound_store()?;
         let started = std::time::Instant::now();
@@ -144,9 +156,12 @@ impl Engine {
             });
         }
         let runtime = self.runtime()?;
-        let embedder: Arc<dyn Embedder> = situate_embed::resolve(&req.embedder)
-            .map(Arc::from)
-            .map_err(|e| EngineError::from(vectors::EmbedderLoad::from(e)))?;
+        let embedder: Arc<dyn Embedder> = match loaded {
+            Some(e) => e,
+            None => situate_embed::resolve(&req.embedder)
+                .map(Arc::from)
+                .map_err(|e| EngineError::from(vectors::EmbedderLoad::from(e)))?,
+        };
         let dim = runtime
             .block_on(embedder.probe_dim())
             .map_err(|e| EngineError::Invalid(format!("cannot set up {}: {e}", req.embedder)))?;

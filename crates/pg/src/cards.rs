@@ -173,7 +173,8 @@ impl PgStore {
 
     /// A worker's finished context, all in one transaction: the card `chunk_id` gets
     /// `context`, the change is recorded, the embedding of its new text is queued
-    /// (`embed`: the text hash, when the store's embeddings are wanted) and the work item
+    /// (`embed`: the text hash, when the store's embeddings are wanted; also for every
+    /// model a switch of embedder is filling, [`PgStore::add_embed_target`]) and the work item
     /// is closed (`failed` for a failed context). Nothing is written, and `None` is
     /// returned, when the item is no longer open (a re-ingest replaced its document, or
     /// another worker finished it after this one's lease ran out); otherwise the feed
@@ -211,12 +212,8 @@ impl PgStore {
         };
         let position = record_change(&mut tx, &self.target, &doc, Some(card))?;
         if let Some(hash) = embed {
-            tx.execute(
-                "INSERT INTO situate.work (role, chunk_id, input_hash) VALUES ('embed', $1, $2)
-                 ON CONFLICT (role, chunk_id, input_hash) DO NOTHING",
-                &[&chunk_id, &hash],
-            )
-            .map_err(q("queueing the embedding"))?;
+            tx.query_one(crate::queue::ENQUEUE_EMBED, &[&chunk_id, &hash])
+                .map_err(q("queueing the embedding"))?;
         }
         tx.commit().map_err(q("writing a context"))?;
         Ok(Some(position))

@@ -4,7 +4,7 @@
 
 use crate::{PgStore, Result, query_failed};
 use pgvector::Vector;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 /// What an `embed` worker reads of a card to embed it.
@@ -58,6 +58,18 @@ impl PgStore {
             .iter()
             .map(|r| (r.get::<_, String>(0), r.get::<_, Vector>(1).to_vec()))
             .collect())
+    }
+
+    /// Which of these text hashes `model` has a vector for (without reading the vectors).
+    pub fn kept_hashes(&mut self, model: &str, hashes: &[&str]) -> Result<HashSet<String>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT text_hash FROM situate.embeddings WHERE model = $1 AND text_hash = ANY($2)",
+                &[&model, &hashes],
+            )
+            .map_err(query_failed(&self.target, "reading embeddings"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Makes sure `model`'s vectors have an HNSW index (cosine): one partial index per model
@@ -124,6 +136,24 @@ impl PgStore {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
+    /// A page of the cards whose context is final (no context work open for them), by
+    /// chunk id after `after`: what every model's embedding is of. The embedding of a card
+    /// still waiting for its context is queued when a worker writes the context.
+    pub fn final_inputs(&mut self, after: &str, limit: i64) -> Result<Vec<EmbedInput>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT chunk_id, generated_context, context_status, original_text
+                 FROM situate.chunks c WHERE chunk_id > $1
+                   AND NOT EXISTS (SELECT 1 FROM situate.work w WHERE w.role = 'contextualize'
+                                   AND w.chunk_id = c.chunk_id AND w.state = 'queued')
+                 ORDER BY chunk_id LIMIT $2",
+                &[&after, &limit],
+            )
+            .map_err(query_failed(&self.target, "reading the texts to embed"))?;
+        Ok(rows.iter().map(embed_input).collect())
+    }
+
     /// What each of these cards embeds (cards that are gone are absent).
     pub fn embed_inputs(&mut self, chunk_ids: &[&str]) -> Result<Vec<EmbedInput>> {
         let rows = self
@@ -134,18 +164,17 @@ impl PgStore {
                 &[&chunk_ids],
             )
             .map_err(query_failed(&self.target, "reading the texts to embed"))?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let status: String = r.get(2);
-                let indexed =
-                    situate_core::ContextStatus::from_str(&status).is_ok_and(|s| s.is_indexed());
-                EmbedInput {
-                    chunk_id: r.get(0),
-                    context: r.get::<_, Option<String>>(1).filter(|_| indexed),
-                    original: r.get(3),
-                }
-            })
-            .collect())
+        Ok(rows.iter().map(embed_input).collect())
+    }
+}
+
+/// An [`EmbedInput`] from a row of (chunk id, context, status, original).
+fn embed_input(r: &postgres::Row) -> EmbedInput {
+    let status: String = r.get(2);
+    let indexed = situate_core::ContextStatus::from_str(&status).is_ok_and(|s| s.is_indexed());
+    EmbedInput {
+        chunk_id: r.get(0),
+        context: r.get::<_, Option<String>>(1).filter(|_| indexed),
+        original: r.get(3),
     }
 }

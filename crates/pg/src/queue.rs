@@ -16,10 +16,37 @@ pub struct Claimed {
     pub attempts: i32,
 }
 
+/// The store meta listing the models a switch of embedder is filling (a JSON array of
+/// model ids): every embedding queued for the fleet's model is queued for each of them too.
+pub const EMBED_TARGETS: &str = "embed_targets";
+
+/// The work role that fills `model`'s vectors for a switch of embedder: `embed:MODEL`. An
+/// embed worker of that model claims it beside `embed`.
+pub fn embed_role(model: &str) -> String {
+    format!("embed:{model}")
+}
+
+/// Queues one embedding (`$1` chunk id, `$2` input hash) for the fleet's model (`embed`)
+/// and for every model a switch is filling ([`EMBED_TARGETS`]); answers how many `embed`
+/// items were new (0 or 1).
+pub(crate) const ENQUEUE_EMBED: &str = "
+    WITH added AS (
+        INSERT INTO situate.work (role, chunk_id, input_hash)
+        SELECT r, $1, $2 FROM (
+            SELECT 'embed' AS r
+            UNION ALL
+            SELECT 'embed:' || m FROM jsonb_array_elements_text(coalesce(
+                (SELECT value::jsonb FROM situate.meta WHERE key = 'embed_targets'), '[]'::jsonb)) AS m
+        ) AS roles
+        ON CONFLICT (role, chunk_id, input_hash) DO NOTHING
+        RETURNING role)
+    SELECT count(*) FILTER (WHERE role = 'embed') FROM added";
+
 impl PgStore {
-    /// Queues work for `role` (`contextualize`, `embed`): one item per `(chunk_id,
-    /// input_hash)`; an item already queued or done is left as it is. Returns how many
-    /// were new.
+    /// Queues work for `role` (`contextualize`, `embed`, `embed:MODEL`): one item per
+    /// `(chunk_id, input_hash)`; an item already queued or done is left as it is. Work for
+    /// `embed` is also queued for every model a switch of embedder is filling. Returns how
+    /// many items of `role` were new.
     pub fn enqueue(&mut self, role: &str, items: &[(&str, &str)]) -> Result<u64> {
         let mut tx = self
             .client
@@ -27,6 +54,13 @@ impl PgStore {
             .map_err(query_failed(&self.target, "queueing work"))?;
         let mut added = 0;
         for (chunk_id, input_hash) in items {
+            if role == "embed" {
+                added += tx
+                    .query_one(ENQUEUE_EMBED, &[chunk_id, input_hash])
+                    .map_err(query_failed(&self.target, "queueing work"))?
+                    .get::<_, i64>(0) as u64;
+                continue;
+            }
             added += tx
                 .execute(
                     "INSERT INTO situate.work (role, chunk_id, input_hash) VALUES ($1, $2, $3)
@@ -38,6 +72,27 @@ impl PgStore {
         tx.commit()
             .map_err(query_failed(&self.target, "queueing work"))?;
         Ok(added)
+    }
+
+    /// Adds `model` to the models a switch of embedder is filling ([`EMBED_TARGETS`]), in
+    /// one statement (two switches at once both land); returns the list after.
+    pub fn add_embed_target(&mut self, model: &str) -> Result<Vec<String>> {
+        let row = self
+            .client
+            .query_one(
+                "INSERT INTO situate.meta (key, value) VALUES ('embed_targets', jsonb_build_array($1::text)::text)
+                 ON CONFLICT (key) DO UPDATE SET value = (
+                     SELECT jsonb_agg(DISTINCT m ORDER BY m)::text
+                     FROM jsonb_array_elements_text(situate.meta.value::jsonb || jsonb_build_array($1::text)) AS m)
+                 RETURNING value",
+                &[&model],
+            )
+            .map_err(query_failed(&self.target, "recording the embedder to fill"))?;
+        let value: String = row.get(0);
+        serde_json::from_str(&value).map_err(|e| PgError::Unreadable {
+            target: self.target.to_string(),
+            what: format!("the meta {EMBED_TARGETS} ({e})"),
+        })
     }
 
     /// Claims up to `n` queued items of `role` for `owner`, for `lease` from now. An item

@@ -100,6 +100,17 @@ pub struct PgvectorHit {
     pub score: f32,
 }
 
+/// What a query node's switch of embedder did (`situate reembed --store`, the `reembed`
+/// job of a node's service).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NodeReembedAnswer {
+    /// The engine's switch; its `reused` counts the vectors read from the store.
+    #[serde(flatten)]
+    pub switch: situate_engine::ReembedAnswer,
+    /// Vectors of the new model read from the shared store (not embedded on the node).
+    pub from_store: u64,
+}
+
 /// A connection to the shared store that an index follows.
 pub struct Follower {
     store: PgStore,
@@ -364,6 +375,62 @@ impl Follower {
         }
         hits.truncate(k);
         Ok(hits)
+    }
+
+    /// Moves this query node to another embedder ([`crate::reembed`]): caught up first,
+    /// then the new model's vectors of the node's cards read from the store into the node's
+    /// embedding cache (those the store lacks are embedded here, as
+    /// [`Engine::reembed`] does), then the engine's one switch. The node serves its old
+    /// vectors until the switch and follows the store with the new model after it.
+    pub fn reembed(
+        &mut self,
+        engine: &mut Engine,
+        req: &situate_engine::CheckedReembed,
+        progress: &mut dyn FnMut(situate_engine::ReembedProgress),
+    ) -> Result<NodeReembedAnswer> {
+        self.catch_up(engine)?;
+        if engine.embed_settings()?.spec == req.embedder {
+            let switch = engine.reembed(req, progress)?;
+            return Ok(NodeReembedAnswer {
+                switch,
+                from_store: 0,
+            });
+        }
+        let embedder: std::sync::Arc<dyn situate_core::Embedder> =
+            situate_embed::resolve(&req.embedder)
+                .map(std::sync::Arc::from)
+                .map_err(|e| EngineError::from(situate_engine::node::EmbedderLoad::from(e)))?;
+        let model = embedder.model_id().to_string();
+        let mut hashes = BTreeSet::new();
+        engine.store().for_each_index_row(|row| {
+            hashes.insert(situate_engine::node::text_hash(&row, false));
+            Ok(())
+        })?;
+        let hashes: Vec<&str> = hashes.iter().map(String::as_str).collect();
+        let mut from_store = 0u64;
+        for part in hashes.chunks(1024) {
+            let have = engine.store().cached(&model, part)?;
+            let want: Vec<&str> = part
+                .iter()
+                .copied()
+                .filter(|h| !have.contains(*h))
+                .collect();
+            if want.is_empty() {
+                continue;
+            }
+            let kept = self.store.embeddings(&model, &want)?;
+            let items: Vec<(&str, &[f32])> = kept
+                .iter()
+                .map(|(h, v)| (h.as_str(), v.as_slice()))
+                .collect();
+            engine.store_mut().cache_embeddings(&model, &items)?;
+            from_store += items.len() as u64;
+        }
+        let switch = engine.reembed_with(req, Some(embedder), progress)?;
+        self.by_hash = None;
+        // What the store wrote during the switch, now with the new model.
+        self.catch_up(engine)?;
+        Ok(NodeReembedAnswer { switch, from_store })
     }
 
     /// Chooses an `auto` node's embedder from the languages of the whole store (not of the

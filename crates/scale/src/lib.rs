@@ -2,7 +2,8 @@
 //! migrate`, `situate status --store`), the ingest that queues documents into it
 //! (`situate ingest --store`), the workers that write their contexts and embeddings
 //! (`situate worker`), and the query nodes that follow its change feed into an embedded
-//! index (`situate search|serve --store`, `situate store check`).
+//! index (`situate search|serve --store`, `situate store check`), and a switch of
+//! embedder across them (`situate store reembed`, `situate reembed --store`).
 //!
 //! The embedded engine ([`situate_engine`]) serves one machine; past that, situate runs on
 //! PostgreSQL, never on a cluster of its own. Every piece here builds on the engine's parts
@@ -13,6 +14,7 @@
 
 pub mod follow;
 pub mod ingest;
+pub mod reembed;
 pub mod store;
 pub mod worker;
 

@@ -77,6 +77,9 @@ pub struct WorkerOptions {
     pub name: String,
     /// Set to stop after the current items.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Claim only the work that fills this worker's model for a switch of embedder
+    /// (`embed:MODEL`), not the fleet's `embed` items (`situate store reembed`).
+    pub fill_only: bool,
 }
 
 impl WorkerOptions {
@@ -94,6 +97,7 @@ impl WorkerOptions {
             poll: Duration::from_secs(1),
             name: format!("{host}:{}", std::process::id()),
             stop: None,
+            fill_only: false,
         }
     }
 }
@@ -168,13 +172,11 @@ pub fn run_worker(
             .as_ref()
             .is_some_and(|s| s.load(Ordering::Relaxed))
     };
-    let mut roles = Vec::new();
-    if opts.role.contextualizes() {
-        roles.push("contextualize");
+    let mut roles: Vec<String> = Vec::new();
+    if opts.role.contextualizes() && !opts.fill_only {
+        roles.push("contextualize".into());
     }
-    if opts.role.embeds() {
-        roles.push("embed");
-    }
+    roles.extend(embed_roles(&opts));
     while !stopped() {
         let (store, cache, beat) = &mut conns;
         let pass = one_pass(store, cache, beat, &opts, &roles, &mut report, on_event);
@@ -210,16 +212,17 @@ fn one_pass(
     cache: &PgCache,
     beat: &mut PgStore,
     opts: &WorkerOptions,
-    roles: &[&str],
+    roles: &[String],
     report: &mut WorkerReport,
     on_event: &mut dyn FnMut(WorkerEvent),
 ) -> Result<Pass> {
     let mut did = 0;
-    if let Some(ctx) = opts.contextualizer.as_deref() {
+    if let Some(ctx) = opts.contextualizer.as_deref().filter(|_| !opts.fill_only) {
         did += contextualize_round(beat, store, cache, ctx, opts, report, on_event)?;
     }
     if did == 0
         && let Some(embedder) = &opts.embedder
+        && opts.role.embeds()
     {
         did += embed_round(beat, store, embedder.as_ref(), opts, report, on_event)?;
     }
@@ -433,6 +436,21 @@ fn write_contexts(
     Ok(())
 }
 
+/// The work roles an embed worker claims, in order: the fleet's `embed` (unless
+/// [`WorkerOptions::fill_only`]), then `embed:MODEL`, which fills its model for a switch
+/// of embedder. Either writes vectors of its model, keyed by text hash.
+fn embed_roles(opts: &WorkerOptions) -> Vec<String> {
+    let Some(embedder) = opts.embedder.as_ref().filter(|_| opts.role.embeds()) else {
+        return Vec::new();
+    };
+    let mut roles = Vec::new();
+    if !opts.fill_only {
+        roles.push("embed".to_string());
+    }
+    roles.push(situate_pg::embed_role(embedder.model_id()));
+    roles
+}
+
 /// Claims and embeds one batch; returns how many items it handled.
 fn embed_round(
     beat: &mut PgStore,
@@ -443,7 +461,13 @@ fn embed_round(
     on_event: &mut dyn FnMut(WorkerEvent),
 ) -> Result<usize> {
     let size = opts.batch.max(embedder.call_size()) as i64;
-    let claimed = store.claim("embed", &opts.name, size, opts.lease)?;
+    let mut claimed = Vec::new();
+    for role in embed_roles(opts) {
+        claimed = store.claim(&role, &opts.name, size, opts.lease)?;
+        if !claimed.is_empty() {
+            break;
+        }
+    }
     if claimed.is_empty() {
         return Ok(0);
     }

@@ -2,14 +2,16 @@
 //! store kept current from its change feed ([`situate_scale::follow`]). One thread holds
 //! the index's writer and catches up every [`INTERVAL`]; the readers see each batch it
 //! commits as they see an ingest's. The position it has applied is what `after` in a
-//! search waits for (read your writes) and what `/v1/info` reports.
+//! search waits for (read your writes) and what `/v1/info` reports. A switch of embedder
+//! (the `reembed` job) runs on the same thread, between two catch-ups, since it moves the
+//! index the thread writes ([`FollowState::reembed`]).
 
 use crate::ServeError;
-use situate_engine::{CreateSettings, Engine};
-use situate_scale::follow::Follower;
+use situate_engine::{CheckedReembed, CreateSettings, Engine, EngineError, ReembedProgress};
+use situate_scale::follow::{Follower, NodeReembedAnswer};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// How often the follower reads the feed.
@@ -21,6 +23,16 @@ pub struct FollowState {
     pub store: String,
     position: AtomicU64,
     error: Mutex<Option<String>>,
+    /// Switches of embedder for the follower thread to run.
+    switches: Mutex<mpsc::Sender<Switch>>,
+}
+
+/// A switch of embedder handed to the follower thread.
+struct Switch {
+    req: CheckedReembed,
+    progress: Box<dyn FnMut(ReembedProgress) + Send>,
+    cancel: Arc<AtomicBool>,
+    reply: mpsc::Sender<Result<NodeReembedAnswer, EngineError>>,
 }
 
 impl FollowState {
@@ -32,6 +44,30 @@ impl FollowState {
     /// The last catch-up's error, while the store cannot be read.
     pub fn error(&self) -> Option<String> {
         self.error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Moves the node to another embedder ([`Follower::reembed`]) on the follower thread,
+    /// and waits for it: the node serves its old vectors meanwhile, and follows the store
+    /// again after the switch. `cancel` stops it between batches.
+    pub fn reembed(
+        &self,
+        req: CheckedReembed,
+        progress: Box<dyn FnMut(ReembedProgress) + Send>,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<NodeReembedAnswer, EngineError> {
+        let stopped = || EngineError::Unavailable("the node's follower thread has stopped".into());
+        let (reply, answer) = mpsc::channel();
+        self.switches
+            .lock()
+            .map_err(|_| stopped())?
+            .send(Switch {
+                req,
+                progress,
+                cancel,
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        answer.recv().map_err(|_| stopped())?
     }
 }
 
@@ -48,10 +84,12 @@ pub fn start(
     let mut follower = Follower::connect(url).map_err(fail)?;
     let mut engine = Engine::open_or_create(index, create).map_err(fail)?;
     let first = follower.catch_up(&mut engine).map_err(fail)?;
+    let (switches, queued) = mpsc::channel::<Switch>();
     let state = Arc::new(FollowState {
         store: follower.target(),
         position: AtomicU64::new(first.position),
         error: Mutex::new(None),
+        switches: Mutex::new(switches),
     });
     let shared = Arc::clone(&state);
     let url = url.to_string();
@@ -72,6 +110,13 @@ pub fn start(
                         }
                     },
                 };
+                if let Ok(mut switch) = queued.try_recv() {
+                    engine.cancel_on(switch.cancel);
+                    let r = f.reembed(&mut engine, &switch.req, &mut *switch.progress);
+                    engine.cancel_on(Arc::new(AtomicBool::new(false)));
+                    let _ = switch.reply.send(r);
+                    continue;
+                }
                 match f.catch_up(&mut engine) {
                     Ok(r) => {
                         shared.position.store(r.position, Ordering::Release);

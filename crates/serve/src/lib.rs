@@ -304,11 +304,12 @@ fn app_state(
             evals: opts.evals.clone(),
             backups: opts.backups.clone(),
             roots,
+            node: Default::default(),
         },
         opts.settings.clone(),
     )?;
     if let Some(f) = &follow {
-        jobs = jobs.on_node(f.store.clone());
+        jobs = jobs.on_node(Arc::clone(f));
     }
     Ok(Arc::new(AppState {
         readers,

@@ -200,6 +200,8 @@ pub struct Dirs {
     /// The directories an ingest job may read server-side paths under (canonical);
     /// `None`: any path (a service on loopback with no `--ingest-root`).
     pub roots: Option<Vec<PathBuf>>,
+    /// The follower, when the index is a query node of a shared store.
+    pub node: std::sync::OnceLock<Arc<crate::follow::FollowState>>,
 }
 
 #[derive(Default)]
@@ -213,9 +215,11 @@ struct Table {
 const KEEP_FINISHED: usize = 1000;
 
 impl Jobs {
-    /// Marks the index as a query node of `store` (write jobs are refused).
-    pub fn on_node(mut self, store: String) -> Jobs {
-        self.node_of = Some(store);
+    /// Marks the index as a query node followed by `node` (write jobs are refused; a
+    /// switch of embedder runs on the follower's thread).
+    pub fn on_node(mut self, node: Arc<crate::follow::FollowState>) -> Jobs {
+        self.node_of = Some(node.store.clone());
+        let _ = self.dirs.node.set(node);
         self
     }
 
@@ -265,14 +269,14 @@ impl Jobs {
         if let Some(store) = &self.node_of
             && !matches!(
                 spec,
-                JobSpec::Eval(_) | JobSpec::Backup { .. } | JobSpec::Tune(_)
+                JobSpec::Eval(_) | JobSpec::Backup { .. } | JobSpec::Tune(_) | JobSpec::Reembed(_)
             )
         {
             return Err(Problem::new(
                 axum::http::StatusCode::CONFLICT,
                 "query-node",
                 format!(
-                    "this service is a query node of the shared store {store}: its index is a copy the store's change feed writes; ingest, contextualize, review, delete and rebuild through the store (`situate ingest --store`, `situate worker --store`)"
+                    "this service is a query node of the shared store {store}: its index is a copy the store's change feed writes; ingest, contextualize, review, delete and rebuild through the store (`situate ingest --store`, `situate worker --store`); eval, backup, tune and reembed run here"
                 ),
             ));
         }

@@ -47,7 +47,10 @@ pub(super) fn run_job(
         }),
         JobSpec::Eval(job) => eval(index, settings, evals, job, status),
         JobSpec::Tune(req) => tune(index, settings, &req, status),
-        JobSpec::Reembed(req) => reembed(index, &req, status, cancel),
+        JobSpec::Reembed(req) => match dirs.node.get() {
+            Some(node) => node_reembed(node, &req, status, cancel),
+            None => reembed(index, &req, status, cancel),
+        },
         JobSpec::Backup { name } => {
             let name = name.unwrap_or_else(|| situate_core::now_rfc3339().replace([':', '-'], ""));
             Engine::backup_at(index, &dirs.backups.join(name))
@@ -181,18 +184,39 @@ fn reembed(
     let checked = req.check()?;
     let mut e = Engine::open(index, Access::Write)?;
     e.cancel_on(Arc::clone(cancel));
-    let answer = e.reembed(&checked, &mut |p| {
-        status.send_modify(|s| {
-            s.progress.insert(
-                "embedding",
-                Stage {
-                    done: p.done,
-                    total: Some(p.total),
-                },
-            );
-        })
-    })?;
+    let answer = e.reembed(&checked, &mut |p| embedding_progress(status, p))?;
     serde_json::to_value(answer).map_err(Problem::internal)
+}
+
+/// A `reembed` job on a query node: the switch runs on the follower's thread, reading the
+/// new vectors from the shared store (`situate store reembed` filled it).
+fn node_reembed(
+    node: &crate::follow::FollowState,
+    req: &situate_engine::ReembedRequest,
+    status: &watch::Sender<JobStatus>,
+    cancel: &Arc<AtomicBool>,
+) -> Result<serde_json::Value, Problem> {
+    let checked = req.check()?;
+    let status = status.clone();
+    let answer = node.reembed(
+        checked,
+        Box::new(move |p| embedding_progress(&status, p)),
+        Arc::clone(cancel),
+    )?;
+    serde_json::to_value(answer).map_err(Problem::internal)
+}
+
+/// A switch's progress into its job's status, as `embedding` (done, total).
+fn embedding_progress(status: &watch::Sender<JobStatus>, p: situate_engine::ReembedProgress) {
+    status.send_modify(|s| {
+        s.progress.insert(
+            "embedding",
+            Stage {
+                done: p.done,
+                total: Some(p.total),
+            },
+        );
+    })
 }
 
 /// A `tune` job: the index read as it is, the questions' legs read once, the grid scored.
