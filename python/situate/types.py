@@ -197,11 +197,14 @@ class DocumentPage:
 
 @dataclass(frozen=True)
 class Status:
-    """The index's state: its directory, the default search mode, and its counts."""
+    """The index's state: its directory, the default search mode, its counts, and the
+    vector instructions this process's kernels use (``cpu``: ``level``, ``forced``,
+    ``runs``)."""
 
     index: str
     default_mode: str
     stats: Dict[str, Any]
+    cpu: Optional[Dict[str, Any]] = None
 
 
 @dataclass(frozen=True)

@@ -447,3 +447,78 @@ fn warnings_on_a_pipe_carry_no_colour_codes() {
     assert!(err.contains("reloading the vectors"), "{err}");
     assert!(!err.contains('\u{1b}'), "no ANSI codes on a pipe: {err:?}");
 }
+
+/// `SITUATE_CPU` forces each instruction-set level this CPU runs: the same hits and the
+/// same scores on every one (MiniLM's int8 products and its attention, BM25's selection,
+/// the exact vector search); `stats` names the level; a level the CPU does not run, or no
+/// level, is refused with the levels it does run.
+#[test]
+fn every_cpu_level_this_machine_runs_gives_the_same_hits_and_scores() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let index = paraphrase_index(
+        tmp.path(),
+        &["--embedder", "all-minilm-l6-v2:q8"],
+        "all-minilm-l6-v2@0.1.0:q8",
+    );
+    let s = json(situate(&index).arg("stats"), 0);
+    let runs: Vec<String> = s["cpu"]["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|l| l.as_str().expect("level").to_string())
+        .collect();
+    assert_eq!(runs.first().map(String::as_str), Some("scalar"), "{s:#}");
+    assert_eq!(
+        s["cpu"]["level"],
+        runs.last().map(String::as_str).unwrap_or("")
+    );
+    let hits = |level: &str, q: &str| -> Vec<(String, f64)> {
+        let v = json(
+            situate(&index)
+                .env("SITUATE_CPU", level)
+                .args(["search", q, "-k", "3"]),
+            0,
+        );
+        v["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| {
+                (
+                    h["chunk_id"].as_str().expect("id").to_string(),
+                    h["score"].as_f64().expect("score"),
+                )
+            })
+            .collect()
+    };
+    let queries = ["I cannot remember my login credentials", "tax deadline"];
+    let want: Vec<_> = queries.iter().map(|q| hits("auto", q)).collect();
+    assert_eq!(want[0][0].0, "help/account.md#0", "{want:?}");
+    for level in &runs {
+        let st = json(situate(&index).env("SITUATE_CPU", level).arg("stats"), 0);
+        assert_eq!(st["cpu"]["level"], level.as_str(), "{st:#}");
+        for (q, want) in queries.iter().zip(&want) {
+            let got = hits(level, q);
+            assert_eq!(got.len(), want.len(), "{level}: {got:?}");
+            for ((id, score), (want_id, want_score)) in got.iter().zip(want) {
+                assert_eq!(id, want_id, "{level}, {q:?}");
+                assert!(
+                    (score - want_score).abs() < 1e-6,
+                    "{level}, {q:?}: {score} vs {want_score}"
+                );
+            }
+        }
+    }
+    for bad in ["sse9", "avx512vnni"] {
+        if runs.iter().any(|l| l == bad) {
+            continue;
+        }
+        let out = run(situate(&index).env("SITUATE_CPU", bad).arg("stats"), 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("SITUATE_CPU")
+                && err.contains(runs.last().map(String::as_str).unwrap_or("")),
+            "{err}"
+        );
+    }
+}

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod context;
+pub mod cpu;
 mod embed;
 mod eval_data;
 mod model;

@@ -11,6 +11,7 @@ impl Engine {
 
     /// Creates an index in `dir` (which may exist and be empty of an index).
     pub fn create(dir: &Path, settings: CreateSettings) -> Result<Engine> {
+        situate_core::cpu::check().map_err(EngineError::Invalid)?;
         if Engine::exists(dir) {
             return Err(EngineError::Conflict(format!(
                 "an index already exists at {}",
@@ -67,6 +68,8 @@ impl Engine {
     }
 
     fn open_with(dir: &Path, access: Access, tolerate: bool) -> Result<Engine> {
+        // A `SITUATE_CPU` this CPU cannot honour is refused before anything is read.
+        situate_core::cpu::check().map_err(EngineError::Invalid)?;
         if !Engine::exists(dir) {
             return Err(EngineError::NoIndex(dir.to_path_buf()));
         }

@@ -546,16 +546,19 @@ enum Scored<'a> {
     Listed(&'a [DocId]),
 }
 
-/// Bit `i` set where `block[i] >= t`, for a block of at most 16 scores: one AVX-512 comparison
-/// into a mask register where the build has it (the portable form below compiles to a
+/// Bit `i` set where `block[i] >= t`, for a block of at most 16 scores: with `AVX512`, one
+/// AVX-512 comparison into a mask register (the portable form below compiles to a
 /// comparison and then a chain of shuffles that took a sixth of the selection's time).
+/// `AVX512` only where this is inlined into a function compiled for AVX-512F
+/// ([`collect_above`]).
 #[inline(always)]
-fn at_least(block: &[Score], t: Score) -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    if let Ok(block) = <&[Score; 16]>::try_from(block) {
+fn at_least<const AVX512: bool>(block: &[Score], t: Score) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX512 && let Ok(block) = <&[Score; 16]>::try_from(block) {
         use std::arch::x86_64::{_CMP_GE_OQ, _mm512_cmp_ps_mask, _mm512_loadu_ps, _mm512_set1_ps};
-        // SAFETY: the build enables AVX-512F (the cfg above), and the load reads the 16
-        // floats of `block`, which is exactly 16 long.
+        // SAFETY: with `AVX512` the caller is compiled for AVX-512F and runs only where the
+        // CPU has it (`collect_above`); the load reads the 16 floats of `block`, which is
+        // exactly 16 long.
         let mask = unsafe {
             _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_loadu_ps(block.as_ptr()), _mm512_set1_ps(t))
         };
@@ -565,6 +568,69 @@ fn at_least(block: &[Score], t: Score) -> u32 {
         .iter()
         .enumerate()
         .fold(0u32, |m, (i, &s)| m | (u32::from(s >= t) << i))
+}
+
+/// Pushes into `out` the candidates of the first `max_doc` scores that reach `t` (> 0),
+/// sixteen scores compared at a time, only the kept ones visited by their bits; on the
+/// path of the level chosen for the process ([`situate_core::cpu::chosen`]).
+fn collect_above(scores: &[Score], max_doc: usize, t: Score, out: &mut Vec<u64>) {
+    collect_above_at(situate_core::cpu::chosen(), scores, max_doc, t, out)
+}
+
+/// [`collect_above`] on the path of `level` (one the CPU runs).
+fn collect_above_at(
+    level: situate_core::cpu::Level,
+    scores: &[Score],
+    max_doc: usize,
+    t: Score,
+    out: &mut Vec<u64>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        fn avx512(scores: &[Score], max_doc: usize, t: Score, out: &mut Vec<u64>) {
+            collect_above_generic::<true>(scores, max_doc, t, out)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2(scores: &[Score], max_doc: usize, t: Score, out: &mut Vec<u64>) {
+            collect_above_generic::<false>(scores, max_doc, t, out)
+        }
+        if level.avx512() {
+            // SAFETY: the level is one the CPU runs (AVX-512F, AVX2, FMA).
+            return unsafe { avx512(scores, max_doc, t, out) };
+        }
+        if level.avx2() {
+            // SAFETY: the level is one the CPU runs (AVX2 and FMA).
+            return unsafe { avx2(scores, max_doc, t, out) };
+        }
+    }
+    let _ = level;
+    collect_above_generic::<false>(scores, max_doc, t, out)
+}
+
+#[inline(always)]
+fn collect_above_generic<const AVX512: bool>(
+    scores: &[Score],
+    max_doc: usize,
+    t: Score,
+    out: &mut Vec<u64>,
+) {
+    // Whole blocks first (the loop the compiler keeps free of length checks), then the
+    // remainder.
+    let blocks = scores[..max_doc].chunks_exact(16);
+    let rest = blocks.remainder();
+    for (base, block) in blocks
+        .enumerate()
+        .map(|(b, x)| (b * 16, x))
+        .chain([(max_doc - rest.len(), rest)])
+    {
+        let mut kept = at_least::<AVX512>(block, t);
+        while kept != 0 {
+            let i = kept.trailing_zeros() as usize;
+            out.push(candidate(block[i], (base + i) as DocId));
+            kept &= kept - 1;
+        }
+    }
 }
 
 /// One document in this many is sampled to guess the selection's threshold.
@@ -667,26 +733,10 @@ impl Scored<'_> {
                 out.truncate(n);
             }
             Scored::Dense(max_doc) => {
-                // Few documents are kept: sixteen scores compared at a time (the compiler
-                // makes it one vector comparison into a bit mask), and only the documents
-                // kept visited, by their bits. `min` is above zero's, so `t` is positive.
-                let t = unordered(min);
-                // Whole blocks first (the loop the compiler keeps free of length checks),
-                // then the remainder.
-                let blocks = scores[..max_doc].chunks_exact(16);
-                let rest = blocks.remainder();
-                for (base, block) in blocks
-                    .enumerate()
-                    .map(|(b, x)| (b * 16, x))
-                    .chain([(max_doc - rest.len(), rest)])
-                {
-                    let mut kept = at_least(block, t);
-                    while kept != 0 {
-                        let i = kept.trailing_zeros() as usize;
-                        out.push(candidate(block[i], (base + i) as DocId));
-                        kept &= kept - 1;
-                    }
-                }
+                // Few documents are kept: sixteen scores compared at a time into a bit
+                // mask, and only the documents kept visited, by their bits. `min` is above
+                // zero's, so `t` is positive.
+                collect_above(scores, max_doc, unordered(min), out);
             }
             Scored::Listed(docs) => out.extend(
                 docs.iter()
@@ -914,8 +964,36 @@ mod tests {
         assert_eq!(candidate_doc(candidate(1.0, 77)), 77);
     }
 
-    /// The mask of a block's scores at or above a threshold, whichever form the build uses,
-    /// is the one computed score by score (ties at the threshold included).
+    /// The candidates kept above a threshold, on every path this CPU runs, are those
+    /// found score by score (ties at the threshold included), in document order.
+    #[test]
+    fn every_path_keeps_every_score_reaching_the_threshold() {
+        let mut state = 0x9e37_79b9_u32;
+        for round in 0..200 {
+            let n = 1 + round * 7 % 61;
+            let scores: Vec<Score> = (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 17;
+                    state ^= state << 5;
+                    (state % 8) as Score * 0.5
+                })
+                .collect();
+            let t = (1 + round % 8) as Score * 0.5;
+            let want: Vec<u64> = (0..n)
+                .filter(|&d| scores[d] >= t)
+                .map(|d| candidate(scores[d], d as DocId))
+                .collect();
+            for level in situate_core::cpu::levels_here() {
+                let mut got = Vec::new();
+                collect_above_at(level, &scores, n, t, &mut got);
+                assert_eq!(got, want, "{level}: {scores:?} >= {t}");
+            }
+        }
+    }
+
+    /// The mask of a block's scores at or above a threshold, in the portable form, is the
+    /// one computed score by score (ties at the threshold included).
     #[test]
     fn at_least_marks_every_score_reaching_the_threshold() {
         let mut state = 0x9e37_79b9_u32;
@@ -934,7 +1012,7 @@ mod tests {
                 .enumerate()
                 .filter(|(_, s)| **s >= t)
                 .fold(0u32, |m, (i, _)| m | 1 << i);
-            assert_eq!(at_least(&block, t), expected, "{block:?} >= {t}");
+            assert_eq!(at_least::<false>(&block, t), expected, "{block:?} >= {t}");
         }
     }
 

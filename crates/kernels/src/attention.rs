@@ -149,16 +149,18 @@ enum Block {
 impl Block {
     /// The fastest this CPU runs.
     fn best() -> Block {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if crate::avx2_fma() && std::arch::is_x86_feature_detected!("avx512f") {
-                return Block::Avx512;
-            }
-            if crate::avx2_fma() {
-                return Block::Avx2;
-            }
+        Block::at(situate_core::cpu::chosen())
+    }
+
+    /// The block kernel of `level`.
+    fn at(level: situate_core::cpu::Level) -> Block {
+        if cfg!(target_arch = "x86_64") && level.avx512() {
+            Block::Avx512
+        } else if cfg!(target_arch = "x86_64") && level.avx2() {
+            Block::Avx2
+        } else {
+            Block::Rows
         }
-        Block::Rows
     }
 }
 
@@ -202,8 +204,8 @@ impl Packed<'_> {
 fn attend_block(t: &Text<'_>, r: usize, out: &mut [f32], scores: &mut Vec<f32>, block: Block) {
     #[cfg(target_arch = "x86_64")]
     match block {
-        // SAFETY: `Block::best` found the CPU to run AVX-512F, AVX2 and FMA (tests check
-        // the same before choosing it).
+        // SAFETY: `Block::at` gives it for a level the CPU runs (`cpu::chosen`, or a
+        // level of `cpu::levels_here` in the tests), which has AVX-512F, AVX2 and FMA.
         Block::Avx512 => return unsafe { attend_block_avx512(t, r, out, scores) },
         // SAFETY: as above, AVX2 and FMA.
         Block::Avx2 => return unsafe { attend_block_avx2(t, r, out, scores) },
@@ -648,17 +650,15 @@ mod tests {
                 attend_row(&text, r, &mut want[r * hidden..][..hidden], &mut scores);
             }
         }
-        let mut blocks = vec![Block::Rows];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if crate::avx2_fma() {
-                blocks.push(Block::Avx2);
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    blocks.push(Block::Avx512);
-                }
-            }
-        }
-        assert_eq!(blocks.last(), Some(&Block::best()));
+        let mut blocks: Vec<Block> = situate_core::cpu::levels_here()
+            .into_iter()
+            .map(Block::at)
+            .collect();
+        blocks.dedup();
+        assert_eq!(
+            blocks.last(),
+            Some(&Block::at(situate_core::cpu::detected()))
+        );
         eprintln!("blocks compared: {blocks:?}");
         for block in blocks {
             for segs in [segs.clone(), segs[..2].to_vec()] {

@@ -439,18 +439,32 @@ fn finish(s_uw: i32, scale: f32, lo: f32, ws: f32, byte_sum: i32) -> f32 {
 /// 255`, ties to even; returns `(s, min)`. Over a skewed range (GELU's outputs, say) this
 /// resolves twice as finely as a symmetric scale.
 fn quantize_row(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+    quantize_row_at(situate_core::cpu::chosen(), row, q)
+}
+
+/// [`quantize_row`] on the path of `level` (one the CPU runs).
+fn quantize_row_at(level: situate_core::cpu::Level, row: &[f32], q: &mut [u8]) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
     {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        fn avx512(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+            quantize_row_generic::<true>(row, q)
+        }
         #[target_feature(enable = "avx2,fma")]
         fn avx2(row: &[f32], q: &mut [u8]) -> (f32, f32) {
-            quantize_row_generic(row, q)
+            quantize_row_generic::<false>(row, q)
         }
-        if crate::avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA, checked at run time.
+        if level.avx512() {
+            // SAFETY: the level is one the CPU runs (AVX-512F, AVX2, FMA).
+            return unsafe { avx512(row, q) };
+        }
+        if level.avx2() {
+            // SAFETY: the level is one the CPU runs (AVX2 and FMA).
             return unsafe { avx2(row, q) };
         }
     }
-    quantize_row_generic(row, q)
+    let _ = level;
+    quantize_row_generic::<false>(row, q)
 }
 
 /// [`quantize_row`]'s loops, written so that they vectorise: the range 16 lanes at a time
@@ -458,9 +472,9 @@ fn quantize_row(row: &[f32], q: &mut [u8]) -> (f32, f32) {
 /// from the sum's low bits. `round() as u8` (a saturating conversion, ties away from zero)
 /// was done one value at a time: a tenth of a batch's time in perf.
 #[inline(always)]
-fn quantize_row_generic(row: &[f32], q: &mut [u8]) -> (f32, f32) {
+fn quantize_row_generic<const AVX512: bool>(row: &[f32], q: &mut [u8]) -> (f32, f32) {
     const ROUND: f32 = 12_582_912.0;
-    let (lo, hi) = range(row);
+    let (lo, hi) = range::<AVX512>(row);
     if !(lo.is_finite() && hi.is_finite()) {
         // An empty row, or one of infinities: no range to spread the bytes over.
         q.fill(0);
@@ -479,22 +493,24 @@ fn quantize_row_generic(row: &[f32], q: &mut [u8]) -> (f32, f32) {
 }
 
 /// The smallest and largest values of a row (NaN ignored; infinities for an empty row).
+/// `AVX512`: only inlined into a function compiled for AVX-512F.
 #[inline(always)]
-fn range(row: &[f32]) -> (f32, f32) {
+fn range<const AVX512: bool>(row: &[f32]) -> (f32, f32) {
     let chunks = row.chunks_exact(16);
     let rest = chunks.remainder();
     // With AVX-512, 16 lanes in one register each (LLVM vectorises the portable loop
     // poorly: shuffles, or one value at a time).
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    let (lo, hi) = {
+    #[cfg(target_arch = "x86_64")]
+    let simd = AVX512.then(|| {
         use std::arch::x86_64::*;
-        // SAFETY: AVX-512F is enabled at compile time; each load reads one chunk of 16.
+        // SAFETY: with `AVX512` this is inlined into a function compiled for AVX-512F,
+        // called only where the CPU runs it; each load reads one chunk of 16.
         unsafe {
             let (mut lo, mut hi) = (
                 _mm512_set1_ps(f32::INFINITY),
                 _mm512_set1_ps(f32::NEG_INFINITY),
             );
-            for c in chunks {
+            for c in chunks.clone() {
                 let v = _mm512_loadu_ps(c.as_ptr());
                 // A NaN lane of `v` keeps the second operand.
                 lo = _mm512_min_ps(v, lo);
@@ -502,9 +518,10 @@ fn range(row: &[f32]) -> (f32, f32) {
             }
             (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi))
         }
-    };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    let (lo, hi) = {
+    });
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd: Option<(f32, f32)> = None;
+    let (lo, hi) = simd.unwrap_or_else(|| {
         let (mut lo, mut hi) = ([f32::INFINITY; 16], [f32::NEG_INFINITY; 16]);
         for c in chunks {
             for l in 0..16 {
@@ -516,7 +533,7 @@ fn range(row: &[f32]) -> (f32, f32) {
             lo.iter().fold(f32::INFINITY, |a, &v| a.min(v)),
             hi.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)),
         )
-    };
+    });
     (
         rest.iter().fold(lo, |a, &v| a.min(v)),
         rest.iter().fold(hi, |a, &v| a.max(v)),
@@ -530,25 +547,22 @@ fn scale_of(row: &[f32]) -> (f32, f32) {
     (s, if s > 0.0 { 1.0 / s } else { 0.0 })
 }
 
-/// The best kernel this CPU runs, if any.
+/// The best kernel of the level chosen for the process ([`situate_core::cpu::chosen`]), if
+/// it has one.
 fn best_kernel() -> Option<Kernel> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if !(has!("avx2") && has!("fma")) {
-            return None;
-        }
-        if has!("avx512vnni") && has!("avx512bw") && has!("avx512f") {
-            return Some(Kernel::Tiled);
-        }
-        if has!("avxvnni") {
-            return Some(Kernel::AvxVnni);
-        }
-        Some(Kernel::Avx2)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
+    kernel_at(situate_core::cpu::chosen())
+}
+
+/// The kernel of `level`: none below AVX2 (the portable loops are the caller's choice).
+fn kernel_at(level: situate_core::cpu::Level) -> Option<Kernel> {
+    if !cfg!(target_arch = "x86_64") || !level.avx2() {
         None
+    } else if level.avx512_vnni() {
+        Some(Kernel::Tiled)
+    } else if level.avx_vnni() {
+        Some(Kernel::AvxVnni)
+    } else {
+        Some(Kernel::Avx2)
     }
 }
 
@@ -856,26 +870,49 @@ mod tests {
             .collect()
     }
 
-    /// Every kernel this CPU runs, the portable one first and the best last.
+    /// Every kernel this CPU runs (one per level it runs, `cpu::levels_here`), the
+    /// portable one first and the best last.
     fn kernels_here() -> Vec<Kernel> {
-        let Some(best) = best_kernel() else {
-            eprintln!("no AVX2: the portable kernel alone");
-            return vec![Kernel::Portable];
-        };
-        let mut kernels = vec![Kernel::Portable, Kernel::Avx2];
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avxvnni") {
-                kernels.push(Kernel::AvxVnni);
-            }
-            if has!("avx512vnni") && has!("avx512bw") && has!("avx512f") {
-                kernels.push(Kernel::Tiled);
-            }
-        }
-        assert_eq!(kernels.last(), Some(&best), "{kernels:?}");
+        let mut kernels: Vec<Kernel> = situate_core::cpu::levels_here()
+            .into_iter()
+            .map(|l| kernel_at(l).unwrap_or(Kernel::Portable))
+            .collect();
+        kernels.dedup();
+        assert_eq!(
+            kernels.last().copied(),
+            Some(kernel_at(situate_core::cpu::detected()).unwrap_or(Kernel::Portable)),
+            "{kernels:?}"
+        );
         eprintln!("kernels: {kernels:?}");
         kernels
+    }
+
+    #[test]
+    fn rows_are_quantized_alike_on_every_level_this_cpu_runs() {
+        let mut rows: Vec<Vec<f32>> = vec![
+            values(384, 1),
+            values(37, 2),
+            vec![],
+            vec![0.5; 16],
+            vec![f32::NAN, 1.0, -2.0, 3.5],
+        ];
+        let mut with_nan = values(64, 3);
+        with_nan[17] = f32::NAN;
+        rows.push(with_nan);
+        for row in &rows {
+            let mut want = vec![0u8; row.len()];
+            let want_s = quantize_row_at(situate_core::cpu::Level::Scalar, row, &mut want);
+            for level in situate_core::cpu::levels_here() {
+                let mut got = vec![0u8; row.len()];
+                let s = quantize_row_at(level, row, &mut got);
+                assert_eq!(got, want, "{level} on {} values", row.len());
+                assert_eq!(
+                    (s.0.to_bits(), s.1.to_bits()),
+                    (want_s.0.to_bits(), want_s.1.to_bits()),
+                    "{level}"
+                );
+            }
+        }
     }
 
     #[test]

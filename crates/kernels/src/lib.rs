@@ -7,7 +7,9 @@
 //! 12%. No maintained crate offers a vectorisable f32 `exp` for candle's tensors. [`exp`] is
 //! branch-free arithmetic on the bits of an f32, so loops over slices of it become SIMD
 //! code, and the loops here are compiled twice, for the baseline CPU and for AVX2 with FMA,
-//! chosen at run time.
+//! chosen at run time. Every kernel here takes the path of the instruction-set level
+//! [`situate_core::cpu`] chose for the process (the best the CPU runs, or the one
+//! `SITUATE_CPU` forces): no path depends on the flags the build was compiled with.
 //!
 //! [`attention`] is multi-head self-attention over packed texts, without candle's per-head
 //! tensor operations.
@@ -167,11 +169,12 @@ fn lanes(n: usize) -> u16 {
     ((1u32 << n.min(16)) - 1) as u16
 }
 
-/// Whether this CPU runs the AVX2/FMA builds (detected once, then cached by std).
+/// Whether the kernels take their AVX2/FMA builds: the level chosen for the process
+/// ([`situate_core::cpu::chosen`], detected once or forced by `SITUATE_CPU`).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    situate_core::cpu::chosen().avx2()
 }
 
 struct SoftmaxLastDim;

@@ -163,16 +163,9 @@ impl Q8Matrix {
     }
 }
 
-/// Whether this CPU runs the kernel.
+/// Whether the kernel runs: AVX2 and FMA at the level chosen for the process.
 fn kernel_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    cfg!(target_arch = "x86_64") && situate_core::cpu::chosen().avx2()
 }
 
 /// `m` rows of `cols` values (a multiple of 32) in blocks of 32 bytes: each block scaled by

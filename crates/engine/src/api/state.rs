@@ -36,6 +36,35 @@ pub struct StatusAnswer {
     pub default_mode: situate_search::Mode,
     /// Counts over the index.
     pub stats: crate::EngineStats,
+    /// The instruction sets this process's kernels use.
+    pub cpu: CpuAnswer,
+}
+
+/// The vector instructions of this process's kernels ([`situate_core::cpu`]): what every
+/// speed figure names.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CpuAnswer {
+    /// The level the kernels use (`scalar`, `avx2`, `avxvnni`, `avx512`, `avx512vnni`).
+    pub level: String,
+    /// Whether `SITUATE_CPU` chose it (else it is the best this CPU runs).
+    pub forced: bool,
+    /// Every level this CPU runs, from the least.
+    pub runs: Vec<String>,
+}
+
+impl CpuAnswer {
+    /// This process's.
+    pub fn here() -> CpuAnswer {
+        let level = situate_core::cpu::chosen();
+        CpuAnswer {
+            level: level.name().to_string(),
+            forced: level != situate_core::cpu::detected(),
+            runs: situate_core::cpu::levels_here()
+                .into_iter()
+                .map(|l| l.name().to_string())
+                .collect(),
+        }
+    }
 }
 
 /// [`StatusAnswer`] with the comparison of the store's cards and the indexes
@@ -61,6 +90,7 @@ impl Engine {
             index: self.dir().to_path_buf(),
             default_mode: self.mode_for(None)?,
             stats: self.stats()?,
+            cpu: CpuAnswer::here(),
         })
     }
 
