@@ -31,7 +31,7 @@ pub use bert::{BertEmbedder, BertOptions};
 pub use encoder::{Precision, Precisions};
 pub use resolve::{
     ENGLISH_DEFAULT, LATE, MULTILINGUAL_DEFAULT, ResolveError, TITLE, check, default_for,
-    passage_window, resolve,
+    english_only, passage_window, resolve,
 };
 
 #[cfg(test)]

@@ -24,6 +24,15 @@ pub fn default_for(languages: &[Language]) -> &'static str {
     }
 }
 
+/// Whether the catalog embedder `spec` (options such as `:q8` aside) reads English only:
+/// MiniLM, MPNet and nomic-embed were trained on English text, so their vectors of text in
+/// another language carry little of its meaning (a Russian question and its passage score
+/// near a random pair). A model directory or a hosted model is not assumed to.
+pub fn english_only(spec: &str) -> bool {
+    let family = spec.split(':').next().unwrap_or(spec);
+    [ENGLISH_DEFAULT, MPNET, NOMIC].contains(&family)
+}
+
 /// EmbeddingGemma-300M's catalog name.
 pub const GEMMA: &str = "embeddinggemma-300m";
 /// all-mpnet-base-v2's catalog name.

@@ -66,6 +66,30 @@ pub fn for_embedder(spec: &str) -> SearchSettings {
     }
 }
 
+/// The fusion settings an index whose embedder is `spec` records for a corpus whose
+/// documents have these `languages`: [`for_embedder`], except that an embedder that reads
+/// English only ([`situate_embed::english_only`]) over a corpus mostly in other languages
+/// gets the vector leg's share at 0 (α = 0: the hybrid ranks as BM25 does), since its
+/// vectors of such text rank by noise. This is a rule from the models' languages, not a
+/// value tuned on a set: with MiniLM on XQuAD-R's Russian sentences the vector leg scores
+/// 0.21 nDCG@10 against BM25's 0.82, and any α the other sets choose costs the hybrid
+/// (EVALUATION.md, "Fusion").
+pub fn for_corpus(spec: &str, languages: &[situate_core::Language]) -> SearchSettings {
+    let english = languages
+        .iter()
+        .filter(|l| **l == situate_core::Language::En)
+        .count();
+    let mostly_other = !languages.is_empty() && english * 2 < languages.len();
+    let mut s = for_embedder(spec);
+    if mostly_other && situate_embed::english_only(spec) {
+        // `alpha` says both weights: drop the pair `before_records` gives.
+        s.bm25_weight = None;
+        s.vector_weight = None;
+        s.alpha = Some(0.0);
+    }
+    s
+}
+
 /// The fusion every index had before indexes recorded one (RRF, k = 60, both weights 1):
 /// what an index made then was built for, so it keeps searching with it (its fused
 /// scores, and any `[answer] min_score` set on them, stay as they were); and what a
@@ -97,6 +121,31 @@ mod tests {
             assert_eq!(for_embedder(&format!("{}:q8", r.family)), s);
         }
         assert_eq!(family("embeddinggemma-300m:256:q8"), "embeddinggemma-300m");
+        // An English-only model over a corpus mostly in other languages: α 0.
+        use situate_core::Language::{En, Ru};
+        for spec in [
+            "all-minilm-l6-v2",
+            "all-mpnet-base-v2:q8",
+            "nomic-embed-text-v1.5",
+        ] {
+            let s = for_corpus(spec, &[Ru, Ru, En]);
+            assert_eq!(s.alpha, Some(0.0), "{spec}");
+            let plan = s.plan("m").expect("a valid fusion");
+            assert_eq!((plan.bm25_weight, plan.vector_weight), (1.0, 0.0), "{spec}");
+            assert_eq!(
+                for_corpus(spec, &[Ru, En, En]),
+                for_embedder(spec),
+                "{spec}"
+            );
+            assert_eq!(for_corpus(spec, &[]), for_embedder(spec), "{spec}");
+        }
+        for spec in [
+            "multilingual-e5-small",
+            "embeddinggemma-300m:q8",
+            "/models/mine",
+        ] {
+            assert_eq!(for_corpus(spec, &[Ru]), for_embedder(spec), "{spec}");
+        }
         let unknown = for_embedder("/models/mine");
         let plan = unknown.plan("m").expect("valid");
         assert_eq!(plan.fusion, situate_search::fusion::Fusion::Rrf { k: 60.0 });

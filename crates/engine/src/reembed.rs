@@ -245,7 +245,7 @@ impl Engine {
         let next = self.store.generation()? + 1;
         let stem = fresh.save(&self.dir, next)?;
         crash_point("reembed-switch");
-        let fusion = crate::fusion_defaults::for_embedder(&req.embedder);
+        let fusion = crate::fusion_defaults::for_corpus(&req.embedder, &self.store.languages()?);
         let fusion_json = serde_json::to_string(&fusion)
             .map_err(|e| EngineError::Internal(format!("the fusion record: {e}")))?;
         let generation = self.store.set_metas_advancing(&[

@@ -139,7 +139,7 @@ impl Engine {
     /// recorded when its embedder was fixed; for an index whose embedder was fixed before
     /// indexes recorded one, the fusion it was built for
     /// ([`crate::fusion_defaults::before_records`]); with no embedder fixed yet, the one
-    /// it will record ([`crate::fusion_defaults::for_embedder`]).
+    /// it will record ([`crate::fusion_defaults::for_corpus`]).
     pub fn index_fusion(&self) -> Result<crate::settings::SearchSettings> {
         match self.store.meta(FUSION_META)? {
             Some(json) => serde_json::from_str(&json).map_err(|e| {
@@ -151,7 +151,7 @@ impl Engine {
                 let s = self.embed_settings()?;
                 Ok(match s.model {
                     Some(_) => crate::fusion_defaults::before_records(),
-                    None => crate::fusion_defaults::for_embedder(&s.spec),
+                    None => crate::fusion_defaults::for_corpus(&s.spec, &self.store.languages()?),
                 })
             }
         }
@@ -221,7 +221,7 @@ impl Engine {
         // The fusion the index searches with unless told otherwise: the table's choice for
         // this embedder now, kept whatever the table says later.
         let spec = self.embed_settings()?.spec;
-        let fusion = serde_json::to_string(&crate::fusion_defaults::for_embedder(&spec))
+        let fusion = serde_json::to_string(&crate::fusion_defaults::for_corpus(&spec, languages))
             .map_err(|e| EngineError::Internal(format!("the fusion record: {e}")))?;
         self.store.set_metas(&[
             ("embed_model", embedder.model_id()),

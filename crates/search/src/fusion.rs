@@ -246,18 +246,30 @@ pub fn fuse(lists: &[RankedList<'_>], fusion: Fusion, limit: usize) -> Vec<Fused
             });
         }
     }
-    // Chunks a leg did not return: that leg's lowest returned value (score fusions only).
+    // Chunks a leg did not return: that leg's lowest returned value (score fusions only),
+    // an upper bound of what the leg would have scored them. The weight of the legs whose
+    // value is such a bound breaks ties: of two equal scores, the one more of whose score
+    // the legs returned ranks first (with a leg weighted 0, the chunks it alone found
+    // would otherwise tie with, and pass, the other leg's last hits).
+    let mut imputed: HashMap<u64, f32> = HashMap::new();
     if !absent.is_empty() {
         for (f, found) in by_card.values_mut() {
             for &(li, value) in &absent {
                 if *found & (1 << li) == 0 {
                     f.score += lists[li].weight * value;
+                    *imputed.entry(f.card).or_default() += lists[li].weight;
                 }
             }
         }
     }
+    let bound = |card: u64| imputed.get(&card).copied().unwrap_or(0.0);
     let mut out: Vec<Fused> = by_card.into_values().map(|(f, _)| f).collect();
-    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.card.cmp(&b.card)));
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(bound(a.card).total_cmp(&bound(b.card)))
+            .then(a.card.cmp(&b.card))
+    });
     out.truncate(limit);
     out
 }
@@ -477,6 +489,25 @@ mod tests {
                 vec![1, 2],
                 "an empty leg adds nothing ({fusion})"
             );
+        }
+    }
+
+    /// With the vector leg weighted 0, every fusion ranks as BM25 does: the chunks only the
+    /// vector leg found tie with BM25's last hit (whose value they are given) and rank
+    /// after it and every other hit BM25 returned.
+    #[test]
+    fn a_leg_weighted_zero_leaves_the_other_legs_ranking() {
+        let bm25 = hits(&[(7, 9.0), (3, 4.0), (5, 1.5)]);
+        let vector = hits(&[(1, 0.9), (2, 0.8), (5, 0.7), (9, 0.2)]);
+        for fusion in [
+            Fusion::Rrf { k: 60.0 },
+            Fusion::MinMax,
+            Fusion::Tm2c2,
+            Fusion::ZScore,
+        ] {
+            let f = fuse(&[list("bm25", &bm25, 1.0), list("vector", &vector, 0.0)], fusion, 10);
+            assert_eq!(order(&f)[..3], [7, 3, 5], "{fusion}");
+            assert_eq!(f.len(), 6, "{fusion}");
         }
     }
 
