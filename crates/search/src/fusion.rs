@@ -505,7 +505,11 @@ mod tests {
             Fusion::Tm2c2,
             Fusion::ZScore,
         ] {
-            let f = fuse(&[list("bm25", &bm25, 1.0), list("vector", &vector, 0.0)], fusion, 10);
+            let f = fuse(
+                &[list("bm25", &bm25, 1.0), list("vector", &vector, 0.0)],
+                fusion,
+                10,
+            );
             assert_eq!(order(&f)[..3], [7, 3, 5], "{fusion}");
             assert_eq!(f.len(), 6, "{fusion}");
         }
