@@ -51,6 +51,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
+    // Every speed figure names the instructions it ran with (BENCHMARKS.md).
+    if let Err(e) = situate_core::cpu::check() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    let here: Vec<&str> = situate_core::cpu::levels_here()
+        .into_iter()
+        .map(|l| l.name())
+        .collect();
+    eprintln!(
+        "situate-bench: kernels at {} (this CPU runs {}; SITUATE_CPU forces a level)",
+        situate_core::cpu::chosen(),
+        here.join(", ")
+    );
     let default_llm = match Settings::load(None) {
         Ok(s) => s.default_llm(),
         Err(e) => {
