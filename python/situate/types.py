@@ -204,7 +204,7 @@ class Status:
     index: str
     default_mode: str
     stats: Dict[str, Any]
-    cpu: Optional[Dict[str, Any]] = None
+    cpu: Dict[str, Any]
 
 
 @dataclass(frozen=True)

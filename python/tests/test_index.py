@@ -85,7 +85,7 @@ def test_documents_page_by_page(index: situate.Index) -> None:
 def test_status_and_check(index: situate.Index) -> None:
     s = index.status()
     assert s.default_mode == "hybrid"
-    assert s.cpu is not None and s.cpu["level"] in s.cpu["runs"]
+    assert s.cpu["level"] in s.cpu["runs"]
     assert s.stats["store"]["documents"] == 5
     assert index.check()["consistent"] is True
 
