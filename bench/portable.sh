@@ -18,13 +18,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 data=../shared/data/scifact
-cargo build --release --locked -q -p situate-bench
+cargo build --release --locked -q -p situate -p situate-bench
 CARGO_TARGET_DIR=target-portable RUSTFLAGS="-C target-cpu=x86-64-v2" \
   cargo build --release --locked -q -p situate-bench
 native=${CARGO_TARGET_DIR:-target}/release/situate-bench
 portable=target-portable/release/situate-bench
 "$native" --version >/dev/null
-target/release/situate models install all-minilm-l6-v2 multilingual-e5-small embeddinggemma-300m \
+"${CARGO_TARGET_DIR:-target}/release/situate" models install all-minilm-l6-v2 multilingual-e5-small embeddinggemma-300m \
   nomic-embed-text-v1.5 qwen2.5-coder-0.5b-instruct >/dev/null 2>&1 || true
 gguf=$HOME/.cache/situate/models/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 bm25=$(ls -d bench/out/fusion/indexes/scifact/scifact-none-none-* 2>/dev/null | head -1 || true)
