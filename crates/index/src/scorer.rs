@@ -964,6 +964,18 @@ mod tests {
         assert_eq!(candidate_doc(candidate(1.0, 77)), 77);
     }
 
+    /// `n` scores from 0 to 3.5 in steps of 0.5 (many ties), from an xorshift `state`.
+    fn half_steps(state: &mut u32, n: usize) -> Vec<Score> {
+        (0..n)
+            .map(|_| {
+                *state ^= *state << 13;
+                *state ^= *state >> 17;
+                *state ^= *state << 5;
+                (*state % 8) as Score * 0.5
+            })
+            .collect()
+    }
+
     /// The candidates kept above a threshold, on every path this CPU runs, are those
     /// found score by score (ties at the threshold included), in document order.
     #[test]
@@ -971,14 +983,7 @@ mod tests {
         let mut state = 0x9e37_79b9_u32;
         for round in 0..200 {
             let n = 1 + round * 7 % 61;
-            let scores: Vec<Score> = (0..n)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 17;
-                    state ^= state << 5;
-                    (state % 8) as Score * 0.5
-                })
-                .collect();
+            let scores = half_steps(&mut state, n);
             let t = (1 + round % 8) as Score * 0.5;
             let want: Vec<u64> = (0..n)
                 .filter(|&d| scores[d] >= t)
@@ -998,14 +1003,7 @@ mod tests {
     fn at_least_marks_every_score_reaching_the_threshold() {
         let mut state = 0x9e37_79b9_u32;
         for round in 0..200 {
-            let block: Vec<Score> = (0..16)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 17;
-                    state ^= state << 5;
-                    (state % 8) as Score * 0.5
-                })
-                .collect();
+            let block = half_steps(&mut state, 16);
             let t = (round % 9) as Score * 0.5;
             let expected = block
                 .iter()
