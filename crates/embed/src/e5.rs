@@ -30,6 +30,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
 use candle_core::{Device, Module, Tensor};
 use situate_core::{EmbedError, EmbedKind, Embedder};
 use situate_kernels::i8::I8Matrix;
+use situate_kernels::q8::Q8Matrix;
 use std::collections::HashMap;
 use std::path::Path;
 use tokenizers::Tokenizer;
@@ -42,13 +43,29 @@ pub const MODEL_FILE: &str = "e5-small-q4.bin";
 /// Tokens per forward pass (a batch of windows is concatenated up to this).
 const BATCH_TOKENS: usize = 4096;
 
+/// A 4-bit matrix's product: situate's kernel where it runs (`Q8Matrix`: candle's values
+/// to the bit, the block scales converted once at load), candle's `QMatMul` elsewhere.
+enum Q4 {
+    Ours(Q8Matrix),
+    Candle(QMatMul),
+}
+
+impl Q4 {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Q4::Ours(m) => m.forward(x),
+            Q4::Candle(m) => m.forward(x),
+        }
+    }
+}
+
 struct Layer {
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    ao: QMatMul,
-    fi: QMatMul,
-    fo: QMatMul,
+    q: Q4,
+    k: Q4,
+    v: Q4,
+    ao: Q4,
+    fi: Q4,
+    fo: Q4,
     qb: Tensor,
     kb: Tensor,
     vb: Tensor,
@@ -294,7 +311,7 @@ impl E5Embedder {
         // the same everywhere), for queries only where a vectorised kernel runs.
         let passages_q8 = options.passage_precision == Precision::Q8;
         let want_int8 = passages_q8 || options.query_precision == Precision::Q8;
-        let q4 = |name: &str, nout: usize, nin: usize| -> Result<(QMatMul, Vec<f32>), EmbedError> {
+        let q4 = |name: &str, nout: usize, nin: usize| -> Result<(Q4, Vec<f32>), EmbedError> {
             let t = qtensor_from_ggml(GgmlDType::Q4_0, get(name)?, vec![nout, nin], dev)
                 .map_err(|x| err(&id, format!("{name}: {x}")))?;
             let values = if want_int8 {
@@ -304,7 +321,11 @@ impl E5Embedder {
             } else {
                 Vec::new()
             };
-            Ok((QMatMul::from_qtensor(t).map_err(|x| err(&id, x))?, values))
+            let product = match Q8Matrix::from_qtensor(&t).map_err(|x| err(&id, x))? {
+                Some(m) => Q4::Ours(m),
+                None => Q4::Candle(QMatMul::from_qtensor(t).map_err(|x| err(&id, x))?),
+            };
+            Ok((product, values))
         };
         let int8 = |values: &[f32], rows: usize, cols: usize| -> Option<I8Matrix> {
             if passages_q8 {

@@ -25,6 +25,8 @@ use candle_core::{Device, Result, Tensor};
 const BLOCK: usize = 32;
 /// Bytes of one candle `BlockQ8_0`: an f16 scale, then 32 signed bytes.
 const BLOCK_BYTES: usize = 2 + BLOCK;
+/// Bytes of one candle `BlockQ4_0`: an f16 scale, then 32 four-bit weights.
+const Q4_BLOCK_BYTES: usize = 2 + BLOCK / 2;
 
 /// A Q8_0 matrix of `rows` × `cols` weights (a linear layer's `out` × `in`), repacked for
 /// [`Q8Matrix::forward`]: its rows in groups of four (the last group padded with zero rows),
@@ -48,30 +50,46 @@ struct QuantizedRows {
 }
 
 impl Q8Matrix {
-    /// The repacked form of `t` when it is a 2-d Q8_0 tensor and this CPU runs the kernel
-    /// (x86-64 with AVX2 and FMA); `None` otherwise (candle's product is then the one to use).
+    /// The repacked form of `t` when it is a 2-d Q8_0 or Q4_0 tensor and this CPU runs the
+    /// kernel (x86-64 with AVX2 and FMA); `None` otherwise (candle's product is then the one
+    /// to use). A Q4_0 block (an f16 scale, 32 four-bit weights `n` meaning `n - 8`) is a
+    /// Q8_0 block whose bytes lie in [-8, 7]: its products here equal candle's Q4_0 products
+    /// to the bit (candle's `vec_dot_q4_0_q8_0` runs the same operations as its Q8_0 one
+    /// once the nibbles are bytes), with the scales converted once instead of per block
+    /// (an out-of-line call per block where the build lacks F16C: BENCHMARKS.md).
     pub fn from_qtensor(t: &QTensor) -> Result<Option<Self>> {
-        if t.dtype() != GgmlDType::Q8_0 || !kernel_available() {
+        let block_bytes = match t.dtype() {
+            GgmlDType::Q8_0 => BLOCK_BYTES,
+            GgmlDType::Q4_0 => Q4_BLOCK_BYTES,
+            _ => return Ok(None),
+        };
+        if !kernel_available() {
             return Ok(None);
         }
         let (rows, cols) = t.shape().dims2()?;
         let data = t.data()?;
-        if !cols.is_multiple_of(BLOCK) || data.len() != rows * cols / BLOCK * BLOCK_BYTES {
+        if !cols.is_multiple_of(BLOCK) || data.len() != rows * cols / BLOCK * block_bytes {
             return Ok(None);
         }
         let blocks = cols / BLOCK;
         let groups = rows.div_ceil(4);
         let mut scales = vec![0f32; groups * blocks * 4];
         let mut quants = vec![0i8; groups * blocks * 4 * BLOCK];
-        for (i, block) in data.chunks_exact(BLOCK_BYTES).enumerate() {
+        for (i, block) in data.chunks_exact(block_bytes).enumerate() {
             let (row, b) = (i / blocks, i % blocks);
             let slot = (row / 4 * blocks + b) * 4 + row % 4;
             scales[slot] = half::f16::from_le_bytes([block[0], block[1]]).to_f32();
-            for (q, &byte) in quants[slot * BLOCK..(slot + 1) * BLOCK]
-                .iter_mut()
-                .zip(&block[2..])
-            {
-                *q = byte as i8;
+            let q = &mut quants[slot * BLOCK..(slot + 1) * BLOCK];
+            if block_bytes == BLOCK_BYTES {
+                for (q, &byte) in q.iter_mut().zip(&block[2..]) {
+                    *q = byte as i8;
+                }
+            } else {
+                // Byte j holds weight j in its low nibble and weight j + 16 in its high one.
+                for (j, &byte) in block[2..].iter().enumerate() {
+                    q[j] = (byte & 0xF) as i8 - 8;
+                    q[j + BLOCK / 2] = (byte >> 4) as i8 - 8;
+                }
             }
         }
         Ok(Some(Q8Matrix {
@@ -270,8 +288,46 @@ mod tests {
     }
 
     fn matrix(rows: usize, cols: usize) -> QTensor {
+        matrix_of(GgmlDType::Q8_0, rows, cols)
+    }
+
+    fn matrix_of(dtype: GgmlDType, rows: usize, cols: usize) -> QTensor {
         let t = Tensor::from_vec(values(rows * cols, 7), (rows, cols), &Device::Cpu).expect("t");
-        QTensor::quantize(&t, GgmlDType::Q8_0).expect("q8_0")
+        QTensor::quantize(&t, dtype).expect("quantized")
+    }
+
+    /// A Q4_0 matrix's products equal candle's Q4_0 products to the bit, and its expansion
+    /// what candle dequantizes.
+    #[test]
+    fn q4_0_products_match_candle_to_the_bit() {
+        if !kernel_available() {
+            eprintln!("no AVX2/FMA: the kernel is not used here");
+            return;
+        }
+        let dev = Device::Cpu;
+        for (rows, cols, m) in [(4usize, 32usize, 1usize), (131, 96, 3), (70, 384, 40)] {
+            let q = matrix_of(GgmlDType::Q4_0, rows, cols);
+            let ours_m = Q8Matrix::from_qtensor(&q).expect("repacks").expect("q4_0");
+            let x = Tensor::from_vec(values(m * cols, 3), (m, cols), &dev).expect("x");
+            let ours: Vec<Vec<f32>> = ours_m.forward(&x).and_then(|t| t.to_vec2()).expect("ours");
+            let theirs: Vec<Vec<f32>> =
+                QMatMul::from_qtensor(matrix_of(GgmlDType::Q4_0, rows, cols))
+                    .and_then(|mm| mm.forward(&x))
+                    .and_then(|t| t.to_vec2())
+                    .expect("candle");
+            for (r, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                for (c, (a, b)) in a.iter().zip(b).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{rows}x{cols}, row {r}, column {c}: {a} vs {b}"
+                    );
+                }
+            }
+            let expanded: Vec<Vec<f32>> = ours_m.expand(&dev).and_then(|t| t.to_vec2()).expect("e");
+            let want: Vec<Vec<f32>> = q.dequantize(&dev).and_then(|t| t.to_vec2()).expect("w");
+            assert_eq!(expanded, want);
+        }
     }
 
     #[test]
