@@ -51,7 +51,7 @@ const TABLE: &[Row] = &[
         alpha: 0.9,
     },
     // nomic and MPNet: chosen on the codebase set and English XQuAD-R so far (their SciFact
-    // indexes are being built; Russian is the language rule's, `for_corpus`).
+    // indexes are being built; on Russian the language rule of `for_corpus` applies).
     Row {
         family: "nomic-embed-text-v1.5",
         fusion: "tm2c2",
