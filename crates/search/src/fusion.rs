@@ -251,27 +251,27 @@ pub fn fuse(lists: &[RankedList<'_>], fusion: Fusion, limit: usize) -> Vec<Fused
     // value is such a bound breaks ties: of two equal scores, the one more of whose score
     // the legs returned ranks first (with a leg weighted 0, the chunks it alone found
     // would otherwise tie with, and pass, the other leg's last hits).
-    let mut imputed: HashMap<u64, f32> = HashMap::new();
-    if !absent.is_empty() {
-        for (f, found) in by_card.values_mut() {
+    let mut out: Vec<(Fused, f32)> = by_card
+        .into_values()
+        .map(|(mut f, found)| {
+            let mut imputed = 0.0;
             for &(li, value) in &absent {
-                if *found & (1 << li) == 0 {
+                if found & (1 << li) == 0 {
                     f.score += lists[li].weight * value;
-                    *imputed.entry(f.card).or_default() += lists[li].weight;
+                    imputed += lists[li].weight;
                 }
             }
-        }
-    }
-    let bound = |card: u64| imputed.get(&card).copied().unwrap_or(0.0);
-    let mut out: Vec<Fused> = by_card.into_values().map(|(f, _)| f).collect();
-    out.sort_by(|a, b| {
+            (f, imputed)
+        })
+        .collect();
+    out.sort_by(|(a, ai), (b, bi)| {
         b.score
             .total_cmp(&a.score)
-            .then(bound(a.card).total_cmp(&bound(b.card)))
+            .then(ai.total_cmp(bi))
             .then(a.card.cmp(&b.card))
     });
     out.truncate(limit);
-    out
+    out.into_iter().map(|(f, _)| f).collect()
 }
 
 #[cfg(test)]

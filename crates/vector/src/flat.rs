@@ -145,6 +145,9 @@ impl FlatIndex {
         if query.len() != self.dim {
             return Vec::new();
         }
+        // The dot product's path, chosen once per search rather than per vector.
+        let level = situate_core::cpu::chosen();
+        let dot = |a: &[f32], b: &[f32]| dot_at(level, a, b);
         match filter {
             // A selective filter: score only the allowed keys.
             Some(f) if f.len() < self.keys.len() / 4 => {
