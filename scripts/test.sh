@@ -76,6 +76,13 @@ py="$target/py"
 py_log="$target/python-install.log"
 (
   set -e
+  # A venv's scripts name its interpreter by absolute path: one moved with its build cache
+  # (renamed per CPU) still has a python that runs but scripts that cannot start. Such a
+  # venv is made again.
+  case "$(head -n1 "$py/bin/pip" 2>/dev/null)" in
+    "#!$py/bin/"*) ;;
+    *) rm -rf "$py" ;;
+  esac
   [ -x "$py/bin/python" ] || python3 -m venv "$py"
   "$py/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0 schemathesis==4.32.5 \
     fpdf2==2.8.9 python-docx==1.2.0 python-pptx==1.0.2 pypdf==7.1.1 \
