@@ -50,8 +50,7 @@ const TABLE: &[Row] = &[
         rrf_k: None,
         alpha: 0.9,
     },
-    // nomic: four sets (on Russian the language rule of `for_corpus` applies). MPNet: the
-    // codebase set and English XQuAD-R so far (its SciFact index is being built).
+    // nomic and MPNet: four sets (on Russian the language rule of `for_corpus` applies).
     Row {
         family: "nomic-embed-text-v1.5",
         fusion: "tm2c2",
