@@ -8,7 +8,7 @@
 //! instructions per block and column). Here the integer sums need no scaling until the end.
 //! No maintained crate offers an int8 product over candle's f32 tensors.
 //!
-//! Four kernels give the same integer sums (Σ u·w over a row's unsigned bytes u and the
+//! Every kernel gives the same integer sums (Σ u·w over a row's unsigned bytes u and the
 //! matrix's signed bytes w) and finish them with the same f32 operations, so a vector is the
 //! same on every CPU:
 //! - *tiled*, with AVX512-VNNI: the matrix is packed in panels of 32 output channels, each
@@ -18,10 +18,14 @@
 //!   each). This is the classic register-tiled matrix product, the form that keeps a batch
 //!   of passages (thousands of rows) compute-bound: each weight load serves eight rows, each
 //!   row load 32 channels, and a task's rows stay in cache while every panel passes.
-//! - *grouped*, with AVX-VNNI (256-bit `vpdpbusd`) or AVX2 alone (the row's bytes made
-//!   signed, their signs moved onto the weights, `maddubs`, `madd`, add): four channels
-//!   against two rows at a time, each dot product summed horizontally at the end. It suits
-//!   a query's few rows; for a batch it re-reads every row for each group of four channels.
+//! - *tiled* with AVX2 alone, the same form in 256-bit registers: panels of 16 channels,
+//!   4 rows × 16 channels of sums in eight registers. AVX2 has no `vpdpbusd`; per four
+//!   input bytes and register of eight channels it runs `sign`, `maddubs`, `madd` and an
+//!   add, on the row's bytes made signed and their signs moved onto the weights, which
+//!   keeps `maddubs`'s 16-bit sums from saturating ([`tile_avx2`]).
+//! - *grouped*, with AVX-VNNI (256-bit `vpdpbusd` without AVX-512): four channels against
+//!   two rows at a time, each dot product summed horizontally at the end. It suits a
+//!   query's few rows; for a batch it re-reads every row for each group of four channels.
 //! - *portable*, plain loops for any other CPU ([`I8Matrix::quantize_anywhere`]): what keeps
 //!   an index whose passages are embedded in int8 the same index on every machine.
 //!
@@ -43,10 +47,16 @@ const NR: usize = 16 * H;
 const H: usize = 2;
 /// Rows per tile of the tiled kernel (`MR` × 2 accumulators stay in registers).
 const MR: usize = 8;
-/// Tiles per task when the tiled kernel shares a batch out by rows: 96 rows of 1,536 bytes
+/// Rows per task when a tiled kernel shares a batch out by rows: 96 rows of 1,536 bytes
 /// (MiniLM's widest input) are 144 KiB, which stay in a core's cache while every panel of
 /// the matrix passes.
-const TILES_PER_TASK: usize = 12;
+const ROWS_PER_TASK: usize = 96;
+/// Output channels per panel of the AVX2 tiled kernel (two 256-bit registers of sums).
+const NR2: usize = 16;
+/// Rows per tile of the AVX2 tiled kernel: 4 rows × 2 registers of sums, two of weights,
+/// the row's broadcast bytes (signed and absolute), a product and the constant 1 fit the
+/// sixteen 256-bit registers.
+const MR2: usize = 4;
 
 /// An int8 matrix of `rows` × `cols` weights (out × in), one f32 scale per row, packed for
 /// the kernel this CPU runs ([`Kernel::index`] gives a weight's place); the rows are padded
@@ -67,7 +77,8 @@ pub struct I8Matrix {
 /// The kernels (the same integer sums on each).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
-    /// Grouped, AVX2 and FMA.
+    /// Tiled, AVX2 and FMA: 4 rows × 16 channels, `maddubs` on the rows' bytes made
+    /// signed with their signs moved onto the weights (exact).
     Avx2,
     /// Grouped, AVX-VNNI (256-bit `vpdpbusd` without AVX-512).
     AvxVnni,
@@ -82,11 +93,12 @@ impl Kernel {
     fn index(self, r: usize, c: usize, cols: usize) -> usize {
         match self {
             // Per group of four rows and block of 32 columns: the four rows' 32 bytes.
-            Kernel::Avx2 | Kernel::AvxVnni => {
+            Kernel::AvxVnni => {
                 ((r / 4 * (cols / BLOCK) + c / BLOCK) * 4 + r % 4) * BLOCK + c % BLOCK
             }
-            // Per panel of NR rows and four columns: each row's four bytes.
+            // Per panel of NR (NR2) rows and four columns: each row's four bytes.
             Kernel::Tiled => ((r / NR) * (cols / 4) + c / 4) * (NR * 4) + (r % NR) * 4 + c % 4,
+            Kernel::Avx2 => ((r / NR2) * (cols / 4) + c / 4) * (NR2 * 4) + (r % NR2) * 4 + c % 4,
             Kernel::Portable => r * cols + c,
         }
     }
@@ -229,88 +241,122 @@ impl I8Matrix {
         }
         let mut out = vec![0f32; m * self.rows];
         match self.kernel {
-            Kernel::Tiled => self.tiled(&xq, &xs, add, &mut out),
-            Kernel::Avx2 | Kernel::AvxVnni => self.grouped(&xq, &xs, add, &mut out),
+            Kernel::Tiled => self.tiled::<MR, NR>(&xq, &xs, add, &mut out),
+            Kernel::Avx2 => self.tiled::<MR2, NR2>(&xq, &xs, add, &mut out),
+            Kernel::AvxVnni => self.grouped(&xq, &xs, add, &mut out),
             Kernel::Portable => self.portable(&xq, &xs, add, &mut out),
         }
         out
     }
 
-    /// The tiled kernel's product: tasks of a few tiles by every panel when there are rows
-    /// enough to keep every thread busy (a batch), else the panels shared out (a query).
-    fn tiled(&self, xq: &[u8], xs: &[(f32, f32)], add: Add<'_>, out: &mut [f32]) {
+    /// A tiled kernel's product (tiles of `TM` rows by panels of `TN` channels: the
+    /// kernel's [`MR`]/[`NR`] or [`MR2`]/[`NR2`]): tasks of a few tiles by every panel when
+    /// there are rows enough to keep every thread busy (a batch), else the panels shared
+    /// out (a query).
+    fn tiled<const TM: usize, const TN: usize>(
+        &self,
+        xq: &[u8],
+        xs: &[(f32, f32)],
+        add: Add<'_>,
+        out: &mut [f32],
+    ) {
         let (n, cols, m) = (self.rows, self.cols, xs.len());
-        let tiles = m.div_ceil(MR);
-        let panels = n.div_ceil(NR);
+        let tiles = m.div_ceil(TM);
+        let panels = n.div_ceil(TN);
         let out_at = out.as_mut_ptr() as usize;
-        // The bias padded to whole panels, for the kernel's 16-value loads.
+        // The bias padded to whole panels, for the kernel's whole-register loads.
         let bias = add.bias.map(|b| {
             let mut p = b.to_vec();
-            p.resize(panels * NR, 0.0);
+            p.resize(panels * TN, 0.0);
             p
         });
         let run = |tiles: std::ops::Range<usize>, panels: std::ops::Range<usize>| {
             for p in panels {
-                let b = &self.quants[p * NR * cols..(p + 1) * NR * cols];
-                let ws = &self.scales[p * NR..(p + 1) * NR];
-                let bs = &self.byte_sums[p * NR..(p + 1) * NR];
-                let bias = bias.as_ref().map(|b| &b[p * NR..(p + 1) * NR]);
-                let channels = (n - p * NR).min(NR);
+                let b = &self.quants[p * TN * cols..(p + 1) * TN * cols];
+                let ws = &self.scales[p * TN..(p + 1) * TN];
+                let bs = &self.byte_sums[p * TN..(p + 1) * TN];
+                let bias = bias.as_ref().map(|b| &b[p * TN..(p + 1) * TN]);
+                let channels = (n - p * TN).min(TN);
                 for t in tiles.clone() {
-                    let r0 = t * MR;
-                    let kept = (m - r0).min(MR);
+                    let r0 = t * TM;
+                    let kept = (m - r0).min(TM);
                     // The residual's block at the tile's origin (same shape as `out`).
-                    let residual = add.residual.map(|r| &r[r0 * n + p * NR..]);
-                    // SAFETY: the kernel is `Tiled` only where `best_kernel()` found
-                    // AVX512-VNNI and BW (tests check the same before choosing it). `a`
-                    // holds the tile's `kept` (1..=MR) rows, `b` a whole panel; the tile
-                    // writes rows `r0..r0 + kept` and columns `p·NR..p·NR + channels` of
-                    // `out` (m × n), which no other task writes, and `out` outlives the
-                    // pool's call; it reads the same places of `residual`, of `out`'s shape
-                    // (`matmul_add` checks).
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        let a = &xq[r0 * cols..(r0 + kept) * cols];
-                        let out = (out_at as *mut f32).add(r0 * n + p * NR);
-                        let xs = &xs[r0..r0 + kept];
-                        let panel = Panel { ws, bs, bias };
-                        // A last tile of fewer rows runs a kernel of its size: a query's
-                        // dozen tokens are not padded to 16.
-                        match kept {
-                            8 => tile_avx512::<8>(a, b, out, n, xs, channels, panel, residual),
-                            7 => tile_avx512::<7>(a, b, out, n, xs, channels, panel, residual),
-                            6 => tile_avx512::<6>(a, b, out, n, xs, channels, panel, residual),
-                            5 => tile_avx512::<5>(a, b, out, n, xs, channels, panel, residual),
-                            4 => tile_avx512::<4>(a, b, out, n, xs, channels, panel, residual),
-                            3 => tile_avx512::<3>(a, b, out, n, xs, channels, panel, residual),
-                            2 => tile_avx512::<2>(a, b, out, n, xs, channels, panel, residual),
-                            _ => tile_avx512::<1>(a, b, out, n, xs, channels, panel, residual),
-                        }
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    {
-                        let _ = (b, ws, bs, bias, residual, channels, kept, out_at);
-                        unreachable!("no tiled kernel off x86-64")
-                    }
+                    let residual = add.residual.map(|r| &r[r0 * n + p * TN..]);
+                    let a = &xq[r0 * cols..(r0 + kept) * cols];
+                    let xs = &xs[r0..r0 + kept];
+                    let panel = Panel { ws, bs, bias };
+                    // SAFETY: the tile writes rows `r0..r0 + kept` and columns
+                    // `p·TN..p·TN + channels` of `out` (m × n), which no other task writes,
+                    // and `out` outlives the pool's call.
+                    let out = unsafe { (out_at as *mut f32).add(r0 * n + p * TN) };
+                    self.tile(kept, a, b, out, n, xs, channels, panel, residual);
                 }
             }
         };
         let threads = rayon::current_num_threads().max(1);
+        let per_task = (ROWS_PER_TASK / TM).max(1);
         if threads == 1 || tiles * panels == 1 {
             run(0..tiles, 0..panels);
         } else if tiles >= 2 * threads {
-            let tasks = tiles.div_ceil(TILES_PER_TASK);
+            let tasks = tiles.div_ceil(per_task);
             (0..tasks).into_par_iter().for_each(|j| {
-                run(
-                    j * TILES_PER_TASK..((j + 1) * TILES_PER_TASK).min(tiles),
-                    0..panels,
-                )
+                run(j * per_task..((j + 1) * per_task).min(tiles), 0..panels)
             });
         } else {
             let per = panels.div_ceil(threads);
             (0..threads)
                 .into_par_iter()
                 .for_each(|j| run(0..tiles, (j * per).min(panels)..((j + 1) * per).min(panels)));
+        }
+    }
+
+    /// One tile of a tiled kernel: `kept` rows (`a`) by the panel `b`, written at `out`
+    /// (stride `ldo`). A last tile of fewer rows runs a kernel of its size: a query's dozen
+    /// tokens are not padded to 16.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &self,
+        kept: usize,
+        a: &[u8],
+        b: &[i8],
+        out: *mut f32,
+        ldo: usize,
+        xs: &[(f32, f32)],
+        channels: usize,
+        panel: Panel<'_>,
+        residual: Option<&[f32]>,
+    ) {
+        // SAFETY: the kernel is `Tiled` or `Avx2` only where `kernel_at` found the CPU to
+        // run its instructions (AVX512-VNNI and BW; AVX2 and FMA), and tests check the same
+        // before choosing one. `a` holds the tile's `kept` rows, `b` a whole panel; `out`
+        // has room for `kept` rows of `channels` values at stride `ldo` (the caller's tile
+        // of the product), and `residual` the same places of the same shape (`matmul_add`
+        // checks its length).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            let (p, r) = (panel, residual);
+            match (self.kernel, kept) {
+                (Kernel::Tiled, 8) => tile_avx512::<8>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 7) => tile_avx512::<7>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 6) => tile_avx512::<6>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 5) => tile_avx512::<5>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 4) => tile_avx512::<4>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 3) => tile_avx512::<3>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, 2) => tile_avx512::<2>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Tiled, _) => tile_avx512::<1>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Avx2, 4) => tile_avx2::<4>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Avx2, 3) => tile_avx2::<3>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Avx2, 2) => tile_avx2::<2>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::Avx2, _) => tile_avx2::<1>(a, b, out, ldo, xs, channels, p, r),
+                (Kernel::AvxVnni | Kernel::Portable, _) => {
+                    unreachable!("a kernel with its own product")
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (kept, a, b, out, ldo, xs, channels, panel, residual);
+            unreachable!("no tiled kernel off x86-64")
         }
     }
 
@@ -354,7 +400,6 @@ impl I8Matrix {
                     let sums = sums(
                         self.kernel,
                         w,
-                        bs,
                         &xq[r * cols..(r + 1) * cols],
                         &xq[r1 * cols..(r1 + 1) * cols],
                     );
@@ -566,8 +611,7 @@ fn kernel_at(level: situate_core::cpu::Level) -> Option<Kernel> {
     }
 }
 
-/// A panel's `NR` scales, byte sums and (padded) bias.
-#[cfg(target_arch = "x86_64")]
+/// A panel's scales, byte sums and (padded) bias, a value per channel of the panel.
 struct Panel<'a> {
     ws: &'a [f32],
     bs: &'a [i32],
@@ -674,32 +718,145 @@ unsafe fn tile_avx512<const R: usize>(
     }
 }
 
-/// The integer sums Σ u·w of two rows' unsigned bytes with a group of four weight rows
-/// (`byte_sums`: the four rows' byte sums).
-#[inline(always)]
-fn sums(kernel: Kernel, w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
-    let cols = x0.len();
+/// [`tile_avx512`] with AVX2: `R` (≤ [`MR2`]) rows times a panel of [`NR2`] channels.
+/// Per four input bytes: two panel loads (16 channels × 4 bytes), and per row a broadcast
+/// of its four bytes made signed (u − 128, a flip of the top bit), their absolute values,
+/// and per register of eight channels the weights given the bytes' signs (`sign`),
+/// `maddubs` (unsigned by signed bytes, pairs summed in 16 bits: at most 2 × 128 × 127,
+/// so nothing saturates), `madd` by 1 (four products per 32-bit lane) and an add. The sums
+/// are Σ (u − 128)·w; 128 × the channel's byte sum makes them Σ u·w, the same integers as
+/// every other kernel's, finished by the same float operations in the same order.
+///
+/// Why not `maddubs` on the unsigned bytes directly, as ONNX Runtime's AVX2 kernels do:
+/// two products of 255 × 127 overflow its 16-bit sums, which then saturate (ONNX Runtime
+/// documents it and offers 7-bit weights against it); the sign costs one instruction per
+/// 32 products and keeps the result exact and the same as with VNNI.
+///
+/// # Safety
+///
+/// The CPU must run AVX2 and FMA, and `out` must be valid for writes of `R` rows of
+/// `channels` values at stride `ldo` (the slices' lengths are asserted here).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx2<const R: usize>(
+    a: &[u8],
+    b: &[i8],
+    out: *mut f32,
+    ldo: usize,
+    xs: &[(f32, f32)],
+    channels: usize,
+    panel: Panel<'_>,
+    residual: Option<&[f32]>,
+) {
+    use std::arch::x86_64::*;
+    let cols = a.len() / R;
+    let Panel { ws, bs, bias } = panel;
     assert!(
-        cols.is_multiple_of(BLOCK)
-            && x1.len() == cols
-            && w.len() == 4 * cols
-            && byte_sums.len() == 4
+        R <= MR2
+            && a.len() == R * cols
+            && b.len() == NR2 * cols
+            && xs.len() == R
+            && channels <= NR2
+            && ws.len() == NR2
+            && bs.len() == NR2
+            && bias.is_none_or(|b| b.len() == NR2)
+            && residual.is_none_or(|r| r.len() >= (R - 1) * ldo + channels)
     );
+    let (ap, bp) = (a.as_ptr(), b.as_ptr());
+    let ones = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    for k in 0..cols / 4 {
+        // SAFETY: `k < cols / 4`: the panel holds `cols / 4` steps of NR2 × 4 bytes and
+        // each of the tile's R rows `cols` bytes (asserted above).
+        unsafe {
+            let bv = [
+                _mm256_loadu_si256(bp.add(k * NR2 * 4).cast()),
+                _mm256_loadu_si256(bp.add(k * NR2 * 4 + 32).cast()),
+            ];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let four = std::ptr::read_unaligned(ap.add(r * cols + k * 4).cast::<i32>());
+                let y = _mm256_xor_si256(_mm256_set1_epi32(four), flip);
+                let ay = _mm256_abs_epi8(y);
+                for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                    let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(bv, y));
+                    *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+    }
+    // Plain loops, no closures: a closure would not inherit this function's features.
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let (mut wv, mut bsi, mut bv) = ([_mm256_setzero_ps(); 2], [_mm256_setzero_si256(); 2], [_mm256_setzero_ps(); 2]);
+    let (mut biases, mut masks) = (None, [_mm256_setzero_si256(); 2]);
+    for h in 0..2 {
+        // SAFETY: `ws`, `bs` and the bias hold NR2 = 16 values (asserted above).
+        unsafe {
+            wv[h] = _mm256_loadu_ps(ws.as_ptr().add(8 * h));
+            bsi[h] = _mm256_loadu_si256(bs.as_ptr().add(8 * h).cast());
+            if let Some(b) = bias {
+                biases.get_or_insert([_mm256_setzero_ps(); 2])[h] =
+                    _mm256_loadu_ps(b.as_ptr().add(8 * h));
+            }
+        }
+        bv[h] = _mm256_cvtepi32_ps(bsi[h]);
+        let n = channels.saturating_sub(8 * h).min(8) as i32;
+        masks[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+    }
+    for (r, &(scale, lo)) in xs.iter().enumerate() {
+        let (sv, lov) = (_mm256_set1_ps(scale), _mm256_set1_ps(lo));
+        for h in 0..2 {
+            // Σ u·w = Σ (u − 128)·w + 128 Σ w, then `finish` on 8 lanes: the same
+            // operations in the same order.
+            let s_uw = _mm256_add_epi32(acc[r][h], _mm256_slli_epi32::<7>(bsi[h]));
+            let mut v = _mm256_mul_ps(
+                wv[h],
+                _mm256_add_ps(
+                    _mm256_mul_ps(sv, _mm256_cvtepi32_ps(s_uw)),
+                    _mm256_mul_ps(lov, bv[h]),
+                ),
+            );
+            // And `Add::to`'s additions.
+            if let Some(b) = &biases {
+                v = _mm256_add_ps(v, b[h]);
+            }
+            if let Some(res) = residual {
+                // SAFETY: `residual` holds row `r`'s `channels` values at `r·ldo`
+                // (asserted above); the mask reads no lane past them (the pointer is formed
+                // with wrapping arithmetic: a masked-off half may lie past the slice).
+                let at = res.as_ptr().wrapping_add(r * ldo + h * 8);
+                let rv = unsafe { _mm256_maskload_ps(at, masks[h]) };
+                v = _mm256_add_ps(rv, v);
+            }
+            // SAFETY: the caller gives `out` room for the tile's `xs.len()` rows of
+            // `channels` values at stride `ldo`; the mask stores no lane past `channels`.
+            unsafe { _mm256_maskstore_ps(out.wrapping_add(r * ldo + h * 8), masks[h], v) };
+        }
+    }
+}
+
+/// The integer sums Σ u·w of two rows' unsigned bytes with a group of four weight rows.
+#[inline(always)]
+fn sums(kernel: Kernel, w: &[i8], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
+    let cols = x0.len();
+    assert!(cols.is_multiple_of(BLOCK) && x1.len() == cols && w.len() == 4 * cols);
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: `kernel` is what `best_kernel()` found this CPU to run (tests check the
         // same before choosing another), and the slices hold whole blocks (asserted above).
         unsafe {
             match kernel {
-                Kernel::Avx2 => sums_avx2(w, byte_sums, x0, x1),
                 Kernel::AvxVnni => sums_avxvnni(w, x0, x1),
-                Kernel::Tiled | Kernel::Portable => unreachable!("a kernel with its own product"),
+                Kernel::Tiled | Kernel::Avx2 | Kernel::Portable => {
+                    unreachable!("a kernel with its own product")
+                }
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (kernel, w, byte_sums, x0, x1);
+        let _ = (kernel, w, x0, x1);
         unreachable!("no I8Matrix without AVX2")
     }
 }
@@ -773,48 +930,6 @@ unsafe fn hsums(acc: &[[std::arch::x86_64::__m256i; 4]; 2]) -> [[i32; 4]; 2] {
         }
     }
     out
-}
-
-/// Per block, row and weight row: the row's bytes made signed (u - 128, a flip of the top
-/// bit), their absolute values times their signs moved onto the weight (`maddubs` multiplies
-/// unsigned by signed bytes; no pair exceeds 2 × 128 × 127, so the 16-bit sums cannot
-/// saturate), widened to 32-bit lanes and added: Σ (u - 128)·w exactly, to which 128 × the
-/// weight row's byte sum is added at the end.
-///
-/// # Safety
-///
-/// The CPU must run AVX2 and FMA; `x0` and `x1` must hold the same whole number of blocks
-/// and `w` four rows of as many (`sums` asserts the lengths).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sums_avx2(w: &[i8], byte_sums: &[i32], x0: &[u8], x1: &[u8]) -> [[i32; 4]; 2] {
-    use std::arch::x86_64::*;
-    let blocks = x0.len() / BLOCK;
-    let ones = _mm256_set1_epi16(1);
-    let flip = _mm256_set1_epi8(-128);
-    let mut acc = [[_mm256_setzero_si256(); 4]; 2];
-    for b in 0..blocks {
-        // SAFETY: `b < blocks`; the caller's assert gives the slices' lengths.
-        unsafe {
-            let wv = load_weights(w, b);
-            for (j, x) in [x0, x1].into_iter().enumerate() {
-                let y = _mm256_xor_si256(load_row(x, b), flip);
-                let ay = _mm256_sign_epi8(y, y);
-                for c in 0..4 {
-                    let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(wv[c], y));
-                    acc[j][c] = _mm256_add_epi32(acc[j][c], _mm256_madd_epi16(p, ones));
-                }
-            }
-        }
-    }
-    // SAFETY: AVX2 is enabled in this function.
-    let mut sums = unsafe { hsums(&acc) };
-    for row in &mut sums {
-        for (s, b) in row.iter_mut().zip(byte_sums) {
-            *s += 128 * b;
-        }
-    }
-    sums
 }
 
 /// Per block, row and weight row one 256-bit `vpdpbusd` of the row's unsigned bytes by the
@@ -1083,5 +1198,41 @@ mod tests {
         assert!(q.forward(&t).is_err(), "100 values against 160 columns");
         let z = q.matmul(&vec![0f32; 2 * cols], 2);
         assert!(z.iter().all(|&v| v == 0.0), "zero rows give zeros");
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// Not a test: `cargo test --release -p situate-kernels speed -- --ignored --nocapture`
+    /// prints each kernel's time per product for a query's rows and a batch's.
+    #[test]
+    #[ignore]
+    fn print_kernel_speed() {
+        let mut kernels: Vec<Kernel> = situate_core::cpu::levels_here()
+            .into_iter()
+            .filter_map(kernel_at)
+            .collect();
+        kernels.dedup();
+        // A grouped AVX2 layout for comparison is gone; time what remains.
+        for (rows, cols) in [(1152usize, 384usize), (1536, 384), (384, 1536)] {
+            let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+            for m in [12usize, 1024] {
+                let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729) % 997) as f32 / 498.0 - 1.0).collect();
+                for &k in &kernels {
+                    let q = I8Matrix::quantize_for(k, &w, rows, cols).expect("q");
+                    let reps = if m > 100 { 5 } else { 500 };
+                    let _ = q.matmul(&x, m);
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        std::hint::black_box(q.matmul(&x, m));
+                    }
+                    let s = t.elapsed().as_secs_f64() / reps as f64;
+                    let gops = 2.0 * (rows * cols * m) as f64 / s / 1e9;
+                    eprintln!("{rows}x{cols} m={m} {k:?}: {:.1} us, {gops:.1} Gop/s", s * 1e6);
+                }
+            }
+        }
     }
 }
