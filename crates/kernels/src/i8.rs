@@ -294,14 +294,18 @@ impl I8Matrix {
             }
         };
         let threads = rayon::current_num_threads().max(1);
-        let per_task = (ROWS_PER_TASK / TM).max(1);
+        // By rows when each thread gets half a task of rows or more (a batch: the weights
+        // pass once per task while its rows stay in cache), else by panels (a query: each
+        // thread reads only its share of the weights). Tasks never fewer than the threads:
+        // a few dozen rows as one task ran on one core.
+        let per_task = (ROWS_PER_TASK / TM).max(1).min(tiles.div_ceil(threads));
         if threads == 1 || tiles * panels == 1 {
             run(0..tiles, 0..panels);
-        } else if tiles >= 2 * threads {
+        } else if m * 2 >= threads * ROWS_PER_TASK {
             let tasks = tiles.div_ceil(per_task);
-            (0..tasks).into_par_iter().for_each(|j| {
-                run(j * per_task..((j + 1) * per_task).min(tiles), 0..panels)
-            });
+            (0..tasks)
+                .into_par_iter()
+                .for_each(|j| run(j * per_task..((j + 1) * per_task).min(tiles), 0..panels));
         } else {
             let per = panels.div_ceil(threads);
             (0..threads)
@@ -788,7 +792,11 @@ unsafe fn tile_avx2<const R: usize>(
     }
     // Plain loops, no closures: a closure would not inherit this function's features.
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let (mut wv, mut bsi, mut bv) = ([_mm256_setzero_ps(); 2], [_mm256_setzero_si256(); 2], [_mm256_setzero_ps(); 2]);
+    let (mut wv, mut bsi, mut bv) = (
+        [_mm256_setzero_ps(); 2],
+        [_mm256_setzero_si256(); 2],
+        [_mm256_setzero_ps(); 2],
+    );
     let (mut biases, mut masks) = (None, [_mm256_setzero_si256(); 2]);
     for h in 0..2 {
         // SAFETY: `ws`, `bs` and the bias hold NR2 = 16 values (asserted above).
@@ -1217,9 +1225,13 @@ mod speed {
         kernels.dedup();
         // A grouped AVX2 layout for comparison is gone; time what remains.
         for (rows, cols) in [(1152usize, 384usize), (1536, 384), (384, 1536)] {
-            let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
-            for m in [12usize, 1024] {
-                let x: Vec<f32> = (0..m * cols).map(|i| ((i * 104729) % 997) as f32 / 498.0 - 1.0).collect();
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            for m in [12usize, 24, 1024] {
+                let x: Vec<f32> = (0..m * cols)
+                    .map(|i| ((i * 104729) % 997) as f32 / 498.0 - 1.0)
+                    .collect();
                 for &k in &kernels {
                     let q = I8Matrix::quantize_for(k, &w, rows, cols).expect("q");
                     let reps = if m > 100 { 5 } else { 500 };
@@ -1230,7 +1242,10 @@ mod speed {
                     }
                     let s = t.elapsed().as_secs_f64() / reps as f64;
                     let gops = 2.0 * (rows * cols * m) as f64 / s / 1e9;
-                    eprintln!("{rows}x{cols} m={m} {k:?}: {:.1} us, {gops:.1} Gop/s", s * 1e6);
+                    eprintln!(
+                        "{rows}x{cols} m={m} {k:?}: {:.1} us, {gops:.1} Gop/s",
+                        s * 1e6
+                    );
                 }
             }
         }
