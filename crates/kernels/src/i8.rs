@@ -242,7 +242,10 @@ impl I8Matrix {
         let mut out = vec![0f32; m * self.rows];
         match self.kernel {
             Kernel::Tiled => self.tiled::<MR, NR>(&xq, &xs, add, &mut out),
-            Kernel::Avx2 => self.tiled::<MR2, NR2>(&xq, &xs, add, &mut out),
+            Kernel::Avx2 => {
+                let signed = signed_rows(&xq, cols);
+                self.tiled::<MR2, NR2>(&signed, &xs, add, &mut out)
+            }
             Kernel::AvxVnni => self.grouped(&xq, &xs, add, &mut out),
             Kernel::Portable => self.portable(&xq, &xs, add, &mut out),
         }
@@ -261,6 +264,8 @@ impl I8Matrix {
         out: &mut [f32],
     ) {
         let (n, cols, m) = (self.rows, self.cols, xs.len());
+        // A row's bytes: the AVX2 kernel's rows are twice as wide (`signed_rows`).
+        let width = xq.len() / m.max(1);
         let tiles = m.div_ceil(TM);
         let panels = n.div_ceil(TN);
         let out_at = out.as_mut_ptr() as usize;
@@ -282,7 +287,7 @@ impl I8Matrix {
                     let kept = (m - r0).min(TM);
                     // The residual's block at the tile's origin (same shape as `out`).
                     let residual = add.residual.map(|r| &r[r0 * n + p * TN..]);
-                    let a = &xq[r0 * cols..(r0 + kept) * cols];
+                    let a = &xq[r0 * width..(r0 + kept) * width];
                     let xs = &xs[r0..r0 + kept];
                     let panel = Panel { ws, bs, bias };
                     // SAFETY: the tile writes rows `r0..r0 + kept` and columns
@@ -332,7 +337,8 @@ impl I8Matrix {
     ) {
         // SAFETY: the kernel is `Tiled` or `Avx2` only where `kernel_at` found the CPU to
         // run its instructions (AVX512-VNNI and BW; AVX2 and FMA), and tests check the same
-        // before choosing one. `a` holds the tile's `kept` rows, `b` a whole panel; `out`
+        // before choosing one. `a` holds the tile's `kept` rows (in the kernel's form), `b` a
+        // whole panel; `out`
         // has room for `kept` rows of `channels` values at stride `ldo` (the caller's tile
         // of the product), and `residual` the same places of the same shape (`matmul_add`
         // checks its length).
@@ -615,6 +621,39 @@ fn kernel_at(level: situate_core::cpu::Level) -> Option<Kernel> {
     }
 }
 
+/// The AVX2 kernel's form of quantized rows (`cols` bytes each): per row, the absolute
+/// values of its bytes made signed (|u − 128|, as unsigned bytes), then those signed bytes
+/// (u − 128), `2 × cols` bytes. Computed once per product instead of once per row, step and
+/// panel in the kernel's inner loop (two instructions of its ten).
+fn signed_rows(xq: &[u8], cols: usize) -> Vec<u8> {
+    #[inline(always)]
+    fn fill(xq: &[u8], cols: usize, out: &mut [u8]) {
+        for (row, o) in xq.chunks_exact(cols).zip(out.chunks_exact_mut(2 * cols)) {
+            let (abs, signed) = o.split_at_mut(cols);
+            for ((&u, a), y) in row.iter().zip(abs).zip(signed) {
+                let v = u ^ 0x80;
+                *y = v;
+                *a = (v as i8).unsigned_abs();
+            }
+        }
+    }
+    let mut out = vec![0u8; 2 * xq.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(xq: &[u8], cols: usize, out: &mut [u8]) {
+            fill(xq, cols, out)
+        }
+        if situate_core::cpu::chosen().avx2() {
+            // SAFETY: the level chosen is one the CPU runs, with AVX2.
+            unsafe { avx2(xq, cols, &mut out) };
+            return out;
+        }
+    }
+    fill(xq, cols, &mut out);
+    out
+}
+
 /// A panel's scales, byte sums and (padded) bias, a value per channel of the panel.
 struct Panel<'a> {
     ws: &'a [f32],
@@ -723,9 +762,9 @@ unsafe fn tile_avx512<const R: usize>(
 }
 
 /// [`tile_avx512`] with AVX2: `R` (≤ [`MR2`]) rows times a panel of [`NR2`] channels.
-/// Per four input bytes: two panel loads (16 channels × 4 bytes), and per row a broadcast
-/// of its four bytes made signed (u − 128, a flip of the top bit), their absolute values,
-/// and per register of eight channels the weights given the bytes' signs (`sign`),
+/// Per four input bytes: two panel loads (16 channels × 4 bytes), and per row broadcasts
+/// of its four bytes made signed (u − 128, a flip of the top bit) and of their absolute
+/// values (both made once per product, [`signed_rows`]), and per register of eight channels the weights given the bytes' signs (`sign`),
 /// `maddubs` (unsigned by signed bytes, pairs summed in 16 bits: at most 2 × 128 × 127,
 /// so nothing saturates), `madd` by 1 (four products per 32-bit lane) and an add. The sums
 /// are Σ (u − 128)·w; 128 × the channel's byte sum makes them Σ u·w, the same integers as
@@ -754,11 +793,12 @@ unsafe fn tile_avx2<const R: usize>(
     residual: Option<&[f32]>,
 ) {
     use std::arch::x86_64::*;
-    let cols = a.len() / R;
+    // Each row: `cols` absolute values, then `cols` signed bytes (`signed_rows`).
+    let cols = a.len() / R / 2;
     let Panel { ws, bs, bias } = panel;
     assert!(
         R <= MR2
-            && a.len() == R * cols
+            && a.len() == R * 2 * cols
             && b.len() == NR2 * cols
             && xs.len() == R
             && channels <= NR2
@@ -769,20 +809,19 @@ unsafe fn tile_avx2<const R: usize>(
     );
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     let ones = _mm256_set1_epi16(1);
-    let flip = _mm256_set1_epi8(-128);
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
     for k in 0..cols / 4 {
         // SAFETY: `k < cols / 4`: the panel holds `cols / 4` steps of NR2 × 4 bytes and
-        // each of the tile's R rows `cols` bytes (asserted above).
+        // each of the tile's R rows `2 × cols` bytes (asserted above).
         unsafe {
             let bv = [
                 _mm256_loadu_si256(bp.add(k * NR2 * 4).cast()),
                 _mm256_loadu_si256(bp.add(k * NR2 * 4 + 32).cast()),
             ];
             for (r, acc) in acc.iter_mut().enumerate() {
-                let four = std::ptr::read_unaligned(ap.add(r * cols + k * 4).cast::<i32>());
-                let y = _mm256_xor_si256(_mm256_set1_epi32(four), flip);
-                let ay = _mm256_abs_epi8(y);
+                let at = ap.add(r * 2 * cols + k * 4);
+                let ay = _mm256_set1_epi32(std::ptr::read_unaligned(at.cast::<i32>()));
+                let y = _mm256_set1_epi32(std::ptr::read_unaligned(at.add(cols).cast::<i32>()));
                 for (acc, &bv) in acc.iter_mut().zip(&bv) {
                     let p = _mm256_maddubs_epi16(ay, _mm256_sign_epi8(bv, y));
                     *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(p, ones));
