@@ -17,6 +17,7 @@ mod llm;
 mod load;
 mod query;
 mod rerank;
+mod roofline;
 mod vectors;
 
 use anyhow::{Context, Result, bail};
@@ -83,6 +84,13 @@ fn main() -> ExitCode {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The machine's peak FMA and int8 rates and memory bandwidth, by small loops, and the
+    /// int8 product's achieved rates against them (SITUATE_CPU forces a lower level)
+    Roofline {
+        /// Seconds per peak loop (about)
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+    },
     /// BM25 queries per second and quality on a BEIR data set already ingested into --index
     Bm25 {
         /// The BEIR folder (queries.jsonl, qrels/)
@@ -491,6 +499,7 @@ fn run(cmd: BenchCommand, index: &Path, default_llm: &str) -> Result<ExitCode> {
                 println!("requests {}", server.calls());
             }
         }
+        BenchCommand::Roofline { seconds } => crate::roofline::roofline(seconds),
         BenchCommand::Generate {
             model,
             prompt,
