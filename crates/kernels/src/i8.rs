@@ -303,10 +303,16 @@ impl I8Matrix {
         // pass once per task while its rows stay in cache), else by panels (a query: each
         // thread reads only its share of the weights). Tasks never fewer than the threads:
         // a few dozen rows as one task ran on one core.
-        let per_task = (ROWS_PER_TASK / TM).max(1).min(tiles.div_ceil(threads));
         if threads == 1 || tiles * panels == 1 {
             run(0..tiles, 0..panels);
         } else if m * 2 >= threads * ROWS_PER_TASK {
+            // Tasks of at most ROWS_PER_TASK rows, as many as a multiple of the threads,
+            // of near-equal sizes: 11 tasks on 2 threads left one thread idle a twelfth of
+            // the product.
+            let tasks = tiles
+                .div_ceil((ROWS_PER_TASK / TM).max(1))
+                .next_multiple_of(threads);
+            let per_task = tiles.div_ceil(tasks);
             let tasks = tiles.div_ceil(per_task);
             (0..tasks)
                 .into_par_iter()
