@@ -14,8 +14,8 @@
 //!
 //! Then `situate_kernels::i8`'s product at the level chosen for the process (`SITUATE_CPU`
 //! forces a lower one) on MiniLM's four matrix shapes: a batch (1,024 rows, weights in
-//! cache; the best of eight products) against the int8 peak, and a query (12 rows, six layers' matrices in turn, as a
-//! forward pass reads them) against the memory bandwidth.
+//! cache; the best of eight products) against the int8 peak, and a query (12 rows, six
+//! layers' matrices in turn, as a forward pass reads them) against the memory bandwidth.
 
 use anyhow::Result;
 use situate_core::cpu::{self, Level};
