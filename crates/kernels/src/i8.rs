@@ -291,10 +291,13 @@ impl I8Matrix {
                     let xs = &xs[r0..r0 + kept];
                     let panel = Panel { ws, bs, bias };
                     // SAFETY: the tile writes rows `r0..r0 + kept` and columns
-                    // `p·TN..p·TN + channels` of `out` (m × n), which no other task writes,
-                    // and `out` outlives the pool's call.
-                    let out = unsafe { (out_at as *mut f32).add(r0 * n + p * TN) };
-                    self.tile(kept, a, b, out, n, xs, channels, panel, residual);
+                    // `p·TN..p·TN + channels` of `out` (m × n, stride n), which no other
+                    // task writes, and `out` outlives the pool's call; `residual` has
+                    // `out`'s shape (`matmul_add` checks its length).
+                    unsafe {
+                        let out = (out_at as *mut f32).add(r0 * n + p * TN);
+                        self.tile(kept, a, b, out, n, xs, channels, panel, residual)
+                    };
                 }
             }
         };
@@ -328,8 +331,13 @@ impl I8Matrix {
     /// One tile of a tiled kernel: `kept` rows (`a`) by the panel `b`, written at `out`
     /// (stride `ldo`). A last tile of fewer rows runs a kernel of its size: a query's dozen
     /// tokens are not padded to 16.
+    ///
+    /// # Safety
+    ///
+    /// `out` must be valid for writes of `kept` rows of `channels` values at stride `ldo`,
+    /// which no other thread reads or writes meanwhile.
     #[allow(clippy::too_many_arguments)]
-    fn tile(
+    unsafe fn tile(
         &self,
         kept: usize,
         a: &[u8],
@@ -343,11 +351,8 @@ impl I8Matrix {
     ) {
         // SAFETY: the kernel is `Tiled` or `Avx2` only where `kernel_at` found the CPU to
         // run its instructions (AVX512-VNNI and BW; AVX2 and FMA), and tests check the same
-        // before choosing one. `a` holds the tile's `kept` rows (in the kernel's form), `b` a
-        // whole panel; `out`
-        // has room for `kept` rows of `channels` values at stride `ldo` (the caller's tile
-        // of the product), and `residual` the same places of the same shape (`matmul_add`
-        // checks its length).
+        // before choosing one. The kernels assert the slices' lengths; `out` is the
+        // caller's promise.
         #[cfg(target_arch = "x86_64")]
         unsafe {
             let (p, r) = (panel, residual);
