@@ -22,7 +22,7 @@
 //!   4 rows × 16 channels of sums in eight registers. AVX2 has no `vpdpbusd`; per four
 //!   input bytes and register of eight channels it runs `sign`, `maddubs`, `madd` and an
 //!   add, on the row's bytes made signed and their signs moved onto the weights, which
-//!   keeps `maddubs`'s 16-bit sums from saturating ([`tile_avx2`]).
+//!   keeps `maddubs`'s 16-bit sums from saturating (`tile_avx2`).
 //! - *grouped*, with AVX-VNNI (256-bit `vpdpbusd` without AVX-512): four channels against
 //!   two rows at a time, each dot product summed horizontally at the end. It suits a
 //!   query's few rows; for a batch it re-reads every row for each group of four channels.
@@ -59,7 +59,7 @@ const NR2: usize = 16;
 const MR2: usize = 4;
 
 /// An int8 matrix of `rows` × `cols` weights (out × in), one f32 scale per row, packed for
-/// the kernel this CPU runs ([`Kernel::index`] gives a weight's place); the rows are padded
+/// the kernel this CPU runs (`Kernel::index` gives a weight's place); the rows are padded
 /// with zero rows to a whole panel.
 pub struct I8Matrix {
     rows: usize,

@@ -14,7 +14,7 @@
 //! [`attention`] is multi-head self-attention over packed texts, without candle's per-head
 //! tensor operations.
 //!
-//! [`i8`] multiplies f32 rows by an int8 matrix with a scale per output channel (a query's
+//! [`i8`](mod@i8) multiplies f32 rows by an int8 matrix with a scale per output channel (a query's
 //! products in the embedders, and a batch of passages' for `:q8` embedders), with VNNI
 //! where the CPU has it.
 //!
