@@ -261,8 +261,8 @@ pub fn roofline(seconds: f64) -> Result<ExitCode> {
         "int8 product, a batch (MiniLM's four shapes, 1,024 rows each): {:.1} Gop/s",
         total_ops / batch_secs / 1e9
     );
-    // A query: six layers' matrices (each its own weights, so they come from memory as in
-    // a forward pass, not from a cache a single matrix stays in), 12 rows each.
+    // A query: six layers' matrices (each its own weights, as in a forward pass, so they
+    // do not all stay in a core's cache as a single matrix would), 12 rows each.
     let layers: Vec<Vec<I8Matrix>> = (0..6)
         .map(|l| {
             SHAPES

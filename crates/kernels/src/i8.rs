@@ -221,31 +221,41 @@ impl I8Matrix {
             "int8 product: operands of the wrong sizes"
         );
         let add = Add { bias, residual };
-        let mut xq = vec![0u8; m * cols];
+        // The AVX2 kernel's rows are twice as wide (`split_signs`).
+        let width = if self.kernel == Kernel::Avx2 {
+            2 * cols
+        } else {
+            cols
+        };
+        let mut xq = vec![0u8; m * width];
         // Per row: (scale, offset) with value ≈ scale × byte + offset.
         let mut xs = vec![(0f32, 0f32); m];
         let x = &x[..m * cols];
+        let prepare = |row: &[f32], q: &mut [u8]| {
+            let s = quantize_row(row, &mut q[..cols]);
+            if width != cols {
+                split_signs(q);
+            }
+            s
+        };
         if x.len() < 1 << 16 {
             for ((row, q), s) in x
                 .chunks_exact(cols)
-                .zip(xq.chunks_exact_mut(cols))
+                .zip(xq.chunks_exact_mut(width))
                 .zip(xs.iter_mut())
             {
-                *s = quantize_row(row, q);
+                *s = prepare(row, q);
             }
         } else {
             x.par_chunks_exact(cols)
-                .zip(xq.par_chunks_exact_mut(cols))
+                .zip(xq.par_chunks_exact_mut(width))
                 .zip(xs.par_iter_mut())
-                .for_each(|((row, q), s)| *s = quantize_row(row, q));
+                .for_each(|((row, q), s)| *s = prepare(row, q));
         }
         let mut out = vec![0f32; m * self.rows];
         match self.kernel {
             Kernel::Tiled => self.tiled::<MR, NR>(&xq, &xs, add, &mut out),
-            Kernel::Avx2 => {
-                let signed = signed_rows(&xq, cols);
-                self.tiled::<MR2, NR2>(&signed, &xs, add, &mut out)
-            }
+            Kernel::Avx2 => self.tiled::<MR2, NR2>(&xq, &xs, add, &mut out),
             Kernel::AvxVnni => self.grouped(&xq, &xs, add, &mut out),
             Kernel::Portable => self.portable(&xq, &xs, add, &mut out),
         }
@@ -264,7 +274,7 @@ impl I8Matrix {
         out: &mut [f32],
     ) {
         let (n, cols, m) = (self.rows, self.cols, xs.len());
-        // A row's bytes: the AVX2 kernel's rows are twice as wide (`signed_rows`).
+        // A row's bytes: the AVX2 kernel's rows are twice as wide (`split_signs`).
         let width = xq.len() / m.max(1);
         let tiles = m.div_ceil(TM);
         let panels = n.div_ceil(TN);
@@ -632,37 +642,33 @@ fn kernel_at(level: situate_core::cpu::Level) -> Option<Kernel> {
     }
 }
 
-/// The AVX2 kernel's form of quantized rows (`cols` bytes each): per row, the absolute
-/// values of its bytes made signed (|u − 128|, as unsigned bytes), then those signed bytes
-/// (u − 128), `2 × cols` bytes. Computed once per product instead of once per row, step and
-/// panel in the kernel's inner loop (two instructions of its ten).
-fn signed_rows(xq: &[u8], cols: usize) -> Vec<u8> {
+/// The AVX2 kernel's form of a quantized row, in place: `q` holds the row's `n` bytes u
+/// followed by `n` bytes of room; it ends with the absolute values of the bytes made signed
+/// (|u − 128|, as unsigned bytes), then those signed bytes (u − 128). Made as each row is
+/// quantized, not in the kernel's inner loop, where it was two instructions of ten per row,
+/// step and panel.
+fn split_signs(q: &mut [u8]) {
     #[inline(always)]
-    fn fill(xq: &[u8], cols: usize, out: &mut [u8]) {
-        for (row, o) in xq.chunks_exact(cols).zip(out.chunks_exact_mut(2 * cols)) {
-            let (abs, signed) = o.split_at_mut(cols);
-            for ((&u, a), y) in row.iter().zip(abs).zip(signed) {
-                let v = u ^ 0x80;
-                *y = v;
-                *a = (v as i8).unsigned_abs();
-            }
+    fn fill(q: &mut [u8]) {
+        let (abs, signed) = q.split_at_mut(q.len() / 2);
+        for (a, y) in abs.iter_mut().zip(signed) {
+            let v = *a ^ 0x80;
+            *y = v;
+            *a = (v as i8).unsigned_abs();
         }
     }
-    let mut out = vec![0u8; 2 * xq.len()];
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2(xq: &[u8], cols: usize, out: &mut [u8]) {
-            fill(xq, cols, out)
+        fn avx2(q: &mut [u8]) {
+            fill(q)
         }
         if situate_core::cpu::chosen().avx2() {
             // SAFETY: the level chosen is one the CPU runs, with AVX2.
-            unsafe { avx2(xq, cols, &mut out) };
-            return out;
+            return unsafe { avx2(q) };
         }
     }
-    fill(xq, cols, &mut out);
-    out
+    fill(q)
 }
 
 /// A panel's scales, byte sums and (padded) bias, a value per channel of the panel.
@@ -775,7 +781,7 @@ unsafe fn tile_avx512<const R: usize>(
 /// [`tile_avx512`] with AVX2: `R` (≤ [`MR2`]) rows times a panel of [`NR2`] channels.
 /// Per four input bytes: two panel loads (16 channels × 4 bytes), and per row broadcasts
 /// of its four bytes made signed (u − 128, a flip of the top bit) and of their absolute
-/// values (both made once per product, [`signed_rows`]), and per register of eight channels the weights given the bytes' signs (`sign`),
+/// values (both made as the row is quantized, `split_signs`), and per register of eight channels the weights given the bytes' signs (`sign`),
 /// `maddubs` (unsigned by signed bytes, pairs summed in 16 bits: at most 2 × 128 × 127,
 /// so nothing saturates), `madd` by 1 (four products per 32-bit lane) and an add. The sums
 /// are Σ (u − 128)·w; 128 × the channel's byte sum makes them Σ u·w, the same integers as
@@ -804,7 +810,7 @@ unsafe fn tile_avx2<const R: usize>(
     residual: Option<&[f32]>,
 ) {
     use std::arch::x86_64::*;
-    // Each row: `cols` absolute values, then `cols` signed bytes (`signed_rows`).
+    // Each row: `cols` absolute values, then `cols` signed bytes (`split_signs`).
     let cols = a.len() / R / 2;
     let Panel { ws, bs, bias } = panel;
     assert!(
