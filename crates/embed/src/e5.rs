@@ -10,8 +10,9 @@
 //!   the `tokenizers` crate (Viterbi over the pieces' scores) behind a metaspace (`▁`)
 //!   pre-tokenizer that prepends one; `<s>` and `</s>` around each window.
 //! - Model: XLM-R / BERT encoder, Q4_0 matmuls (activations quantised to 8 bits per block,
-//!   as the reference does) through situate's `Q8Matrix` where AVX2 runs (candle's
-//!   `QMatMul` values to the bit, 1.7x the passages per second), candle's `QMatMul`
+//!   as the reference does) through situate's `Q8Matrix` where AVX2 runs (the same exact
+//!   integer sums per block as candle's `QMatMul`, added in another order: values within
+//!   rounding of candle's, several times the passages per second), candle's `QMatMul`
 //!   elsewhere; exact-erf GELU: the reference arithmetic, the default for passages.
 //! - In int8 ([`Precision::Q8`]: queries by default, passages for the embedder named
 //!   `multilingual-e5-small:q8`): the 4-bit weights widened to int8 with one scale per output
@@ -44,8 +45,8 @@ pub const MODEL_FILE: &str = "e5-small-q4.bin";
 /// Tokens per forward pass (a batch of windows is concatenated up to this).
 const BATCH_TOKENS: usize = 4096;
 
-/// A 4-bit matrix's product: situate's kernel where it runs (`Q8Matrix`: candle's values
-/// to the bit, the block scales converted once at load), candle's `QMatMul` elsewhere.
+/// A 4-bit matrix's product: situate's kernel where it runs (`Q8Matrix`: candle's integer
+/// sums, its weights kept in 4 bits), candle's `QMatMul` elsewhere.
 enum Q4 {
     Ours(Q8Matrix),
     Candle(QMatMul),

@@ -48,9 +48,9 @@ struct Linear {
 enum Product {
     /// candle's quantized product.
     Candle(QMatMul),
-    /// Q8_0 (as stored, or widened from Q4_1/Q5_0 at load) on a CPU with AVX2:
-    /// situate-kernels' product, the values of candle's to the bit at about twice its speed
-    /// for two rows or more (`situate_kernels::q8`).
+    /// Q8_0, Q4_0 or Q5_0 as stored (or Q8_0 widened from Q4_1/Q5_1 at load) on a CPU with
+    /// AVX2: situate-kernels' product, candle's Q8_0 values to the bit at about twice its
+    /// speed for two rows or more (`situate_kernels::q8`).
     Q8(Q8Matrix),
 }
 
@@ -83,19 +83,19 @@ impl Linear {
     }
 
     /// `x`: (rows, in) to (rows, out). With `dense` (a prompt pass), the f32 copy if there
-    /// is one, else the matrix expanded to f32 for this pass when it has no fast many-row
-    /// kernel and the pass has [`EXPAND_ROWS`] rows or more (on Qwen2.5-0.5B, whose matrices
-    /// are Q5_0 widened to Q8_0, a pass of 512 rows then reads 88 prompt tokens/s instead of
-    /// 23: `situate-bench generate`); otherwise the quantized matrix, a Q8_0 one through
-    /// situate-kernels' product (candle's values, faster). Which product runs depends on the
-    /// kind of pass and its number of rows (a reply's prompt is read in passes of its own),
-    /// never on what the other rows hold.
+    /// is one; a Q8_0, Q4_0 or Q5_0 matrix through situate-kernels' product (prompts and
+    /// decoding alike: on Qwen2.5-0.5B, whose matrices are Q5_0, a pass of 512 rows reads
+    /// 300–370 prompt tokens/s against 88 through f32 before, `situate-bench generate`);
+    /// another quantization expanded to f32 for a prompt pass when it has no fast many-row
+    /// kernel in candle and the pass has [`EXPAND_ROWS`] rows or more; otherwise candle's
+    /// quantized product. Which product runs depends on the kind of pass and its number of
+    /// rows (a reply's prompt is read in passes of its own), never on what the other rows
+    /// hold.
     fn forward(&self, x: &Tensor, dense: bool) -> Result<Tensor> {
         let rows = x.dims()[0];
         let many = dense && rows >= EXPAND_ROWS;
         match (&self.dense, &self.product) {
             (Some(d), _) if dense => d.forward(x),
-            (None, Product::Q8(q)) if many => x.matmul(&q.expand(x.device())?.t()?),
             (_, Product::Q8(q)) => q.forward(x),
             (None, Product::Candle(QMatMul::QTensor(q))) if many && !self.fast_rows => {
                 x.matmul(&expand(q, x.device())?.t()?)
@@ -1155,12 +1155,13 @@ mod tests {
 
     /// Greedy replies decoded side by side are exactly those decoded one at a time, for
     /// quantized models whose products take different kernels for one row and for many
-    /// (Q8_0: dot products; Q4K and Q6K: candle's tiles, and Q6K's lone-row product), with
-    /// prompts read together or alone.
+    /// (Q8_0, Q5_0: situate-kernels' panels in tiles of rows or one row; Q4K and Q6K:
+    /// candle's tiles, and Q6K's lone-row product), with prompts read together or alone.
     #[test]
     fn forks_decode_exactly_as_one_at_a_time() {
         for (dtype, hidden, ff) in [
             (GgmlDType::Q8_0, 64, 96),
+            (GgmlDType::Q5_0, 64, 96),
             (GgmlDType::Q4K, 256, 512),
             (GgmlDType::Q6K, 256, 512),
         ] {

@@ -5,6 +5,7 @@ use super::*;
 use crate::decoder::Decoder;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
+use situate_kernels::q8::Q8Matrix;
 use candle_transformers::models::quantized_gemma3;
 use tokenizers::Tokenizer;
 
@@ -159,23 +160,35 @@ pub(super) fn spm_tokenizer(ct: &gguf_file::Content) -> Result<Tokenizer, String
 pub(super) trait ReadSeek: std::io::Read + std::io::Seek {}
 impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 
-/// Quantizations whose dot products candle computes without SIMD (`vec_dot_unopt`).
-pub(super) fn is_slow(dtype: GgmlDType) -> bool {
-    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
+/// Quantizations whose dot products candle computes without SIMD (`vec_dot_unopt`) and that
+/// the model's products do not take otherwise: Q5_0 matrices of the decoder's architectures
+/// (`llama`, `qwen2`, `qwen3`) go through situate-kernels' `Q8Matrix` where the CPU runs it,
+/// as stored (22 bytes per 32 weights, not Q8_0's 34).
+pub(super) fn is_slow(dtype: GgmlDType, arch: &str) -> bool {
+    match dtype {
+        GgmlDType::Q4_1 | GgmlDType::Q5_1 => true,
+        GgmlDType::Q5_0 => !(crate::decoder::supports(arch) && Q8Matrix::takes(dtype)),
+        _ => false,
+    }
 }
 
-/// A copy of the file, in memory, with every matrix of a slow quantization (Q4_1, Q5_0,
-/// Q5_1: candle has no SIMD dot product for them) re-quantized to Q8_0, which it has: SmolLM2
-/// is shipped as Q4_1, and its generation ran 60% of the time in the scalar Q4_1 dot
-/// product. Q8_0 holds a Q4_1 value to within 1/254 of its block's range. `None` when
-/// nothing needs it. `situate-bench generate` loads its model through this too, so its
-/// speeds are those of the path contexts run on.
+/// A copy of the file, in memory, with every matrix of a slow quantization ([`is_slow`]:
+/// Q4_1, Q5_1, and Q5_0 where situate's kernel does not take it) re-quantized to Q8_0, which
+/// candle multiplies with SIMD: SmolLM2 is shipped as Q4_1, and its generation ran 60% of the
+/// time in the scalar Q4_1 dot product. Q8_0 holds a Q4_1 value to within 1/254 of its
+/// block's range. `None` when nothing needs it. `situate-bench generate` loads its model
+/// through this too, so its speeds are those of the path contexts run on.
 pub fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
     ct: &gguf_file::Content,
     reader: &mut R,
     device: &Device,
 ) -> candle_core::Result<Option<(gguf_file::Content, Vec<u8>)>> {
-    if !ct.tensor_infos.values().any(|t| is_slow(t.ggml_dtype)) {
+    let arch = ct
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .map_or("", |a| a.as_str());
+    if !ct.tensor_infos.values().any(|t| is_slow(t.ggml_dtype, arch)) {
         return Ok(None);
     }
     let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
@@ -184,7 +197,7 @@ pub fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
     for name in &names {
         let t = ct.tensor(reader, name, device)?;
         let cols = t.shape().dims().last().copied().unwrap_or(0);
-        let t = if is_slow(t.dtype()) && cols % 32 == 0 {
+        let t = if is_slow(t.dtype(), arch) && cols % 32 == 0 {
             QTensor::quantize(&t.dequantize(device)?, GgmlDType::Q8_0)?
         } else {
             t
