@@ -9,8 +9,9 @@
 //! a view (no copy), and the query heads of a group are stacked as rows against their one
 //! key/value head instead of repeating that head. Cutting the cache back
 //! ([`Decoder::truncate`]) is what reuses a document's prefix for every chunk: no copy of
-//! the cache at all. The layers themselves are candle's kernels (quantized matrix products,
-//! RMS norm, RoPE, gemm) and situate-kernels' vectorised softmax and Q8_0 product.
+//! the cache at all. The layers themselves are situate-kernels' quantized matrix products
+//! (`situate_kernels::q8`, where AVX2 runs) and vectorised softmax, and candle's kernels
+//! (RMS norm, RoPE, gemm, and its quantized products elsewhere).
 //!
 //! The three architectures differ only in: biases on the q/k/v projections (qwen2), an RMS
 //! norm of each query and key head before RoPE (qwen3), and the RoPE layout (llama pairs
@@ -35,8 +36,8 @@ const EXPAND_ROWS: usize = 64;
 struct Linear {
     product: Product,
     dense: Option<QMatMul>,
-    /// The quantized product of many rows has a kernel that decodes each weight block
-    /// once for several rows (candle's repacked Q4K/Q6K tiles): no need for f32.
+    /// candle's quantized product of many rows has a kernel that decodes each weight block
+    /// once for several rows (its repacked Q4K/Q6K tiles): no need for f32.
     fast_rows: bool,
     /// candle multiplies one row by this matrix with another kernel than several rows
     /// (Q6K: a dot product per column instead of its tiles), so a lone row is run as two:
@@ -46,11 +47,12 @@ struct Linear {
 
 /// How a quantized matrix multiplies rows.
 enum Product {
-    /// candle's quantized product.
+    /// candle's quantized product (CPUs without AVX2, and formats situate-kernels does not
+    /// take).
     Candle(QMatMul),
-    /// Q8_0, Q4_0 or Q5_0 as stored (or Q8_0 widened from Q4_1/Q5_1 at load) on a CPU with
-    /// AVX2: situate-kernels' product, candle's Q8_0 values to the bit at about twice its
-    /// speed for two rows or more (`situate_kernels::q8`).
+    /// Q8_0, Q4_0, Q5_0, Q4_K or Q6_K as stored (or Q8_0 widened from Q4_1/Q5_1 at load) on
+    /// a CPU with AVX2: situate-kernels' product (`situate_kernels::q8`), for prompts and
+    /// decoding alike, the same values on every CPU level and for any number of rows.
     Q8(Q8Matrix),
 }
 
@@ -83,9 +85,8 @@ impl Linear {
     }
 
     /// `x`: (rows, in) to (rows, out). With `dense` (a prompt pass), the f32 copy if there
-    /// is one; a Q8_0, Q4_0 or Q5_0 matrix through situate-kernels' product (prompts and
-    /// decoding alike: on Qwen2.5-0.5B, whose matrices are Q5_0, a pass of 512 rows reads
-    /// 300–370 prompt tokens/s against 88 through f32 before, `situate-bench generate`);
+    /// is one; a Q8_0, Q4_0, Q5_0, Q4_K or Q6_K matrix through situate-kernels' product
+    /// (prompts and decoding alike: BENCHMARKS.md, "Local generation speed");
     /// another quantization expanded to f32 for a prompt pass when it has no fast many-row
     /// kernel in candle and the pass has [`EXPAND_ROWS`] rows or more; otherwise candle's
     /// quantized product. Which product runs depends on the kind of pass and its number of
