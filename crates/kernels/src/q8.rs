@@ -318,8 +318,16 @@ impl Q8Matrix {
         Panel {
             data: &self.data[a * f.data_bytes()..z * f.data_bytes()],
             high: &self.high[a * f.high_bytes()..z * f.high_bytes()],
-            scales: if f.k() { &[] } else { &self.scales[a * PANEL..z * PANEL] },
-            kscales: if f.k() { &self.kscales[a * 2 * PANEL..z * 2 * PANEL] } else { &[] },
+            scales: if f.k() {
+                &[]
+            } else {
+                &self.scales[a * PANEL..z * PANEL]
+            },
+            kscales: if f.k() {
+                &self.kscales[a * 2 * PANEL..z * 2 * PANEL]
+            } else {
+                &[]
+            },
             supers: {
                 let (sa, sz) = (a / (SUPER / BLOCK), z / (SUPER / BLOCK));
                 &self.supers[sa * f.supers()..sz * f.supers()]
@@ -369,7 +377,10 @@ impl Packed {
             Form::Q4 | Form::Q5 => {
                 self.scales[first * PANEL + j] = f16(block);
                 let (fifth, nib) = if form == Form::Q5 {
-                    (u32::from_le_bytes([block[2], block[3], block[4], block[5]]), &block[6..])
+                    (
+                        u32::from_le_bytes([block[2], block[3], block[4], block[5]]),
+                        &block[6..],
+                    )
                 } else {
                     (0, &block[2..])
                 };
@@ -442,7 +453,10 @@ impl Packed {
                     }
                     match form {
                         Form::Q5 => {
-                            let bits = n.iter().enumerate().fold(0u8, |a, (t, &n)| a | ((n >> 4) << t));
+                            let bits = n
+                                .iter()
+                                .enumerate()
+                                .fold(0u8, |a, (t, &n)| a | ((n >> 4) << t));
                             self.high[b * PANEL_BLOCK / 8 + i / 8] |= bits << (i % 8);
                         }
                         Form::Q6K => {
@@ -480,7 +494,11 @@ struct Rows<'a> {
 /// kept in `form`, into `out` (`tile` × 16).
 fn run(kernel: Kernel, form: Form, tile: usize, w: &Panel, x: &Rows, out: &mut [f32]) {
     let blocks = w.blocks;
-    let supers = if form.k() { blocks / (SUPER / BLOCK) } else { 0 };
+    let supers = if form.k() {
+        blocks / (SUPER / BLOCK)
+    } else {
+        0
+    };
     assert!(
         w.data.len() == blocks * form.data_bytes()
             && w.high.len() == blocks * form.high_bytes()
@@ -575,7 +593,10 @@ unsafe fn panel_vnni512<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out
                     let mut hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
                     if FORM == 2 {
                         let bits = w.high.as_ptr().add(b * PANEL_BLOCK / 8) as *const u64;
-                        let (ml, mh) = (bits.add(k).read_unaligned(), bits.add(k + 4).read_unaligned());
+                        let (ml, mh) = (
+                            bits.add(k).read_unaligned(),
+                            bits.add(k + 4).read_unaligned(),
+                        );
                         lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(ml, sixteen));
                         hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(mh, sixteen));
                     } else if FORM == 4 {
@@ -584,7 +605,9 @@ unsafe fn panel_vnni512<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out
                         );
                         let s = _mm_cvtsi32_si128(2 * (k / 2) as i32);
                         let s4 = _mm_cvtsi32_si128(2 * (k / 2) as i32 + 4);
-                        let top = |s| _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(hv, s), three), 4);
+                        let top = |s| {
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(hv, s), three), 4)
+                        };
                         lo = _mm512_or_si512(lo, top(s));
                         hi = _mm512_or_si512(hi, top(s4));
                     }
@@ -600,8 +623,13 @@ unsafe fn panel_vnni512<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out
             }
             let sp = b / (SUPER / BLOCK);
             let bytes = |at: usize, signed: bool| {
-                let v = _mm_loadu_si128(w.kscales.as_ptr().add(b * 2 * PANEL + at) as *const __m128i);
-                _mm512_cvtepi32_ps(if signed { _mm512_cvtepi8_epi32(v) } else { _mm512_cvtepu8_epi32(v) })
+                let v =
+                    _mm_loadu_si128(w.kscales.as_ptr().add(b * 2 * PANEL + at) as *const __m128i);
+                _mm512_cvtepi32_ps(if signed {
+                    _mm512_cvtepi8_epi32(v)
+                } else {
+                    _mm512_cvtepu8_epi32(v)
+                })
             };
             // Per block: the scale of the first (and for Q6_K the second) 16 weights, and
             // Q4_K's min term.
@@ -618,13 +646,20 @@ unsafe fn panel_vnni512<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out
                 }
                 _ => {
                     let d = _mm512_loadu_ps(w.supers.as_ptr().add(sp * PANEL));
-                    (_mm512_mul_ps(d, bytes(0, true)), _mm512_mul_ps(d, bytes(PANEL, true)), _mm512_setzero_ps())
+                    (
+                        _mm512_mul_ps(d, bytes(0, true)),
+                        _mm512_mul_ps(d, bytes(PANEL, true)),
+                        _mm512_setzero_ps(),
+                    )
                 }
             };
             for (r, acc) in acc.iter_mut().enumerate() {
                 let at = r * blocks + b;
                 let dx = *x.scales.get_unchecked(at);
-                let (h0, h1) = (*x.halves.get_unchecked(2 * at), *x.halves.get_unchecked(2 * at + 1));
+                let (h0, h1) = (
+                    *x.halves.get_unchecked(2 * at),
+                    *x.halves.get_unchecked(2 * at + 1),
+                );
                 let dxv = _mm512_set1_ps(dx);
                 if FORM == 4 {
                     let ia = _mm512_sub_epi32(da[r], _mm512_set1_epi32(bias * h0));
@@ -708,8 +743,14 @@ unsafe fn panel_avx2<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out: &
                 let at = w.data.as_ptr().add(b * PANEL_BLOCK);
                 for step in 0..BLOCK / 4 {
                     let wv = [
-                        _mm256_xor_si256(_mm256_loadu_si256(at.add(step * 64) as *const __m256i), flip),
-                        _mm256_xor_si256(_mm256_loadu_si256(at.add(step * 64 + 32) as *const __m256i), flip),
+                        _mm256_xor_si256(
+                            _mm256_loadu_si256(at.add(step * 64) as *const __m256i),
+                            flip,
+                        ),
+                        _mm256_xor_si256(
+                            _mm256_loadu_si256(at.add(step * 64 + 32) as *const __m256i),
+                            flip,
+                        ),
                     ];
                     for (r, da) in da.iter_mut().enumerate() {
                         let xv = xb(r, step);
@@ -732,12 +773,17 @@ unsafe fn panel_avx2<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out: &
                             hi = _mm256_or_si256(hi, fifth(PANEL_BLOCK / 2 + k * 64 + h * 32));
                         } else if FORM == 4 {
                             let hv = _mm256_loadu_si256(
-                                w.high.as_ptr().add(b * PANEL_BLOCK / 4 + 64 * (k % 2) + 32 * h)
+                                w.high
+                                    .as_ptr()
+                                    .add(b * PANEL_BLOCK / 4 + 64 * (k % 2) + 32 * h)
                                     as *const __m256i,
                             );
                             let top = |s: i32| {
                                 let s = _mm_cvtsi32_si128(s);
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hv, s), three), 4)
+                                _mm256_slli_epi16(
+                                    _mm256_and_si256(_mm256_srl_epi16(hv, s), three),
+                                    4,
+                                )
                             };
                             lo = _mm256_or_si256(lo, top(2 * (k / 2) as i32));
                             hi = _mm256_or_si256(hi, top(2 * (k / 2) as i32 + 4));
@@ -757,8 +803,13 @@ unsafe fn panel_avx2<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out: &
             }
             let sp = b / (SUPER / BLOCK);
             let bytes = |at: usize, signed: bool| {
-                let v = _mm_loadl_epi64(w.kscales.as_ptr().add(b * 2 * PANEL + at) as *const __m128i);
-                _mm256_cvtepi32_ps(if signed { _mm256_cvtepi8_epi32(v) } else { _mm256_cvtepu8_epi32(v) })
+                let v =
+                    _mm_loadl_epi64(w.kscales.as_ptr().add(b * 2 * PANEL + at) as *const __m128i);
+                _mm256_cvtepi32_ps(if signed {
+                    _mm256_cvtepi8_epi32(v)
+                } else {
+                    _mm256_cvtepu8_epi32(v)
+                })
             };
             for h in 0..2 {
                 let o = 8 * h;
@@ -769,31 +820,43 @@ unsafe fn panel_avx2<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out: &
                     }
                     3 => {
                         let d = _mm256_loadu_ps(w.supers.as_ptr().add(sp * 2 * PANEL + o));
-                        let dmin = _mm256_loadu_ps(w.supers.as_ptr().add(sp * 2 * PANEL + PANEL + o));
+                        let dmin =
+                            _mm256_loadu_ps(w.supers.as_ptr().add(sp * 2 * PANEL + PANEL + o));
                         let s = _mm256_mul_ps(d, bytes(o, false));
                         (s, s, _mm256_mul_ps(dmin, bytes(PANEL + o, false)))
                     }
                     _ => {
                         let d = _mm256_loadu_ps(w.supers.as_ptr().add(sp * PANEL + o));
-                        (_mm256_mul_ps(d, bytes(o, true)), _mm256_mul_ps(d, bytes(PANEL + o, true)), _mm256_setzero_ps())
+                        (
+                            _mm256_mul_ps(d, bytes(o, true)),
+                            _mm256_mul_ps(d, bytes(PANEL + o, true)),
+                            _mm256_setzero_ps(),
+                        )
                     }
                 };
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let at = r * blocks + b;
                     let dx = *x.scales.get_unchecked(at);
-                    let (h0, h1) = (*x.halves.get_unchecked(2 * at), *x.halves.get_unchecked(2 * at + 1));
+                    let (h0, h1) = (
+                        *x.halves.get_unchecked(2 * at),
+                        *x.halves.get_unchecked(2 * at + 1),
+                    );
                     let dxv = _mm256_set1_ps(dx);
                     let acc = &mut acc[h];
                     if FORM == 4 {
                         let ia = _mm256_sub_epi32(da[r][h], _mm256_set1_epi32(bias * h0));
                         let ib = _mm256_sub_epi32(db[r][h], _mm256_set1_epi32(bias * h1));
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_mul_ps(sa, dxv), *acc);
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib), _mm256_mul_ps(sb, dxv), *acc);
+                        *acc =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_mul_ps(sa, dxv), *acc);
+                        *acc =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib), _mm256_mul_ps(sb, dxv), *acc);
                     } else {
                         let isum = _mm256_sub_epi32(da[r][h], _mm256_set1_epi32(bias * (h0 + h1)));
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sa, dxv), *acc);
+                        *acc =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sa, dxv), *acc);
                         if FORM == 3 {
-                            *acc = _mm256_fnmadd_ps(mn, _mm256_set1_ps(dx * (h0 + h1) as f32), *acc);
+                            *acc =
+                                _mm256_fnmadd_ps(mn, _mm256_set1_ps(dx * (h0 + h1) as f32), *acc);
                         }
                     }
                 }
@@ -929,7 +992,11 @@ mod tests {
                         let n = (0..BLOCK)
                             .map(|k| if s % 2 == 0 { qs[k] & 0xF } else { qs[k] >> 4 } as i32)
                             .collect();
-                        out.push(Rule::K4 { n, d: d * sc as f32, m: dmin * m as f32 });
+                        out.push(Rule::K4 {
+                            n,
+                            d: d * sc as f32,
+                            m: dmin * m as f32,
+                        });
                     }
                 }
             }
@@ -1049,7 +1116,9 @@ mod tests {
         let dev = Device::Cpu;
         for dtype in FORMATS {
             let shapes: &[(usize, usize, usize)] = match dtype {
-                GgmlDType::Q4K | GgmlDType::Q6K => &[(16, 256, 1), (131, 512, 13), (37, 256, 7), (16, 768, 2)],
+                GgmlDType::Q4K | GgmlDType::Q6K => {
+                    &[(16, 256, 1), (131, 512, 13), (37, 256, 7), (16, 768, 2)]
+                }
                 _ => &[(4, 32, 1), (131, 96, 13), (37, 896, 7), (16, 64, 2)],
             };
             for &(rows, cols, m) in shapes {
@@ -1076,7 +1145,10 @@ mod tests {
                         let v = want[r * rows + c];
                         assert!((v as f64 - exact).abs() < tol, "{r},{c}: {v} vs {exact}");
                         // candle quantizes the rows per 256 for the K formats.
-                        assert!(((v - candle[r * rows + c]) as f64).abs() < tol, "{r},{c}: candle");
+                        assert!(
+                            ((v - candle[r * rows + c]) as f64).abs() < tol,
+                            "{r},{c}: candle"
+                        );
                     }
                 }
                 for &kernel in &kernels {
@@ -1092,7 +1164,11 @@ mod tests {
                     }
                     for r in 0..m {
                         let alone = m8.matmul(&xv[r * cols..(r + 1) * cols], 1, kernel);
-                        assert_eq!(alone, got[r * rows..(r + 1) * rows], "{kernel:?}: row {r} alone");
+                        assert_eq!(
+                            alone,
+                            got[r * rows..(r + 1) * rows],
+                            "{kernel:?}: row {r} alone"
+                        );
                     }
                 }
             }
@@ -1112,7 +1188,11 @@ mod tests {
             let d = half::f16::from_le_bytes([block[0], block[1]]).to_f32();
             assert_eq!(q.scales[i].to_bits(), d.to_bits(), "block {i}'s scale");
             let bytes: Vec<i8> = block[2..].iter().map(|&b| b as i8).collect();
-            assert_eq!(&q.quants[i * BLOCK..(i + 1) * BLOCK], bytes.as_slice(), "block {i}");
+            assert_eq!(
+                &q.quants[i * BLOCK..(i + 1) * BLOCK],
+                bytes.as_slice(),
+                "block {i}"
+            );
         }
     }
 
@@ -1139,7 +1219,11 @@ mod tests {
                 + 4 * m8.scales.len()
                 + m8.kscales.len()
                 + 4 * m8.supers.len();
-            assert_eq!(kept as f64, (rows * cols / BLOCK) as f64 * per_block, "{dtype:?}");
+            assert_eq!(
+                kept as f64,
+                (rows * cols / BLOCK) as f64 * per_block,
+                "{dtype:?}"
+            );
         }
     }
 

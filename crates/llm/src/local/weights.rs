@@ -5,8 +5,8 @@ use super::*;
 use crate::decoder::Decoder;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
-use situate_kernels::q8::Q8Matrix;
 use candle_transformers::models::quantized_gemma3;
+use situate_kernels::q8::Q8Matrix;
 use tokenizers::Tokenizer;
 
 pub(super) enum Weights {
@@ -188,7 +188,11 @@ pub fn widen_slow_quantizations<R: std::io::Read + std::io::Seek>(
         .get("general.architecture")
         .and_then(|v| v.to_string().ok())
         .map_or("", |a| a.as_str());
-    if !ct.tensor_infos.values().any(|t| is_slow(t.ggml_dtype, arch)) {
+    if !ct
+        .tensor_infos
+        .values()
+        .any(|t| is_slow(t.ggml_dtype, arch))
+    {
         return Ok(None);
     }
     let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
