@@ -495,6 +495,18 @@ struct Rows<'a> {
     halves: &'a [i32],
 }
 
+impl Rows<'_> {
+    /// Row-block `at`'s scale and its halves' sums.
+    #[inline(always)]
+    fn block(&self, at: usize) -> (f32, i32, i32) {
+        (
+            self.scales[at],
+            self.halves[2 * at],
+            self.halves[2 * at + 1],
+        )
+    }
+}
+
 /// Runs `kernel` for a tile of `tile` rows (`VNNI_TILE`, `AVX2_TILE`, `AVX2_TILE_K` or 1) against a panel
 /// kept in `form`, into `out` (`tile` × 16).
 fn run(kernel: Kernel, form: Form, tile: usize, w: &Panel, x: &Rows, out: &mut [f32]) {
@@ -661,11 +673,7 @@ unsafe fn panel_vnni512<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out
             };
             for (r, acc) in acc.iter_mut().enumerate() {
                 let at = r * blocks + b;
-                let dx = *x.scales.get_unchecked(at);
-                let (h0, h1) = (
-                    *x.halves.get_unchecked(2 * at),
-                    *x.halves.get_unchecked(2 * at + 1),
-                );
+                let (dx, h0, h1) = x.block(at);
                 let dxv = _mm512_set1_ps(dx);
                 if FORM == 4 {
                     let ia = _mm512_sub_epi32(da[r], _mm512_set1_epi32(bias * h0));
@@ -842,11 +850,7 @@ unsafe fn panel_avx2<const R: usize, const FORM: u8>(w: &Panel, x: &Rows, out: &
                 };
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let at = r * blocks + b;
-                    let dx = *x.scales.get_unchecked(at);
-                    let (h0, h1) = (
-                        *x.halves.get_unchecked(2 * at),
-                        *x.halves.get_unchecked(2 * at + 1),
-                    );
+                    let (dx, h0, h1) = x.block(at);
                     let dxv = _mm256_set1_ps(dx);
                     let acc = &mut acc[h];
                     if FORM == 4 {
