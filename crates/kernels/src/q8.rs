@@ -73,6 +73,9 @@ pub struct Q8Matrix {
     rows: usize,
     cols: usize,
     form: Form,
+    /// The kernel of the level chosen for the process (a matrix is made only where one
+    /// runs).
+    kernel: Kernel,
     /// Per panel and block: 512 bytes `n = w + 128` (Q8_0), or 256 bytes whose low nibbles
     /// are numbers 0–255 of the block and high nibbles numbers 256–511 (the low 4 bits).
     data: Vec<u8>,
@@ -206,9 +209,9 @@ impl Q8Matrix {
             GgmlDType::Q6K => (Form::Q6K, Q6K_BYTES, SUPER),
             _ => return Ok(None),
         };
-        if Kernel::chosen().is_none() {
+        let Some(kernel) = Kernel::chosen() else {
             return Ok(None);
-        }
+        };
         let (rows, cols) = t.shape().dims2()?;
         let raw = t.data()?;
         if !cols.is_multiple_of(weights) || raw.len() != rows * cols / weights * per {
@@ -217,7 +220,8 @@ impl Q8Matrix {
         let blocks = cols / BLOCK;
         let panels = rows.div_ceil(PANEL);
         // Panels are packed apart, on all cores (the 1.5B model's matrices took 3 s on one),
-        // then joined.
+        // then joined: kept as separate allocations, the panels made decoding 20–30% slower
+        // (read as one stream per part, they are what the prefetchers follow).
         use rayon::prelude::*;
         let packed: Vec<Packed> = (0..panels)
             .into_par_iter()
@@ -237,6 +241,7 @@ impl Q8Matrix {
             rows,
             cols,
             form,
+            kernel,
             data: Vec::with_capacity(panels * blocks * form.data_bytes()),
             high: Vec::with_capacity(panels * blocks * form.high_bytes()),
             scales: Vec::new(),
@@ -260,11 +265,8 @@ impl Q8Matrix {
 
     /// `x` (`m` × in, f32) times the transposed matrix: `m` × out.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let kernel = Kernel::chosen();
-        crate::host_product(x, "q8", (self.rows, self.cols), |v, m| match kernel {
-            Some(k) => self.matmul(v, m, k),
-            // Unreachable: a Q8Matrix is made only where a kernel runs.
-            None => vec![0.0; m * self.rows],
+        crate::host_product(x, "q8", (self.rows, self.cols), |v, m| {
+            self.matmul(v, m, self.kernel)
         })
     }
 
@@ -276,6 +278,11 @@ impl Q8Matrix {
         let blocks = self.cols / BLOCK;
         let q = quantize_rows(x, m, self.cols);
         let panels = self.rows.div_ceil(PANEL);
+        let full = match kernel {
+            Kernel::Vnni512 => VNNI_TILE,
+            Kernel::Avx2 if self.form.k() => AVX2_TILE_K,
+            Kernel::Avx2 => AVX2_TILE,
+        };
         let mut out = vec![0f32; m * self.rows];
         let out_at = out.as_mut_ptr() as usize;
         candle_core::utils::barrier_pool().execute_chunked(panels, |range| {
@@ -285,12 +292,7 @@ impl Q8Matrix {
                 let keep = PANEL.min(self.rows - p * PANEL);
                 let mut r = 0;
                 while r < m {
-                    let tile = match kernel {
-                        Kernel::Vnni512 => VNNI_TILE,
-                        Kernel::Avx2 if self.form.k() => AVX2_TILE_K,
-                        Kernel::Avx2 => AVX2_TILE,
-                    };
-                    let tile = if m - r >= tile { tile } else { 1 };
+                    let tile = if m - r >= full { full } else { 1 };
                     let x = Rows {
                         quants: &q.quants[r * self.cols..(r + tile) * self.cols],
                         scales: &q.scales[r * blocks..(r + tile) * blocks],
@@ -528,8 +530,8 @@ fn run(kernel: Kernel, form: Form, tile: usize, w: &Panel, x: &Rows, out: &mut [
             && out.len() >= tile * PANEL
     );
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `Kernel::chosen()` (or a test, after the same check) picked the kernel, so
-    // the CPU runs it; the sizes were asserted above.
+    // SAFETY: the matrix took its kernel from `Kernel::chosen()` (tests, from the kernels
+    // their own check finds), so the CPU runs it; the sizes were asserted above.
     unsafe {
         macro_rules! each_form {
             ($kern:ident, $r:expr) => {
